@@ -1,0 +1,131 @@
+package redlock
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Limits that are part of the contract, not options.
+const (
+	// MinTTL is the smallest TTL a lock may be taken or extended with.
+	MinTTL = 100 * time.Millisecond
+	// MaxNameLen is the longest resource or namespace name.
+	MaxNameLen = 200
+	// MaxOwnerLen is the longest owner text.
+	MaxOwnerLen = 256
+	// Quorum-wide constant drift added to the proportional drift.
+	constDrift = 2 * time.Millisecond
+)
+
+var (
+	nameRe  = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+	tokenRe = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+)
+
+// ValidName reports whether s is a valid resource or namespace name:
+// 1–200 characters of [A-Za-z0-9._:-].
+func ValidName(s string) bool { return nameRe.MatchString(s) }
+
+// ValidToken reports whether s is a valid client-chosen token:
+// 22–128 characters of [A-Za-z0-9_-].
+func ValidToken(s string) bool { return tokenRe.MatchString(s) }
+
+// Options configure a Coordinator. The zero value of each field means its
+// default.
+type Options struct {
+	// DefaultTTL is used when a call gives no TTL. Default: 30s.
+	DefaultTTL time.Duration
+	// MaxTTL is the largest TTL a call may ask for. It is also the restart
+	// quarantine period. Default: 60s.
+	MaxTTL time.Duration
+	// MaxWait is the largest wait an Acquire may ask for. Default: 60s.
+	MaxWait time.Duration
+	// NodeTimeout bounds each command on each node. Default: 50ms.
+	NodeTimeout time.Duration
+	// DriftFactor is the clock drift allowed per unit of TTL; validity is
+	// ttl - elapsed - (ttl*DriftFactor + 2ms). Default: 0.01. A negative value
+	// means no proportional drift (only the constant 2ms): unsafe, for tests.
+	DriftFactor float64
+	// KeyPrefix is put before every Redis key. Default: "redlockd:".
+	KeyPrefix string
+	// RetryDelay is the mean delay between two attempts of a waiting
+	// Acquire; each delay is jittered uniformly in [RetryDelay/2, 3*RetryDelay/2].
+	// Default: 50ms.
+	RetryDelay time.Duration
+	// NoQuarantine turns restart quarantine off: a node that restarted votes
+	// at once. Only safe when every node runs with appendfsync always.
+	// Default: quarantine on.
+	NoQuarantine bool
+	// Logger receives warnings and debug lines. It never receives tokens.
+	// Default: zerolog.Nop().
+	Logger *zerolog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.DefaultTTL == 0 {
+		o.DefaultTTL = 30 * time.Second
+	}
+	if o.MaxTTL == 0 {
+		o.MaxTTL = 60 * time.Second
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = 60 * time.Second
+	}
+	if o.NodeTimeout == 0 {
+		o.NodeTimeout = 50 * time.Millisecond
+	}
+	if o.DriftFactor == 0 {
+		o.DriftFactor = 0.01
+	} else if o.DriftFactor < 0 {
+		o.DriftFactor = 0
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "redlockd:"
+	}
+	if o.RetryDelay == 0 {
+		o.RetryDelay = 50 * time.Millisecond
+	}
+	if o.Logger == nil {
+		nop := zerolog.Nop()
+		o.Logger = &nop
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.MaxTTL < MinTTL:
+		return invalid("max TTL %v is below the minimum %v", o.MaxTTL, MinTTL)
+	case o.DefaultTTL < MinTTL || o.DefaultTTL > o.MaxTTL:
+		return invalid("default TTL %v must be within [%v, %v]", o.DefaultTTL, MinTTL, o.MaxTTL)
+	case o.MaxWait < 0:
+		return invalid("max wait %v is negative", o.MaxWait)
+	case o.NodeTimeout < 0:
+		return invalid("node timeout %v is negative", o.NodeTimeout)
+	case o.DriftFactor >= 0.5:
+		return invalid("drift factor %v must be below 0.5", o.DriftFactor)
+	case o.RetryDelay < 0:
+		return invalid("retry delay %v is negative", o.RetryDelay)
+	}
+	return nil
+}
+
+// AcquireOptions are the per-call options of Acquire.
+type AcquireOptions struct {
+	// Namespace separates tenants: the same resource in two namespaces is two
+	// locks. Default: "" (the default namespace).
+	Namespace string
+	// TTL of the lock. Default: Options.DefaultTTL.
+	TTL time.Duration
+	// Wait is how long to keep trying while the lock is held. Default: 0,
+	// one attempt round.
+	Wait time.Duration
+	// Token makes Acquire idempotent: if the lock is already held with this
+	// token it is re-acquired with a fresh TTL and the same fence. Default: a
+	// new random token.
+	Token string
+	// Owner is free text shown by Inspect.
+	Owner string
+}
