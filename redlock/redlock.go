@@ -51,6 +51,9 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 // Status pings every node in parallel and reports its health.
 func (c *Coordinator) Status(ctx context.Context) []NodeStatus { return nil }
 
+// Nodes is the number of nodes N.
+func (c *Coordinator) Nodes() int { return 0 }
+
 // Quorum is the number of nodes needed: N/2 + 1.
 func (c *Coordinator) Quorum() int { return c.quorum }
 
