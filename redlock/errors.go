@@ -56,7 +56,9 @@ type NodeError struct {
 	Err  error
 }
 
-func (e *NodeError) Error() string { return fmt.Sprintf("redlock: node %d (%s): %v", e.Node, e.Addr, e.Err) }
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("redlock: node %d (%s): %v", e.Node, e.Addr, e.Err)
+}
 
 // Unwrap returns the node's underlying error.
 func (e *NodeError) Unwrap() error { return e.Err }

@@ -3,56 +3,50 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Coordinator runs the Redlock algorithm over N independent Redis masters.
-// It is safe for concurrent use.
+// It is safe for concurrent use; it holds no per-lock state, so any number
+// of coordinators (gateway replicas) may share the same nodes.
 type Coordinator struct {
 	opts   Options
+	nodes  []*node
 	quorum int
 }
 
 // New returns a Coordinator over one client per node, made from the given
 // go-redis options (their timeouts and retries are overridden so that each
-// command is bounded by Options.NodeTimeout). It validates opts once.
-// May return ErrInvalid.
+// command is bounded by Options.NodeTimeout and never retried). It validates
+// opts once. May return ErrInvalid.
 func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
-	return nil, errors.New("not implemented")
+	if len(nodes) == 0 {
+		return nil, invalid("no nodes")
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1}
+	for i, o := range nodes {
+		if o == nil {
+			return nil, invalid("node %d has no options", i)
+		}
+		c.nodes = append(c.nodes, newNode(i, o, opts.NodeTimeout))
+	}
+	if len(nodes) == 1 {
+		opts.Logger.Warn().Msg("redlock: a single node gives no fault tolerance: if it fails or restarts, locks are lost")
+	}
+	return c, nil
 }
-
-// Acquire takes the lock on resource. May return ErrInvalid, a *HeldError
-// (ErrLockHeld) or ErrQuorumUnavailable, joined with ctx.Err() when the
-// context ended the wait.
-func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
-	return Lock{}, errors.New("not implemented")
-}
-
-// Release deletes the lock on every node where token holds it. May return
-// ErrInvalid, ErrLockExpired, ErrHeldByOther or ErrQuorumUnavailable.
-func (c *Coordinator) Release(ctx context.Context, namespace, resource, token string) error {
-	return errors.New("not implemented")
-}
-
-// Extend makes the lock valid for ttl from now (DefaultTTL when ttl is 0).
-// May return ErrInvalid, ErrLockExpired, ErrHeldByOther or ErrQuorumUnavailable.
-func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (Lock, error) {
-	return Lock{}, errors.New("not implemented")
-}
-
-// Inspect tells who holds the lock. May return ErrInvalid, ErrNotHeld or
-// ErrQuorumUnavailable.
-func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (Info, error) {
-	return Info{}, errors.New("not implemented")
-}
-
-// Status pings every node in parallel and reports its health.
-func (c *Coordinator) Status(ctx context.Context) []NodeStatus { return nil }
 
 // Nodes is the number of nodes N.
-func (c *Coordinator) Nodes() int { return 0 }
+func (c *Coordinator) Nodes() int { return len(c.nodes) }
 
 // Quorum is the number of nodes needed: N/2 + 1.
 func (c *Coordinator) Quorum() int { return c.quorum }
@@ -61,4 +55,472 @@ func (c *Coordinator) Quorum() int { return c.quorum }
 func (c *Coordinator) Options() Options { return c.opts }
 
 // Close closes every node's client.
-func (c *Coordinator) Close() error { return nil }
+func (c *Coordinator) Close() error {
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, n.client.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// keys returns the lock, meta and fence keys of a resource. Names never
+// contain '/', so namespace and resource cannot collide across namespaces.
+func (c *Coordinator) keys(namespace, resource string) []string {
+	base := namespace + "/" + resource
+	p := c.opts.KeyPrefix
+	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base}
+}
+
+// validity is what is left of ttl after elapsed time and clock drift.
+func (c *Coordinator) validity(ttl time.Duration, start time.Time) time.Duration {
+	drift := time.Duration(float64(ttl)*c.opts.DriftFactor) + constDrift
+	return ttl - time.Since(start) - drift
+}
+
+func (c *Coordinator) checkName(namespace, resource string) error {
+	if namespace != "" && !ValidName(namespace) {
+		return invalid("namespace must be 1-%d characters of [A-Za-z0-9._:-]", MaxNameLen)
+	}
+	if !ValidName(resource) {
+		return invalid("resource must be 1-%d characters of [A-Za-z0-9._:-]", MaxNameLen)
+	}
+	return nil
+}
+
+func (c *Coordinator) ttlOrDefault(ttl time.Duration) (time.Duration, error) {
+	if ttl == 0 {
+		return c.opts.DefaultTTL, nil
+	}
+	if ttl < MinTTL || ttl > c.opts.MaxTTL {
+		return 0, invalid("ttl must be within [%d, %d] ms", MinTTL.Milliseconds(), c.opts.MaxTTL.Milliseconds())
+	}
+	return ttl, nil
+}
+
+// Acquire takes the lock on resource, trying again after a jittered delay
+// while o.Wait lasts. May return ErrInvalid, a *HeldError (ErrLockHeld) or
+// ErrQuorumUnavailable, joined with ctx.Err() when the context ended the wait.
+func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
+	if err := c.checkName(o.Namespace, resource); err != nil {
+		return Lock{}, err
+	}
+	ttl, err := c.ttlOrDefault(o.TTL)
+	if err != nil {
+		return Lock{}, err
+	}
+	if o.Wait < 0 || o.Wait > c.opts.MaxWait {
+		return Lock{}, invalid("wait must be within [0, %d] ms", c.opts.MaxWait.Milliseconds())
+	}
+	if o.Token != "" && !ValidToken(o.Token) {
+		return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+	}
+	if len(o.Owner) > MaxOwnerLen {
+		return Lock{}, invalid("owner must be at most %d bytes", MaxOwnerLen)
+	}
+	a := attempt{c: c, ns: o.Namespace, resource: resource, keys: c.keys(o.Namespace, resource),
+		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner}
+	if !a.chosen {
+		a.token = NewToken()
+	}
+	deadline := time.Now().Add(o.Wait)
+	for {
+		if err := ctx.Err(); err != nil {
+			return Lock{}, errors.Join(ErrQuorumUnavailable, err)
+		}
+		lock, err := a.run(ctx)
+		if err == nil {
+			return lock, nil
+		}
+		if ctx.Err() != nil {
+			return Lock{}, errors.Join(err, ctx.Err())
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return Lock{}, err
+		}
+		delay := jitter(c.opts.RetryDelay)
+		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 && he.Remaining < delay {
+			delay = he.Remaining + jitter(2*time.Millisecond)
+		}
+		delay = min(delay, left)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Lock{}, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// jitter returns a duration uniformly in [d/2, 3d/2).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d)
+}
+
+// attempt is one lock being acquired: the same token for every round.
+type attempt struct {
+	c        *Coordinator
+	ns       string
+	resource string
+	keys     []string
+	token    string
+	chosen   bool // the caller chose the token (idempotent acquire)
+	ttl      time.Duration
+	owner    string
+}
+
+// acqReply is one node's answer to acquire.lua.
+type acqReply struct {
+	ok       bool
+	existing bool // the token held it already
+	fence    int64
+	pttl     int64 // the other holder's remaining TTL, when !ok
+}
+
+// run is one round: SET NX PX on every node in parallel, then the fence
+// commit. On failure it releases what this round may have set.
+func (a *attempt) run(ctx context.Context) (Lock, error) {
+	c := a.c
+	start := time.Now()
+	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (acqReply, error) {
+		v, err := scriptAcquire.Run(ctx, n.client, a.keys, a.token, a.ttl.Milliseconds(), a.owner).Slice()
+		if err != nil {
+			return acqReply{}, err
+		}
+		if len(v) == 3 && toInt(v[0]) == 1 {
+			return acqReply{ok: true, fence: toInt(v[1]), existing: toInt(v[2]) == 1}, nil
+		}
+		if len(v) == 2 && toInt(v[0]) == 0 {
+			return acqReply{pttl: toInt(v[1])}, nil
+		}
+		return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)
+	})
+	var (
+		ok, silent         int
+		newFence, oldFence int64
+		pttls              []int64
+		answered, fresh    []int
+		errs               []error
+	)
+	for _, r := range replies {
+		switch {
+		case r.err != nil:
+			silent++
+			errs = append(errs, r.err)
+			continue
+		case r.val.ok && r.val.existing:
+			ok++
+			oldFence = max(oldFence, r.val.fence)
+		case r.val.ok:
+			ok++
+			newFence = max(newFence, r.val.fence)
+			fresh = append(fresh, r.node)
+		default:
+			pttls = append(pttls, r.val.pttl)
+		}
+		answered = append(answered, r.node)
+	}
+	if ok >= c.quorum {
+		fence := newFence
+		if oldFence > 0 {
+			fence = oldFence // idempotent re-acquire keeps its fencing token
+		}
+		committed, held := a.commit(ctx, answered, fence)
+		validity := c.validity(a.ttl, start)
+		if committed >= c.quorum && held >= c.quorum && validity > 0 {
+			return Lock{
+				Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Owner: a.owner,
+				TTL: a.ttl, Validity: validity, Start: start, Until: start.Add(validity),
+				Nodes: len(c.nodes), Quorum: c.quorum, Locked: held,
+			}, nil
+		}
+	}
+	// Failed: undo. A random token is ours alone, so release it everywhere,
+	// including silent nodes whose SET may have landed. A caller-chosen token
+	// may already hold the lock from an earlier call: only undo what this
+	// round newly set.
+	undo := c.all()
+	if a.chosen {
+		undo = fresh
+	}
+	if len(undo) > 0 {
+		fanout(context.WithoutCancel(ctx), c, undo, func(ctx context.Context, n *node) (int64, error) {
+			return scriptRelease.Run(ctx, n.client, a.keys[:2], a.token).Int64()
+		})
+	}
+	if ok+silent < c.quorum {
+		return Lock{}, &HeldError{Remaining: freeIn(pttls, len(c.nodes), c.quorum)}
+	}
+	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+}
+
+// commit writes the chosen fence back to every node that answered, so that
+// any later quorum reads a counter at least this high. It returns how many
+// nodes took it and on how many the token holds the lock.
+func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committed, held int) {
+	replies := fanout(ctx, a.c, idxs, func(ctx context.Context, n *node) (int64, error) {
+		return scriptCommit.Run(ctx, n.client, a.keys, a.token, fence).Int64()
+	})
+	for _, r := range replies {
+		if r.err == nil {
+			committed++
+			if r.val == 1 {
+				held++
+			}
+		}
+	}
+	return committed, held
+}
+
+// freeIn estimates when a lock held on the nodes with these remaining TTLs
+// (ms) will be free on a quorum: the k-th smallest TTL, where k nodes must
+// expire for a quorum to be free. 0 if unknown.
+func freeIn(pttls []int64, nodes, quorum int) time.Duration {
+	k := quorum - (nodes - len(pttls)) // holders that must expire
+	if k <= 0 || k > len(pttls) {
+		return 0
+	}
+	slices.Sort(pttls)
+	if pttls[k-1] <= 0 {
+		return 0
+	}
+	return time.Duration(pttls[k-1]) * time.Millisecond
+}
+
+// notOwner tells ErrHeldByOther from ErrLockExpired by how many nodes
+// answered that another token holds the lock.
+func (c *Coordinator) notOwner(other int) error {
+	if other >= c.quorum {
+		return ErrHeldByOther
+	}
+	return ErrLockExpired
+}
+
+// Release deletes the lock on every node where token holds it. It succeeds
+// iff the token held the lock on a quorum. May return ErrInvalid,
+// ErrLockExpired or ErrHeldByOther (the token cannot have held a quorum), or
+// ErrQuorumUnavailable (too many nodes silent to tell).
+func (c *Coordinator) Release(ctx context.Context, namespace, resource, token string) error {
+	if err := c.checkName(namespace, resource); err != nil {
+		return err
+	}
+	if !ValidToken(token) {
+		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+	}
+	keys := c.keys(namespace, resource)[:2]
+	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (int64, error) {
+		return scriptRelease.Run(ctx, n.client, keys, token).Int64()
+	})
+	var matched, other, silent int
+	var errs []error
+	for _, r := range replies {
+		switch {
+		case r.err != nil:
+			silent++
+			errs = append(errs, r.err)
+		case r.val == 1:
+			matched++
+		case r.val == -1:
+			other++
+		}
+	}
+	switch {
+	case matched >= c.quorum:
+		return nil
+	case matched+silent < c.quorum:
+		return c.notOwner(other)
+	}
+	return errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+}
+
+// extReply is one node's answer to extend.lua.
+type extReply struct {
+	state int64 // 1 extended, 0 absent, -1 other token
+	fence int64
+	owner string
+}
+
+// Extend makes the lock valid for ttl from now (DefaultTTL when ttl is 0).
+// While a quorum still holds the token it also puts the lock back on nodes
+// where it vanished (a restarted node). May return ErrInvalid,
+// ErrLockExpired or ErrHeldByOther (the lock is lost), or
+// ErrQuorumUnavailable (too many nodes silent to tell).
+func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (Lock, error) {
+	if err := c.checkName(namespace, resource); err != nil {
+		return Lock{}, err
+	}
+	if !ValidToken(token) {
+		return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+	}
+	ttl, err := c.ttlOrDefault(ttl)
+	if err != nil {
+		return Lock{}, err
+	}
+	keys := c.keys(namespace, resource)
+	start := time.Now()
+	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (extReply, error) {
+		v, err := scriptExtend.Run(ctx, n.client, keys[:2], token, ttl.Milliseconds()).Slice()
+		if err != nil || len(v) == 0 {
+			return extReply{}, errors.Join(err, errors.New("empty extend reply"))
+		}
+		r := extReply{state: toInt(v[0])}
+		if r.state == 1 && len(v) == 3 {
+			r.fence = toInt(v[1])
+			r.owner, _ = v[2].(string)
+		}
+		return r, nil
+	})
+	var extended, other, silent int
+	var absent []int
+	var errs []error
+	var fence int64
+	var owner string
+	for _, r := range replies {
+		switch {
+		case r.err != nil:
+			silent++
+			errs = append(errs, r.err)
+		case r.val.state == 1:
+			extended++
+			if r.val.fence >= fence {
+				fence, owner = r.val.fence, r.val.owner
+			}
+		case r.val.state == 0:
+			absent = append(absent, r.node)
+		default:
+			other++
+		}
+	}
+	if extended >= c.quorum && c.validity(ttl, start) > 0 {
+		if len(absent) > 0 {
+			// The quorum holds: put the lock back where it vanished.
+			rs := fanout(ctx, c, absent, func(ctx context.Context, n *node) (int64, error) {
+				return scriptReassert.Run(ctx, n.client, keys, token, ttl.Milliseconds(), fence, owner).Int64()
+			})
+			for _, r := range rs {
+				if r.err == nil && r.val == 1 {
+					extended++
+				}
+			}
+		}
+		if validity := c.validity(ttl, start); validity > 0 {
+			return Lock{
+				Namespace: namespace, Resource: resource, Token: token, Fence: fence, Owner: owner,
+				TTL: ttl, Validity: validity, Start: start, Until: start.Add(validity),
+				Nodes: len(c.nodes), Quorum: c.quorum, Locked: extended,
+			}, nil
+		}
+	}
+	if extended+silent < c.quorum {
+		return Lock{}, c.notOwner(other)
+	}
+	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+}
+
+// Inspect tells who holds the lock (never the token). The lock is held when
+// a quorum of nodes hold the same token. May return ErrInvalid, ErrNotHeld or
+// ErrQuorumUnavailable (too many nodes silent to tell).
+func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (Info, error) {
+	if err := c.checkName(namespace, resource); err != nil {
+		return Info{}, err
+	}
+	keys := c.keys(namespace, resource)[:2]
+	type state struct {
+		token       string
+		pttl, fence int64
+		owner       string
+	}
+	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (state, error) {
+		v, err := scriptInspect.Run(ctx, n.client, keys).Slice()
+		if errors.Is(err, redis.Nil) {
+			return state{}, nil
+		}
+		if err != nil || len(v) < 4 {
+			return state{}, err
+		}
+		s := state{pttl: toInt(v[1]), fence: toInt(v[2])}
+		s.token, _ = v[0].(string)
+		s.owner, _ = v[3].(string)
+		return s, nil
+	})
+	type group struct {
+		count int
+		info  Info
+	}
+	groups := map[string]*group{}
+	var best *group
+	silent := 0
+	var errs []error
+	for _, r := range replies {
+		if r.err != nil {
+			silent++
+			errs = append(errs, r.err)
+			continue
+		}
+		if r.val.token == "" {
+			continue
+		}
+		g := groups[r.val.token]
+		if g == nil {
+			g = &group{info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(r.val.pttl) * time.Millisecond}}
+			groups[r.val.token] = g
+		}
+		g.count++
+		g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
+		if r.val.fence >= g.info.Fence {
+			g.info.Fence, g.info.Owner = r.val.fence, r.val.owner
+		}
+		if best == nil || g.count > best.count {
+			best = g
+		}
+	}
+	count := 0
+	if best != nil {
+		count = best.count
+	}
+	switch {
+	case count >= c.quorum:
+		best.info.HeldNodes = best.count
+		return best.info, nil
+	case count+silent >= c.quorum:
+		return Info{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	}
+	return Info{}, ErrNotHeld
+}
+
+// Status pings every node in parallel (each bounded by the node timeout)
+// and reports its health.
+func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
+	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (time.Duration, error) {
+		start := time.Now()
+		err := n.client.Ping(ctx).Err()
+		return time.Since(start), err
+	})
+	out := make([]NodeStatus, len(c.nodes))
+	for _, r := range replies {
+		n := c.nodes[r.node]
+		s := NodeStatus{Addr: n.addr, Up: r.err == nil, Latency: r.val}
+		if r.err != nil {
+			s.Err = errors.Unwrap(r.err).Error()
+		}
+		out[r.node] = s
+	}
+	return out
+}
+
+// toInt converts an integer reply element.
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		var n int64
+		_, _ = fmt.Sscan(x, &n)
+		return n
+	}
+	return 0
+}

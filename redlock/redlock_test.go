@@ -1,0 +1,641 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlockd/redlockd/internal/redistest"
+)
+
+var keySeq atomic.Int64
+
+// uniq returns a resource name unique to this test run.
+func uniq(t *testing.T) string {
+	return fmt.Sprintf("t-%d-%d", time.Now().UnixNano()%1e9, keySeq.Add(1))
+}
+
+// downHook fails every command on a node while down is set: a fault
+// injected in front of a real client.
+type downHook struct{ down atomic.Bool }
+
+var errInjected = errors.New("injected: node down")
+
+func (h *downHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *downHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.down.Load() {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *downHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.down.Load() {
+			return errInjected
+		}
+		return next(ctx, cmds)
+	}
+}
+
+type cluster struct {
+	servers []*redistest.Server
+	c       *Coordinator
+	hooks   []*downHook
+}
+
+func newCluster(t *testing.T, n int, opts Options) *cluster {
+	t.Helper()
+	cl := &cluster{servers: redistest.Cluster(t, n)}
+	var nodes []*redis.Options
+	for _, s := range cl.servers {
+		nodes = append(nodes, s.Options())
+	}
+	c, err := New(nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for _, n := range c.nodes {
+		h := &downHook{}
+		n.client.AddHook(h)
+		cl.hooks = append(cl.hooks, h)
+	}
+	cl.c = c
+	return cl
+}
+
+// setDown marks the nodes in mask as down (bit i = node i).
+func (cl *cluster) setDown(mask int) {
+	for i, h := range cl.hooks {
+		h.down.Store(mask&(1<<i) != 0)
+	}
+}
+
+// holders counts nodes whose lock key holds token (any token if token is "").
+func (cl *cluster) holders(t *testing.T, resource, token string) int {
+	t.Helper()
+	n := 0
+	for _, s := range cl.servers {
+		if !s.Running() {
+			continue
+		}
+		v, err := s.Client().Get(context.Background(), "redlockd:lock:/"+resource).Result()
+		if err == nil && (token == "" || v == token) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestAcquireRelease(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 5 * time.Second, Owner: "job-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Token) != 22 || l.Locked != 5 || l.Quorum != 3 || l.Nodes != 5 || l.Fence < 1 {
+		t.Fatalf("lock = %+v", l)
+	}
+	if maxV := 5*time.Second - 50*time.Millisecond - 2*time.Millisecond; l.Validity <= 0 || l.Validity > maxV {
+		t.Fatalf("validity %v not in (0, %v]", l.Validity, maxV)
+	}
+	if got := cl.holders(t, res, l.Token); got != 5 {
+		t.Fatalf("holders = %d, want 5", got)
+	}
+
+	_, err = cl.c.Acquire(ctx, res, AcquireOptions{})
+	var he *HeldError
+	if !errors.Is(err, ErrLockHeld) || !errors.As(err, &he) {
+		t.Fatalf("second acquire err = %v, want ErrLockHeld", err)
+	}
+	if he.Remaining <= 0 || he.Remaining > 5*time.Second {
+		t.Fatalf("remaining hint = %v", he.Remaining)
+	}
+
+	info, err := cl.c.Inspect(ctx, "", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Owner != "job-1" || info.Fence != l.Fence || info.HeldNodes != 5 || info.Remaining <= 0 {
+		t.Fatalf("info = %+v", info)
+	}
+
+	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got := cl.holders(t, res, l.Token); got != 0 {
+		t.Fatalf("holders after release = %d", got)
+	}
+	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrLockExpired) || !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("second release err = %v, want ErrLockExpired", err)
+	}
+	if _, err := cl.c.Inspect(ctx, "", res); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("inspect free err = %v", err)
+	}
+	l2, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Fence <= l.Fence {
+		t.Fatalf("fence %d not above %d", l2.Fence, l.Fence)
+	}
+	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrHeldByOther) {
+		t.Fatalf("release by old holder err = %v, want ErrHeldByOther", err)
+	}
+	if got := cl.holders(t, res, l2.Token); got != 5 {
+		t.Fatalf("new holder lost its lock: holders = %d", got)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the keys to expire on every node: time is the subject here.
+	time.Sleep(400 * time.Millisecond)
+	if _, err := cl.c.Extend(ctx, "", res, l.Token, 0); !errors.Is(err, ErrLockExpired) {
+		t.Fatalf("extend after expiry err = %v", err)
+	}
+	l2, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil {
+		t.Fatalf("acquire after expiry: %v", err)
+	}
+	if l2.Fence <= l.Fence {
+		t.Fatalf("fence %d not above %d", l2.Fence, l.Fence)
+	}
+}
+
+func TestExtend(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 300 * time.Millisecond, Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keep extending past the original TTL.
+	for range 4 {
+		time.Sleep(150 * time.Millisecond)
+		e, err := cl.c.Extend(ctx, "", res, l.Token, 300*time.Millisecond)
+		if err != nil {
+			t.Fatalf("extend: %v", err)
+		}
+		if e.Token != l.Token || e.Fence != l.Fence || e.Owner != "o" || e.Locked != 5 || e.Validity <= 0 {
+			t.Fatalf("extended = %+v, lock = %+v", e, l)
+		}
+	}
+	// A node that lost the key (restarted empty) gets it back while the quorum holds.
+	c0 := cl.servers[0].Client()
+	if err := c0.Del(ctx, "redlockd:lock:/"+res).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := cl.c.Extend(ctx, "", res, l.Token, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Locked != 5 || cl.holders(t, res, l.Token) != 5 {
+		t.Fatalf("extend did not re-assert: locked %d, holders %d", e.Locked, cl.holders(t, res, l.Token))
+	}
+	if f, _ := c0.HGet(ctx, "redlockd:meta:/"+res, "fence").Int64(); f != l.Fence {
+		t.Fatalf("re-asserted fence = %d, want %d", f, l.Fence)
+	}
+	// It never resurrects a lock lost on a quorum.
+	for _, s := range cl.servers[:3] {
+		s.Client().Del(ctx, "redlockd:lock:/"+res)
+	}
+	if _, err := cl.c.Extend(ctx, "", res, l.Token, 0); !errors.Is(err, ErrLockExpired) {
+		t.Fatalf("extend of a lost lock err = %v", err)
+	}
+	if got := cl.holders(t, res, l.Token); got != 2 {
+		t.Fatalf("lost lock resurrected: holders = %d", got)
+	}
+	// Held by another token on a quorum.
+	res2 := uniq(t)
+	l2, err := cl.c.Acquire(ctx, res2, AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.c.Extend(ctx, "", res2, NewToken(), 0); !errors.Is(err, ErrHeldByOther) {
+		t.Fatalf("extend with wrong token err = %v", err)
+	}
+	if got := cl.holders(t, res2, l2.Token); got != 5 {
+		t.Fatalf("wrong-token extend changed the lock: holders = %d", got)
+	}
+}
+
+func TestIdempotentAcquire(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	tok := NewToken() + "client"
+	l1, err := cl.c.Acquire(ctx, res, AcquireOptions{Token: tok, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	l2, err := cl.c.Acquire(ctx, res, AcquireOptions{Token: tok, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token != tok || l2.Fence != l1.Fence {
+		t.Fatalf("re-acquire = %+v, first = %+v", l2, l1)
+	}
+	pttl, _ := cl.servers[0].Client().PTTL(ctx, "redlockd:lock:/"+res).Result()
+	if pttl < 1950*time.Millisecond {
+		t.Fatalf("TTL not reset: %v", pttl)
+	}
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Token: NewToken() + "other"}); !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("other token err = %v", err)
+	}
+	// A failed re-acquire with the caller's token must not release the lock it holds.
+	cl.setDown(0b00111)
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Token: tok}); !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("re-acquire with 3 down err = %v", err)
+	}
+	cl.setDown(0)
+	if got := cl.holders(t, res, tok); got != 5 {
+		t.Fatalf("failed re-acquire released the held lock: holders = %d", got)
+	}
+}
+
+// TestQuorumMasks tries every subset of failed nodes for N = 3 and 5.
+func TestQuorumMasks(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			cl := newCluster(t, n, Options{})
+			ctx := t.Context()
+			quorum := n/2 + 1
+			for mask := range 1 << n {
+				down := 0
+				for i := range n {
+					down += mask >> i & 1
+				}
+				up := n - down
+				res := uniq(t)
+				cl.setDown(mask)
+				l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
+				if up >= quorum {
+					if err != nil || l.Locked != up {
+						t.Fatalf("mask %b: acquire = %+v, %v; want locked %d", mask, l, err, up)
+					}
+				} else {
+					if !errors.Is(err, ErrQuorumUnavailable) || errors.Is(err, ErrLockHeld) {
+						t.Fatalf("mask %b: acquire err = %v, want ErrQuorumUnavailable", mask, err)
+					}
+					var ne *NodeError
+					if !errors.As(err, &ne) || !errors.Is(err, errInjected) {
+						t.Fatalf("mask %b: err %v lacks the node errors", mask, err)
+					}
+					cl.setDown(0)
+					if got := cl.holders(t, res, ""); got != 0 {
+						t.Fatalf("mask %b: failed acquire left keys", mask)
+					}
+					continue
+				}
+				// Release with the same nodes down.
+				err = cl.c.Release(ctx, "", res, l.Token)
+				if err != nil {
+					t.Fatalf("mask %b: release: %v", mask, err)
+				}
+				// Hold the lock on all nodes, then take nodes down: release
+				// answers 503 when the silent nodes could hide a quorum.
+				cl.setDown(0)
+				l, err = cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cl.setDown(mask)
+				_, err = cl.c.Extend(ctx, "", res, l.Token, 0)
+				if up >= quorum != (err == nil) {
+					t.Fatalf("mask %b: extend err = %v", mask, err)
+				}
+				_, err = cl.c.Inspect(ctx, "", res)
+				if up >= quorum != (err == nil) {
+					t.Fatalf("mask %b: inspect err = %v", mask, err)
+				}
+				cl.setDown(0)
+				if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Release/extend outcome table for a lock held on all nodes.
+			for mask := range 1 << n {
+				down := 0
+				for i := range n {
+					down += mask >> i & 1
+				}
+				res := uniq(t)
+				cl.setDown(0)
+				l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cl.setDown(mask)
+				err = cl.c.Release(ctx, "", res, l.Token)
+				if matched := n - down; matched >= quorum {
+					if err != nil {
+						t.Fatalf("mask %b: release err = %v", mask, err)
+					}
+				} else if !errors.Is(err, ErrQuorumUnavailable) {
+					t.Fatalf("mask %b: release err = %v, want ErrQuorumUnavailable", mask, err)
+				}
+			}
+			cl.setDown(0)
+		})
+	}
+}
+
+// TestHeldVersusUnavailable: a refusal by a quorum is ErrLockHeld; a split
+// where silent nodes could still make a quorum is ErrQuorumUnavailable.
+func TestHeldVersusUnavailable(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	other := NewToken()
+	set := func(res string, idx ...int) {
+		for _, i := range idx {
+			if err := cl.servers[i].Client().Set(ctx, "redlockd:lock:/"+res, other, 10*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Held by another token on 2 nodes: 3 free nodes are a quorum.
+	res := uniq(t)
+	set(res, 0, 1)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil || l.Locked != 3 {
+		t.Fatalf("acquire with 2 foreign = %+v, %v", l, err)
+	}
+	// Held on 3 nodes: lock held; the 2 free nodes must not keep our key.
+	res = uniq(t)
+	set(res, 0, 1, 2)
+	_, err = cl.c.Acquire(ctx, res, AcquireOptions{})
+	var he *HeldError
+	if !errors.As(err, &he) || he.Remaining < 9*time.Second {
+		t.Fatalf("acquire with 3 foreign err = %v (%+v)", err, he)
+	}
+	for _, s := range cl.servers[3:] {
+		if n, _ := s.Client().Exists(ctx, "redlockd:lock:/"+res).Result(); n != 0 {
+			t.Fatal("failed acquire left its key on a free node")
+		}
+	}
+	// Held on 2, one node down: 2 free + 1 silent could be a quorum, so unknown.
+	res = uniq(t)
+	set(res, 0, 1)
+	cl.setDown(1 << 4)
+	_, err = cl.c.Acquire(ctx, res, AcquireOptions{})
+	cl.setDown(0)
+	if !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("split vote err = %v, want ErrQuorumUnavailable", err)
+	}
+	// Held on 3, node 4 down: 1 free + 1 silent < quorum, so held.
+	res = uniq(t)
+	set(res, 0, 1, 2)
+	cl.setDown(1 << 4)
+	_, err = cl.c.Acquire(ctx, res, AcquireOptions{})
+	cl.setDown(0)
+	if !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("held with one down err = %v", err)
+	}
+}
+
+func TestWait(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bounded wait on a held lock gives up after about the wait.
+	start := time.Now()
+	_, err = cl.c.Acquire(ctx, res, AcquireOptions{Wait: 200 * time.Millisecond})
+	if el := time.Since(start); !errors.Is(err, ErrLockHeld) || el < 200*time.Millisecond || el > 2*time.Second {
+		t.Fatalf("wait 200ms: err = %v after %v", err, el)
+	}
+	// A cancelled wait reports both causes.
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = cl.c.Acquire(cctx, res, AcquireOptions{Wait: 10 * time.Second})
+	cancel()
+	if !errors.Is(err, ErrLockHeld) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled wait err = %v", err)
+	}
+	// A waiter gets the lock once the holder releases it.
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(150 * time.Millisecond)
+		if err := cl.c.Release(context.Background(), "", res, l.Token); err != nil {
+			t.Error(err)
+		}
+	}()
+	l2, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	<-released
+	if l2.Fence <= l.Fence {
+		t.Fatalf("fence %d not above %d", l2.Fence, l.Fence)
+	}
+	// A waiter gets a lock whose holder vanished once its TTL runs out.
+	res = uniq(t)
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 5 * time.Second}); err != nil {
+		t.Fatalf("waiter after expiry: %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("waiter took %v to get an expired lock", el)
+	}
+}
+
+// TestFenceSurvivesRestart: fencing tokens keep increasing when any one
+// node of five restarts with empty memory between two acquisitions.
+func TestFenceSurvivesRestart(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	var last int64
+	for i := range 10 {
+		l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if l.Fence <= last {
+			t.Fatalf("round %d: fence %d not above %d", i, l.Fence, last)
+		}
+		last = l.Fence
+		if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+			t.Fatal(err)
+		}
+		cl.servers[i%5].Restart()
+	}
+	// Skewed counters (one node far ahead, as after naive per-node INCR)
+	// still give a fence above every one handed out.
+	if err := cl.servers[2].Client().Set(ctx, "redlockd:fence:/"+res, 1000, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil || l.Fence != 1001 {
+		t.Fatalf("acquire = %+v, %v; want fence 1001", l, err)
+	}
+	cl.c.Release(ctx, "", res, l.Token)
+	cl.servers[2].Restart()
+	l, err = cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil || l.Fence <= 1001 {
+		t.Fatalf("after the ahead node restarted: %+v, %v", l, err)
+	}
+}
+
+// TestNodeKilled kills real processes: 2 of 5 still lock, 3 of 5 give
+// ErrQuorumUnavailable within about one node timeout.
+func TestNodeKilled(t *testing.T) {
+	cl := newCluster(t, 5, Options{NodeTimeout: 50 * time.Millisecond})
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.servers[0].Kill()
+	cl.servers[1].Kill()
+	e, err := cl.c.Extend(ctx, "", res, l.Token, 0)
+	if err != nil || e.Locked != 3 {
+		t.Fatalf("extend with 2 killed = %+v, %v", e, err)
+	}
+	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	l, err = cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil || l.Locked != 3 {
+		t.Fatalf("acquire with 2 killed = %+v, %v", l, err)
+	}
+	cl.servers[2].Kill()
+	start := time.Now()
+	_, err = cl.c.Acquire(ctx, uniq(t), AcquireOptions{})
+	if el := time.Since(start); !errors.Is(err, ErrQuorumUnavailable) || el > 500*time.Millisecond {
+		t.Fatalf("acquire with 3 killed: %v after %v", err, el)
+	}
+	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("release with 3 killed err = %v", err)
+	}
+	st := cl.c.Status(ctx)
+	if st[0].Up || st[2].Up || !st[3].Up || st[0].Addr != cl.servers[0].Addr() {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+// TestPausedNode: a SIGSTOPped node costs about the node timeout, never a wrong answer.
+func TestPausedNode(t *testing.T) {
+	cl := newCluster(t, 5, Options{NodeTimeout: 50 * time.Millisecond})
+	ctx := t.Context()
+	cl.servers[4].Pause()
+	defer cl.servers[4].Resume()
+	for range 3 {
+		res := uniq(t)
+		start := time.Now()
+		l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+		if el := time.Since(start); err != nil || l.Locked != 4 || el > 400*time.Millisecond {
+			t.Fatalf("acquire with a paused node = %+v, %v after %v", l, err, el)
+		}
+		if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestNamespaces(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	a, err := cl.c.Acquire(ctx, res, AcquireOptions{Namespace: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cl.c.Acquire(ctx, res, AcquireOptions{Namespace: "b"})
+	if err != nil {
+		t.Fatalf("same name in another namespace: %v", err)
+	}
+	if err := cl.c.Release(ctx, "b", res, a.Token); !errors.Is(err, ErrHeldByOther) {
+		t.Fatalf("cross-namespace release err = %v", err)
+	}
+	if err := cl.c.Release(ctx, "a", res, a.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.c.Inspect(ctx, "b", res); err != nil {
+		t.Fatalf("b lost its lock: %v", err)
+	}
+	_ = b
+}
+
+func TestInvalid(t *testing.T) {
+	cl := newCluster(t, 1, Options{MaxTTL: time.Second, DefaultTTL: 500 * time.Millisecond, MaxWait: time.Second})
+	ctx := t.Context()
+	tok := NewToken()
+	for name, err := range map[string]error{
+		"empty name":    func() error { _, err := cl.c.Acquire(ctx, "", AcquireOptions{}); return err }(),
+		"slash":         func() error { _, err := cl.c.Acquire(ctx, "a/b", AcquireOptions{}); return err }(),
+		"long name":     func() error { _, err := cl.c.Acquire(ctx, string(make([]byte, 201)), AcquireOptions{}); return err }(),
+		"ttl low":       func() error { _, err := cl.c.Acquire(ctx, "x", AcquireOptions{TTL: 99 * time.Millisecond}); return err }(),
+		"ttl high":      func() error { _, err := cl.c.Acquire(ctx, "x", AcquireOptions{TTL: 2 * time.Second}); return err }(),
+		"wait high":     func() error { _, err := cl.c.Acquire(ctx, "x", AcquireOptions{Wait: 2 * time.Second}); return err }(),
+		"wait negative": func() error { _, err := cl.c.Acquire(ctx, "x", AcquireOptions{Wait: -1}); return err }(),
+		"short token":   func() error { _, err := cl.c.Acquire(ctx, "x", AcquireOptions{Token: "abc"}); return err }(),
+		"owner": func() error {
+			_, err := cl.c.Acquire(ctx, "x", AcquireOptions{Owner: string(make([]byte, 257))})
+			return err
+		}(),
+		"namespace":     func() error { _, err := cl.c.Acquire(ctx, "x", AcquireOptions{Namespace: "a/b"}); return err }(),
+		"release token": cl.c.Release(ctx, "", "x", "bad token!"),
+		"extend ttl":    func() error { _, err := cl.c.Extend(ctx, "", "x", tok, 5*time.Second); return err }(),
+		"inspect name":  func() error { _, err := cl.c.Inspect(ctx, "", "a b"); return err }(),
+	} {
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	if n, _ := cl.servers[0].Client().DBSize(ctx).Result(); n != 0 {
+		t.Fatalf("invalid calls wrote %d keys", n)
+	}
+	if _, err := New(nil, Options{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("New without nodes err = %v", err)
+	}
+	if _, err := New([]*redis.Options{{Addr: "127.0.0.1:1"}}, Options{DefaultTTL: 2 * time.Minute}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("New with default TTL above max err = %v", err)
+	}
+}
+
+// TestUnreachableNodeAddress: a node that refuses connections answers fast.
+func TestUnreachableNodeAddress(t *testing.T) {
+	servers := redistest.Cluster(t, 2)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	c, err := New([]*redis.Options{servers[0].Options(), servers[1].Options(), {Addr: dead}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lk, err := c.Acquire(t.Context(), uniq(t), AcquireOptions{})
+	if err != nil || lk.Locked != 2 {
+		t.Fatalf("acquire = %+v, %v", lk, err)
+	}
+}
