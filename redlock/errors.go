@@ -63,6 +63,9 @@ func (e *NodeError) Error() string {
 // Unwrap returns the node's underlying error.
 func (e *NodeError) Unwrap() error { return e.Err }
 
+// errQuarantined marks a node that answered but does not vote (restart quarantine).
+var errQuarantined = errors.New("in restart quarantine")
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }

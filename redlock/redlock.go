@@ -37,7 +37,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		if o == nil {
 			return nil, invalid("node %d has no options", i)
 		}
-		c.nodes = append(c.nodes, newNode(i, o, opts.NodeTimeout))
+		c.nodes = append(c.nodes, newNode(i, o, opts))
 	}
 	if len(nodes) == 1 {
 		opts.Logger.Warn().Msg("redlock: a single node gives no fault tolerance: if it fails or restarts, locks are lost")
@@ -206,12 +206,20 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		answered, fresh    []int
 		errs               []error
 	)
+	now := time.Now()
 	for _, r := range replies {
+		quarantined := c.nodes[r.node].quarantined(now)
 		switch {
 		case r.err != nil:
 			silent++
 			errs = append(errs, r.err)
 			continue
+		case r.val.ok && quarantined:
+			silent++ // its SET landed but it does not vote: undo it on failure
+			errs = append(errs, &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined})
+			if !r.val.existing {
+				fresh = append(fresh, r.node)
+			}
 		case r.val.ok && r.val.existing:
 			ok++
 			oldFence = max(oldFence, r.val.fence)
@@ -265,8 +273,9 @@ func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committe
 	replies := fanout(ctx, a.c, idxs, func(ctx context.Context, n *node) (int64, error) {
 		return scriptCommit.Run(ctx, n.client, a.keys, a.token, fence).Int64()
 	})
+	now := time.Now()
 	for _, r := range replies {
-		if r.err == nil {
+		if r.err == nil && !a.c.nodes[r.node].quarantined(now) {
 			committed++
 			if r.val == 1 {
 				held++
@@ -379,11 +388,18 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	var errs []error
 	var fence int64
 	var owner string
+	now := time.Now()
 	for _, r := range replies {
 		switch {
 		case r.err != nil:
 			silent++
 			errs = append(errs, r.err)
+		case c.nodes[r.node].quarantined(now):
+			silent++
+			errs = append(errs, &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined})
+			if r.val.state == 0 {
+				absent = append(absent, r.node) // put it back, though it does not vote
+			}
 		case r.val.state == 1:
 			extended++
 			if r.val.fence >= fence {
@@ -401,8 +417,9 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			rs := fanout(ctx, c, absent, func(ctx context.Context, n *node) (int64, error) {
 				return scriptReassert.Run(ctx, n.client, keys, token, ttl.Milliseconds(), fence, owner).Int64()
 			})
+			now := time.Now()
 			for _, r := range rs {
-				if r.err == nil && r.val == 1 {
+				if r.err == nil && r.val == 1 && !c.nodes[r.node].quarantined(now) {
 					extended++
 				}
 			}
@@ -455,7 +472,11 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	var best *group
 	silent := 0
 	var errs []error
+	now := time.Now()
 	for _, r := range replies {
+		if r.err == nil && c.nodes[r.node].quarantined(now) {
+			r.err = &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined}
+		}
 		if r.err != nil {
 			silent++
 			errs = append(errs, r.err)
@@ -503,7 +524,7 @@ func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
 	out := make([]NodeStatus, len(c.nodes))
 	for _, r := range replies {
 		n := c.nodes[r.node]
-		s := NodeStatus{Addr: n.addr, Up: r.err == nil, Latency: r.val}
+		s := NodeStatus{Addr: n.addr, Up: r.err == nil, Latency: r.val, QuarantinedUntil: n.quarantineEnd(time.Now())}
 		if r.err != nil {
 			s.Err = errors.Unwrap(r.err).Error()
 		}

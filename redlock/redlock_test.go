@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,15 @@ import (
 )
 
 var keySeq atomic.Int64
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{}) // go-redis logs every failed dial of a killed node
+	os.Exit(m.Run())
+}
 
 // uniq returns a resource name unique to this test run.
 func uniq(t *testing.T) string {
@@ -51,8 +61,12 @@ type cluster struct {
 	hooks   []*downHook
 }
 
-func newCluster(t *testing.T, n int, opts Options) *cluster {
+// newCluster starts n redis-servers and a coordinator over them, with
+// restart quarantine off (fresh servers would not vote for max TTL) unless
+// quarantine is set.
+func newCluster(t *testing.T, n int, opts Options, quarantine ...bool) *cluster {
 	t.Helper()
+	opts.NoQuarantine = len(quarantine) == 0 || !quarantine[0]
 	cl := &cluster{servers: redistest.Cluster(t, n)}
 	var nodes []*redis.Options
 	for _, s := range cl.servers {
@@ -629,7 +643,7 @@ func TestUnreachableNodeAddress(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	c, err := New([]*redis.Options{servers[0].Options(), servers[1].Options(), {Addr: dead}}, Options{})
+	c, err := New([]*redis.Options{servers[0].Options(), servers[1].Options(), {Addr: dead}}, Options{NoQuarantine: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,5 +651,80 @@ func TestUnreachableNodeAddress(t *testing.T) {
 	lk, err := c.Acquire(t.Context(), uniq(t), AcquireOptions{})
 	if err != nil || lk.Locked != 2 {
 		t.Fatalf("acquire = %+v, %v", lk, err)
+	}
+}
+
+// TestRestartQuarantine: fresh and restarted nodes do not vote until they
+// have been up for max TTL; releases still reach them.
+func TestRestartQuarantine(t *testing.T) {
+	cl := newCluster(t, 3, Options{MaxTTL: 2 * time.Second, DefaultTTL: time.Second}, true)
+	ctx := t.Context()
+	start := time.Now()
+	if _, err := cl.c.Acquire(ctx, uniq(t), AcquireOptions{}); !errors.Is(err, ErrQuorumUnavailable) || !errors.Is(err, errQuarantined) {
+		t.Fatalf("acquire on a fresh cluster err = %v, want quarantine", err)
+	}
+	for _, s := range cl.c.Status(ctx) {
+		if q := s.QuarantinedUntil; q.IsZero() || q.Before(start.Add(time.Second)) || q.After(start.Add(2100*time.Millisecond)) {
+			t.Fatalf("node %s quarantined until %v (start %v)", s.Addr, q, start)
+		}
+	}
+	waitQuarantineOver(t, cl.c, 5*time.Second)
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil || l.Locked != 3 {
+		t.Fatalf("acquire after quarantine = %+v, %v", l, err)
+	}
+	// A node that restarts empty is caught when its connection is re-made,
+	// before its first vote.
+	cl.servers[0].Restart()
+	cl.c.Status(ctx) // the first command after a restart may hit the dropped connection
+	e, err := cl.c.Extend(ctx, "", res, l.Token, 0)
+	if err != nil || e.Locked != 2 {
+		t.Fatalf("extend with a restarted node = %+v, %v; want 2 voting", e, err)
+	}
+	if cl.c.Status(ctx)[0].QuarantinedUntil.IsZero() {
+		t.Fatal("restarted node not quarantined")
+	}
+	l2, err := cl.c.Acquire(ctx, uniq(t), AcquireOptions{})
+	if err != nil || l2.Locked != 2 {
+		t.Fatalf("acquire with a restarted node = %+v, %v; want 2 voting", l2, err)
+	}
+	// The quarantined node still holds the re-asserted key, and release reaches it.
+	if got := cl.holders(t, res, l.Token); got != 3 {
+		t.Fatalf("holders = %d, want 3 (re-asserted on the restarted node)", got)
+	}
+	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got := cl.holders(t, res, ""); got != 0 {
+		t.Fatalf("release left %d keys", got)
+	}
+}
+
+func waitQuarantineOver(t *testing.T, c *Coordinator, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		over := true
+		for _, s := range c.Status(t.Context()) {
+			over = over && s.QuarantinedUntil.IsZero()
+		}
+		if over {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("quarantine did not end")
+		}
+		time.Sleep(50 * time.Millisecond) // time is the subject: the quarantine runs on the clock
+	}
+}
+
+func TestUptime(t *testing.T) {
+	up, err := uptime("# Server\r\nredis_version:7.0.15\r\nuptime_in_seconds:42\r\nuptime_in_days:0\r\n")
+	if err != nil || up != 42*time.Second {
+		t.Fatalf("uptime = %v, %v", up, err)
+	}
+	if _, err := uptime("# Server\r\n"); err == nil {
+		t.Fatal("missing uptime accepted")
 	}
 }
