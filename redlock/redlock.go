@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -114,8 +115,8 @@ func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOpt
 	if o.Token != "" && !ValidToken(o.Token) {
 		return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
-	if len(o.Owner) > MaxOwnerLen {
-		return Lock{}, invalid("owner must be at most %d bytes", MaxOwnerLen)
+	if utf8.RuneCountInString(o.Owner) > MaxOwnerLen {
+		return Lock{}, invalid("owner must be at most %d characters", MaxOwnerLen)
 	}
 	a := attempt{c: c, ns: o.Namespace, resource: resource, keys: c.keys(o.Namespace, resource),
 		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner}

@@ -1,0 +1,142 @@
+// Package load drives lock cycles (acquire then release) from C workers for
+// a fixed time and reports throughput and latency percentiles. It is used by
+// the load test in tests/ to compare the gateway over HTTP with the
+// in-process redlock library in the same run.
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// Cycle runs one acquire+release cycle for worker w.
+type Cycle func(ctx context.Context, w int) error
+
+// Result is one run's figures.
+type Result struct {
+	Name     string
+	C        int
+	Cycles   int
+	Errors   int
+	Duration time.Duration
+	P50      time.Duration
+	P90      time.Duration
+	P99      time.Duration
+	Max      time.Duration
+}
+
+// PerSecond is completed cycles per second.
+func (r Result) PerSecond() float64 { return float64(r.Cycles) / r.Duration.Seconds() }
+
+// Run runs cycle from c workers for d and measures each cycle. It stops by
+// itself after d (or when ctx ends).
+func Run(ctx context.Context, name string, c int, d time.Duration, cycle Cycle) Result {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	lat := make([][]time.Duration, c)
+	errs := make([]int, c)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				err := cycle(ctx, w)
+				if ctx.Err() != nil {
+					return // cut off by the end of the run: not counted
+				}
+				if err != nil {
+					errs[w]++
+					continue
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	r := Result{Name: name, C: c, Duration: time.Since(start)}
+	var all []time.Duration
+	for w := range c {
+		all = append(all, lat[w]...)
+		r.Errors += errs[w]
+	}
+	slices.Sort(all)
+	r.Cycles = len(all)
+	if len(all) > 0 {
+		pct := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))] }
+		r.P50, r.P90, r.P99, r.Max = pct(0.50), pct(0.90), pct(0.99), all[len(all)-1]
+	}
+	return r
+}
+
+// Table formats results with the ratio of each row's cycles/s to the first
+// row of the same concurrency.
+func Table(results []Result) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tC\tcycles\terrors\tcycles/s\tratio\tp50\tp90\tp99\tmax\t")
+	base := map[int]float64{}
+	for _, r := range results {
+		if _, ok := base[r.C]; !ok {
+			base[r.C] = r.PerSecond()
+		}
+		ms := func(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d.Microseconds())/1000) }
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t\n", r.Name, r.C, r.Cycles, r.Errors,
+			r.PerSecond(), r.PerSecond()/base[r.C], ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max))
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// HTTPCycle returns a cycle that acquires /locks/<prefix><worker> on the
+// gateway at baseURL and releases it.
+func HTTPCycle(client *http.Client, baseURL, prefix string) Cycle {
+	return func(ctx context.Context, w int) error {
+		u := fmt.Sprintf("%s/locks/%s%d", baseURL, prefix, w)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader([]byte(`{"ttl_ms":10000}`)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		var body struct {
+			Token string `json:"token"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || err != nil {
+			return fmt.Errorf("acquire: status %d: %v", resp.StatusCode, err)
+		}
+		req, _ = http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
+		req.Header.Set("Lock-Token", body.Token)
+		resp, err = client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			return fmt.Errorf("release: status %d", resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+// NewHTTPClient returns a client that keeps c connections alive.
+func NewHTTPClient(c int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = c * 2
+	tr.MaxIdleConnsPerHost = c * 2
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"time"
+
+	"github.com/redlockd/redlockd"
+	"github.com/redlockd/redlockd/api"
+)
+
+// GetHealthz is the liveness probe: always 200.
+func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.GetHealthzResponseObject, error) {
+	return api.GetHealthz200JSONResponse{Status: api.HealthResponseStatusOk}, nil
+}
+
+// GetReadyz is the readiness probe: 200 when a quorum of nodes is up and out
+// of restart quarantine and the server is not shutting down, else 503. The
+// body shows every node's address, never its credentials.
+func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
+	nodes := s.locker.Status(ctx)
+	body := api.ReadyResponse{
+		Status: api.ReadyResponseStatusReady,
+		Quorum: s.locker.Quorum(),
+		Nodes:  make([]api.NodeStatus, 0, len(nodes)),
+	}
+	now := time.Now()
+	voting := 0
+	for _, n := range nodes {
+		ns := api.NodeStatus{
+			Addr:      n.Addr,
+			Up:        n.Up,
+			LatencyMs: math.Round(float64(n.Latency)/float64(time.Millisecond)*1000) / 1000,
+		}
+		quarantined := n.QuarantinedUntil.After(now)
+		if quarantined {
+			until := formatTime(n.QuarantinedUntil)
+			ns.QuarantinedUntil = &until
+		}
+		if n.Up && !quarantined {
+			voting++
+		}
+		body.Nodes = append(body.Nodes, ns)
+	}
+	if voting < body.Quorum || s.draining() {
+		body.Status = api.ReadyResponseStatusUnready
+		setOutcome(ctx, "unready")
+		return api.GetReadyz503JSONResponse(body), nil
+	}
+	setOutcome(ctx, "ready")
+	return api.GetReadyz200JSONResponse(body), nil
+}
+
+// GetMetrics answers 404 until metrics are enabled.
+func (s *Server) GetMetrics(context.Context, api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
+	return nil, errNoMetrics
+}
+
+// GetOpenAPI serves the OpenAPI document the server was generated from.
+func (s *Server) GetOpenAPI(context.Context, api.GetOpenAPIRequestObject) (api.GetOpenAPIResponseObject, error) {
+	return api.GetOpenAPI200ApplicationyamlResponse{
+		Body:          bytes.NewReader(redlockd.OpenAPI),
+		ContentLength: int64(len(redlockd.OpenAPI)),
+	}, nil
+}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// Details of invalid-request problems for the inputs with a fixed syntax.
+const (
+	resourceRule  = "resource must be 1-200 characters of [A-Za-z0-9._:-] after percent-decoding"
+	lockTokenRule = "the Lock-Token header must be 22-128 characters of [A-Za-z0-9_-]"
+	tokenRule     = "token must be 22-128 characters of [A-Za-z0-9_-]"
+)
+
+// AcquireLock takes a lock: 201 with the lock, or an error that Handler
+// turns into a problem response. A waiting acquire is cut short by
+// BeginShutdown.
+func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
+	if err := s.admit(req.Resource); err != nil {
+		return nil, err
+	}
+	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.defaultTTL}
+	if b := req.Body; b != nil {
+		var err error
+		if o.TTL, err = s.ttl(b.TTLMs); err != nil {
+			return nil, err
+		}
+		if b.WaitMs != nil {
+			if *b.WaitMs < 0 || *b.WaitMs > s.maxWait.Milliseconds() {
+				return nil, badRequest("wait_ms must be within [0, %d]", s.maxWait.Milliseconds())
+			}
+			o.Wait = time.Duration(*b.WaitMs) * time.Millisecond
+		}
+		if b.Token != nil {
+			if !redlock.ValidToken(*b.Token) {
+				return nil, badRequest(tokenRule)
+			}
+			o.Token = *b.Token
+		}
+		if b.Owner != nil {
+			if utf8.RuneCountInString(*b.Owner) > redlock.MaxOwnerLen {
+				return nil, badRequest("owner must be at most %d characters", redlock.MaxOwnerLen)
+			}
+			o.Owner = *b.Owner
+		}
+	}
+
+	if o.Wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = s.withDrain(ctx)
+		defer cancel()
+	}
+	lock, err := s.locker.Acquire(ctx, req.Resource, o)
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errShuttingDown) {
+			err = errors.Join(errShuttingDown, err)
+		}
+		return nil, err
+	}
+	setOutcome(ctx, "acquired")
+	return api.AcquireLock201JSONResponse{
+		Body:    lockResponse(req.Resource, lock),
+		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(req.Resource)},
+	}, nil
+}
+
+// ReleaseLock releases a lock: 204, or an error that Handler turns into a
+// problem response.
+func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObject) (api.ReleaseLockResponseObject, error) {
+	if err := s.admit(req.Resource); err != nil {
+		return nil, err
+	}
+	if !redlock.ValidToken(req.Params.LockToken) {
+		return nil, badRequest(lockTokenRule)
+	}
+	if err := s.locker.Release(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken); err != nil {
+		return nil, err
+	}
+	setOutcome(ctx, "released")
+	return api.ReleaseLock204Response{}, nil
+}
+
+// ExtendLock extends a lock: 200 with the lock, or an error that Handler
+// turns into a problem response.
+func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject) (api.ExtendLockResponseObject, error) {
+	if err := s.admit(req.Resource); err != nil {
+		return nil, err
+	}
+	if !redlock.ValidToken(req.Params.LockToken) {
+		return nil, badRequest(lockTokenRule)
+	}
+	ttl := s.defaultTTL
+	if req.Body != nil {
+		var err error
+		if ttl, err = s.ttl(req.Body.TTLMs); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := s.locker.Extend(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken, ttl)
+	if err != nil {
+		return nil, err
+	}
+	setOutcome(ctx, "extended")
+	return api.ExtendLock200JSONResponse(lockResponse(req.Resource, lock)), nil
+}
+
+// InspectLock tells who holds a lock: 200, or an error that Handler turns
+// into a problem response (404 not-found when it is free).
+func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObject) (api.InspectLockResponseObject, error) {
+	if err := s.admit(req.Resource); err != nil {
+		return nil, err
+	}
+	info, err := s.locker.Inspect(ctx, namespaceFrom(ctx), req.Resource)
+	if err != nil {
+		return nil, err
+	}
+	setOutcome(ctx, "held")
+	return api.InspectLock200JSONResponse{
+		Resource:     req.Resource,
+		Held:         true,
+		Owner:        info.Owner,
+		FencingToken: info.Fence,
+		RemainingMs:  info.Remaining.Milliseconds(),
+		HeldNodes:    info.HeldNodes,
+	}, nil
+}
+
+// admit returns errShuttingDown once BeginShutdown was called, else an
+// invalid-request error if resource is not a valid name.
+func (s *Server) admit(resource string) error {
+	if s.draining() {
+		return errShuttingDown
+	}
+	if !redlock.ValidName(resource) {
+		return badRequest(resourceRule)
+	}
+	return nil
+}
+
+// ttl returns the TTL asked for in ms, or the default TTL if nil. May return
+// an invalid-request error.
+func (s *Server) ttl(ms *int64) (time.Duration, error) {
+	if ms == nil {
+		return s.defaultTTL, nil
+	}
+	if *ms < redlock.MinTTL.Milliseconds() || *ms > s.maxTTL.Milliseconds() {
+		return 0, badRequest("ttl_ms must be within [%d, %d]", redlock.MinTTL.Milliseconds(), s.maxTTL.Milliseconds())
+	}
+	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+// lockResponse is the body of a successful acquire or extend.
+func lockResponse(resource string, l redlock.Lock) api.LockResponse {
+	return api.LockResponse{
+		Resource:     resource,
+		Token:        l.Token,
+		FencingToken: l.Fence,
+		TTLMs:        l.TTL.Milliseconds(),
+		ValidityMs:   l.Validity.Milliseconds(),
+		ExpiresAt:    formatTime(l.Until),
+		Nodes:        l.Nodes,
+		Quorum:       l.Quorum,
+		LockedNodes:  l.Locked,
+	}
+}
+
+// formatTime formats t as RFC 3339 with milliseconds in UTC.
+func formatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

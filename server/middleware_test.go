@@ -1,0 +1,131 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlockd/redlockd/redlock"
+)
+
+func TestRequestID(t *testing.T) {
+	_, h := newHandler(newFake(t), nil)
+	for _, tc := range []struct {
+		in   string
+		keep bool
+	}{
+		{"", false},
+		{"abc-123_X.y", true},
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"a b", false},
+		{"a\"b", false},
+	} {
+		for _, req := range []request{
+			{method: "GET", target: "/healthz"},
+			{method: "GET", target: "/nope"},
+			{method: "PUT", target: "/healthz"},
+			{method: "DELETE", target: "/locks/x"},
+		} {
+			if tc.in != "" {
+				req.headers = []string{"X-Request-Id", tc.in}
+			}
+			got := serve(t, h, req).Header().Get("X-Request-Id")
+			if tc.keep && got != tc.in || !tc.keep && (got == tc.in || !requestIDRe.MatchString(got)) {
+				t.Errorf("%s %s with X-Request-Id %q: got %q", req.method, req.target, tc.in, got)
+			}
+		}
+	}
+}
+
+// TestAccessLog checks that there is one line per request with its fields,
+// and that no token ever reaches the log.
+func TestAccessLog(t *testing.T) {
+	f := newFake(t)
+	f.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		if o.Token == "" {
+			return redlock.Lock{}, &redlock.HeldError{Remaining: time.Second}
+		}
+		return testLock(resource, o.Token, o.TTL), nil
+	}
+	f.ExtendFn = func(_ context.Context, _, resource, token string, ttl time.Duration) (redlock.Lock, error) {
+		return testLock(resource, token, ttl), nil
+	}
+	f.ReleaseFn = func(context.Context, string, string, string) error { return redlock.ErrHeldByOther }
+	log := &syncBuffer{}
+	_, h := newHandler(f, log)
+
+	reqs := []request{
+		{method: "POST", target: "/locks/job", body: `{"token": "` + tokenA + `", "owner": "me"}`},
+		{method: "POST", target: "/locks/job"},
+		{method: "PATCH", target: "/locks/job", headers: []string{"Lock-Token", tokenA, "X-Request-Id", "req-1"}},
+		{method: "DELETE", target: "/locks/job", headers: []string{"Lock-Token", tokenB}},
+		{method: "DELETE", target: "/locks/job", headers: []string{"Lock-Token", tokenB + "!"}},
+		{method: "POST", target: "/locks/job", body: `{"token": "` + tokenB + `", "x": 1}`},
+		{method: "POST", target: "/locks/a%2F" + tokenB},
+		{method: "GET", target: "/nope/" + tokenB},
+	}
+	for _, req := range reqs {
+		serve(t, h, req)
+	}
+
+	out := log.String()
+	for _, secret := range []string{tokenA, tokenB, "Lock-Token", `"me"`} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log contains %q:\n%s", secret, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(reqs) {
+		t.Fatalf("got %d log lines, want %d:\n%s", len(lines), len(reqs), out)
+	}
+	for i, exp := range []string{
+		`"method":"POST","route":"/locks/{resource}","resource":"job","status":201,`,
+		`"method":"POST","route":"/locks/{resource}","resource":"job","status":409,`,
+		`"method":"PATCH","route":"/locks/{resource}","resource":"job","status":200,`,
+		`"method":"DELETE","route":"/locks/{resource}","resource":"job","status":409,`,
+		`"method":"DELETE","route":"/locks/{resource}","resource":"job","status":400,`,
+		`"method":"POST","route":"/locks/{resource}","resource":"job","status":400,`,
+		`"method":"POST","route":"/locks/{resource}","resource":"","status":400,`,
+		`"method":"GET","route":"","resource":"","status":404,`,
+	} {
+		if !strings.Contains(lines[i], exp) {
+			t.Errorf("line %d: got %s, want it to contain %s", i, lines[i], exp)
+		}
+	}
+	for i, outcome := range []string{"acquired", "lock-held", "extended", "not-owner", "invalid-request", "invalid-request", "invalid-request", "not-found"} {
+		var v struct {
+			Level, Message, Outcome string
+			ReqID                   string   `json:"req_id"`
+			LatencyMs               *float64 `json:"latency_ms"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Level != "info" || v.Message != "request" || v.Outcome != outcome || v.LatencyMs == nil || !requestIDRe.MatchString(v.ReqID) {
+			t.Errorf("line %d: got %s, want outcome %s", i, lines[i], outcome)
+		}
+	}
+	if !strings.Contains(lines[2], `"req_id":"req-1"`) {
+		t.Errorf("line 2: got %s, want req_id req-1", lines[2])
+	}
+}
+
+func TestPanic(t *testing.T) {
+	f := newFake(t)
+	f.InspectFn = func(context.Context, string, string) (redlock.Info, error) { panic("boom " + tokenA) }
+	log := &syncBuffer{}
+	_, h := newHandler(f, log)
+	w := serve(t, h, request{method: "GET", target: "/locks/x"})
+	body := w.Body.String()
+	checkProblem(t, w, http.StatusInternalServerError, "internal")
+	if strings.Contains(body, "boom") || strings.Contains(body, "goroutine") {
+		t.Errorf("body leaks the panic: %s", body)
+	}
+	if out := log.String(); !strings.Contains(out, "boom") || !strings.Contains(out, `"status":500`) {
+		t.Errorf("log: %s", out)
+	}
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// problemTypePrefix is put before a problem kind to make its type.
+const problemTypePrefix = "urn:redlockd:problem:"
+
+// Errors of the server itself, mapped by problemFor.
+var (
+	// errShuttingDown means BeginShutdown was called.
+	errShuttingDown = errors.New("server: shutting down")
+	// errNoRoute means no route matches the path.
+	errNoRoute = errors.New("server: no route")
+	// errNoMethod means the path exists but not with this method.
+	errNoMethod = errors.New("server: method not allowed")
+	// errNoMetrics means /metrics is not enabled.
+	errNoMetrics = errors.New("server: metrics not enabled")
+)
+
+// requestError is a malformed request. Its detail is shown to the client, so
+// it must never hold a token; Err, if any, is only unwrapped.
+type requestError struct {
+	detail string
+	err    error
+}
+
+// badRequest returns a *requestError with a formatted detail.
+func badRequest(format string, args ...any) error {
+	return &requestError{detail: fmt.Sprintf(format, args...)}
+}
+
+func (e *requestError) Error() string { return "invalid request: " + e.detail }
+
+// Unwrap returns the underlying error, if any.
+func (e *requestError) Unwrap() error { return e.err }
+
+// problem is what the client is told about an error.
+type problem struct {
+	status    int
+	kind      string
+	title     string
+	detail    string
+	lockState api.ProblemLockState
+	// retryAfter, when positive, is sent as Retry-After and retry_after_ms.
+	retryAfter time.Duration
+}
+
+// problemFor is the one table from errors to HTTP statuses and problem
+// types. Anything it does not know is a 500 whose detail hides the error.
+func (s *Server) problemFor(err error) problem {
+	var (
+		held   *redlock.HeldError
+		req    *requestError
+		tooBig *http.MaxBytesError
+	)
+	switch {
+	case errors.Is(err, errShuttingDown):
+		return problem{status: http.StatusServiceUnavailable, kind: "shutting-down", title: "Shutting down",
+			detail: "the server is shutting down; try again", retryAfter: jitter(time.Second)}
+	case errors.As(err, &tooBig):
+		return problem{status: http.StatusRequestEntityTooLarge, kind: "payload-too-large", title: "Payload too large",
+			detail: fmt.Sprintf("the request body is larger than %d bytes", maxBodyBytes)}
+	case errors.As(err, &req):
+		return problem{status: http.StatusBadRequest, kind: "invalid-request", title: "Invalid request", detail: req.detail}
+	case errors.Is(err, redlock.ErrInvalid):
+		return problem{status: http.StatusBadRequest, kind: "invalid-request", title: "Invalid request",
+			detail: invalidDetail(err)}
+	case errors.Is(err, redlock.ErrLockHeld):
+		var remaining time.Duration
+		if errors.As(err, &held) {
+			remaining = held.Remaining
+		}
+		return problem{status: http.StatusConflict, kind: "lock-held", title: "Lock held",
+			detail: "the lock is held by another owner", retryAfter: s.retryHeld(remaining)}
+	case errors.Is(err, redlock.ErrLockExpired):
+		return problem{status: http.StatusConflict, kind: "not-owner", title: "Not the lock owner",
+			detail:    "the lock expired or was released before: the critical section may not have been exclusive",
+			lockState: api.ProblemLockStateExpired}
+	case errors.Is(err, redlock.ErrHeldByOther):
+		return problem{status: http.StatusConflict, kind: "not-owner", title: "Not the lock owner",
+			detail:    "the lock is held by another owner: the critical section may not have been exclusive",
+			lockState: api.ProblemLockStateHeldByOther}
+	case errors.Is(err, redlock.ErrNotOwner):
+		return problem{status: http.StatusConflict, kind: "not-owner", title: "Not the lock owner",
+			detail: "the token does not hold the lock"}
+	case errors.Is(err, redlock.ErrQuorumUnavailable),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return problem{status: http.StatusServiceUnavailable, kind: "quorum-unavailable", title: "Quorum unavailable",
+			detail: "too few nodes answered in time; the outcome is unknown, try again", retryAfter: jitter(time.Second)}
+	case errors.Is(err, redlock.ErrNotHeld):
+		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "the lock is not held"}
+	case errors.Is(err, errNoRoute):
+		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "no such path"}
+	case errors.Is(err, errNoMetrics):
+		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "metrics are not enabled"}
+	case errors.Is(err, errNoMethod):
+		return problem{status: http.StatusMethodNotAllowed, kind: "method-not-allowed", title: "Method not allowed",
+			detail: "the path does not support this method; see the Allow header"}
+	default:
+		return problem{status: http.StatusInternalServerError, kind: "internal", title: "Internal error",
+			detail: "internal error"}
+	}
+}
+
+// writeProblem writes the problem+json response for err and logs err when it
+// is not the client's doing. It is the only code that writes error bodies.
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p := s.problemFor(err)
+	setOutcome(r.Context(), p.kind)
+	log := zerolog.Ctx(r.Context())
+	switch p.kind {
+	case "internal":
+		log.Error().Err(err).Msg("internal error")
+	case "quorum-unavailable":
+		log.Warn().Err(err).Msg("quorum unavailable")
+	}
+	if sw, ok := w.(interface{ Status() int }); ok && sw.Status() != 0 {
+		log.Warn().Err(err).Msg("error after the response was started")
+		return
+	}
+
+	body := api.Problem{Type: problemTypePrefix + p.kind, Title: p.title, Status: p.status, Detail: p.detail}
+	if p.lockState != "" {
+		body.LockState = &p.lockState
+	}
+	if p.retryAfter > 0 {
+		ms := p.retryAfter.Milliseconds()
+		body.RetryAfterMs = &ms
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, (ms+999)/1000), 10))
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.status)
+	_ = json.NewEncoder(w).Encode(body) // the client is gone if this fails
+}
+
+// retryHeld returns how long a client should wait before trying a lock again
+// that is held for remaining: remaining (1s if unknown, at most max TTL) plus
+// jitter, so that many waiting clients do not come back at once.
+func (s *Server) retryHeld(remaining time.Duration) time.Duration {
+	if remaining <= 0 {
+		remaining = time.Second
+	}
+	return jitter(min(remaining, s.maxTTL))
+}
+
+// jitter returns d plus a random part of up to 10% of d plus 100ms.
+func jitter(d time.Duration) time.Duration {
+	return d + rand.N(d/10+100*time.Millisecond)
+}
+
+// invalidDetail is the message of a redlock.ErrInvalid error without its
+// package prefix. redlock never puts tokens in these messages.
+func invalidDetail(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	msg = strings.TrimPrefix(msg, redlock.ErrInvalid.Error())
+	msg = strings.TrimPrefix(msg, ": ")
+	if msg == "" {
+		return "invalid argument"
+	}
+	return msg
+}
+
+// paramError is the generated router's hook for bad path and header
+// parameters.
+func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		missing *api.RequiredHeaderError
+		many    *api.TooManyValuesForParamError
+		format  *api.InvalidParamFormatError
+	)
+	detail := "invalid parameter"
+	switch {
+	case errors.As(err, &missing):
+		detail = fmt.Sprintf("the %s header is required", missing.ParamName)
+	case errors.As(err, &many):
+		detail = fmt.Sprintf("the %s header must be given once", many.ParamName)
+	case errors.As(err, &format) && format.ParamName == "resource":
+		detail = resourceRule
+	case errors.As(err, &format) && format.ParamName == "Lock-Token":
+		detail = lockTokenRule
+	}
+	s.writeProblem(w, r, &requestError{detail: detail, err: err})
+}
+
+// bodyError is the strict handler's hook for request bodies it cannot
+// decode. strictJSON has checked the body before, so this is rare.
+func (s *Server) bodyError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeProblem(w, r, &requestError{detail: "malformed JSON body", err: err})
+}

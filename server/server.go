@@ -1,0 +1,108 @@
+// Package server is the HTTP adapter of redlockd: a chi router that serves
+// the API generated in package api (from openapi.yaml) over a Locker, with
+// request ids, access logs, body limits, strict JSON decoding and
+// application/problem+json errors.
+package server
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/api"
+)
+
+// Defaults of Config, used when a field is zero. They match redlock.Options.
+const (
+	defaultTTL     = 30 * time.Second
+	defaultMaxTTL  = 60 * time.Second
+	defaultMaxWait = 60 * time.Second
+)
+
+// Config configures a Server. The zero value of each field but Locker means
+// its default. The limits should be the coordinator's (redlock.Options), so
+// that the server rejects with a clear message what the coordinator would.
+type Config struct {
+	// Locker takes, extends, releases and inspects locks. Required.
+	Locker Locker
+	// Log receives one line per request and every internal error; it never
+	// receives tokens. Default: the zero Logger, which logs nothing.
+	Log zerolog.Logger
+	// DefaultTTL is the TTL of a lock when a request gives none. Default: 30s.
+	DefaultTTL time.Duration
+	// MaxTTL is the largest TTL a request may ask for. Default: 60s.
+	MaxTTL time.Duration
+	// MaxWait is the largest wait_ms an acquire may ask for. Default: 60s.
+	MaxWait time.Duration
+}
+
+// Server serves the redlockd HTTP API. It implements
+// api.StrictServerInterface; use Handler to serve it.
+type Server struct {
+	locker                      Locker
+	log                         zerolog.Logger
+	defaultTTL, maxTTL, maxWait time.Duration
+
+	// drain is cancelled by BeginShutdown.
+	drain     context.Context
+	stopDrain context.CancelFunc
+}
+
+var _ api.StrictServerInterface = (*Server)(nil)
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	s := &Server{
+		locker:     cfg.Locker,
+		log:        cfg.Log,
+		defaultTTL: cmp.Or(cfg.DefaultTTL, defaultTTL),
+		maxTTL:     cmp.Or(cfg.MaxTTL, defaultMaxTTL),
+		maxWait:    cmp.Or(cfg.MaxWait, defaultMaxWait),
+	}
+	s.drain, s.stopDrain = context.WithCancel(context.Background())
+	return s
+}
+
+// Handler returns the HTTP handler of the whole API. Every response carries
+// X-Request-Id, and every error is an application/problem+json body made by
+// the one table in problem.go.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(withLogger(s.log), requestID, s.accessLog, s.recoverer, s.limitBody)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
+	r.MethodNotAllowed(s.methodNotAllowed)
+
+	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc:  s.bodyError,
+		ResponseErrorHandlerFunc: s.writeProblem,
+	})
+	return api.HandlerWithOptions(strict, api.ChiServerOptions{
+		BaseRouter:       r,
+		Middlewares:      []api.MiddlewareFunc{s.strictJSON},
+		ErrorHandlerFunc: s.paramError,
+	})
+}
+
+// BeginShutdown starts a graceful shutdown: acquires that are waiting for a
+// lock and every new /locks request get 503 shutting-down, and /readyz reports
+// unready. Requests already running otherwise finish. Call it before
+// http.Server.Shutdown, which waits for them. It may be called more than once.
+func (s *Server) BeginShutdown() { s.stopDrain() }
+
+// draining reports whether BeginShutdown was called.
+func (s *Server) draining() bool { return s.drain.Err() != nil }
+
+// withDrain returns a copy of ctx that is also cancelled, with cause
+// errShuttingDown, when BeginShutdown is called.
+func (s *Server) withDrain(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.drain, func() { cancel(errShuttingDown) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
