@@ -1,0 +1,414 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlockd/redlockd/redlock"
+	"github.com/rs/zerolog"
+)
+
+// envPrefix is put before the upper snake case name of a flag to make the
+// name of its environment variable: --default-ttl is REDLOCKD_DEFAULT_TTL.
+const envPrefix = "REDLOCKD_"
+
+// Config is the configuration of `redlockd serve`. Every field is a flag with
+// an environment variable twin (see envName). The zero Config is not valid:
+// start from DefaultConfig.
+//
+// Redis holds URLs that may contain passwords: print a Config with String,
+// never field by field.
+type Config struct {
+	// Listen is the host:port to listen on. Port 0 picks a free port.
+	Listen string
+	// Redis are the redis:// or rediss:// URLs of the nodes, one per
+	// independent master. None means dev mode (embedded in-memory nodes).
+	Redis []string
+	// DefaultTTL, MaxTTL and MaxWait bound what a client may ask for.
+	DefaultTTL, MaxTTL, MaxWait time.Duration
+	// NodeTimeout bounds each command on each node.
+	NodeTimeout time.Duration
+	// DriftFactor is the clock drift allowed per unit of TTL; 0 means none.
+	DriftFactor float64
+	// KeyPrefix is put before every Redis key.
+	KeyPrefix string
+	// APIKeysFile is the API keys file (not supported yet: Validate refuses it).
+	APIKeysFile string
+	// TLSCert and TLSKey are PEM files; with both, redlockd serves HTTPS.
+	TLSCert, TLSKey string
+	// LogLevel is debug, info, warn or error; LogFormat is json or console.
+	LogLevel, LogFormat string
+	// RestartQuarantine keeps a restarted node from voting for MaxTTL.
+	RestartQuarantine bool
+}
+
+// DefaultConfig returns the defaults documented in `redlockd --help`.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            "127.0.0.1:8080",
+		DefaultTTL:        30 * time.Second,
+		MaxTTL:            60 * time.Second,
+		MaxWait:           60 * time.Second,
+		NodeTimeout:       50 * time.Millisecond,
+		DriftFactor:       0.01,
+		KeyPrefix:         "redlockd:",
+		LogLevel:          "info",
+		LogFormat:         "json",
+		RestartQuarantine: true,
+	}
+}
+
+// UsageError is an error in the command line or the configuration: redlockd
+// exits with status 64 (EX_USAGE) on it.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usageErrorf(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// envName returns the environment variable twin of a flag.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// flagSet returns the serve flags, bound to c's fields; c's current values
+// are the defaults shown in the help.
+func (c *Config) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, help is printed by printServeFlags
+	fs.Usage = func() {}
+	fs.StringVar(&c.Listen, "listen", c.Listen,
+		"`host:port` to listen on; port 0 picks a free port; a non-loopback host exposes the API to the network")
+	fs.Var((*urlList)(&c.Redis), "redis",
+		"comma-separated `URLs` of the independent Redis masters, redis://[user:password@]host:port[/db] or rediss:// for TLS; "+
+			"percent-encode commas in passwords; prefer the environment variable, command lines are visible to other users; "+
+			"empty: dev mode with 5 embedded in-memory nodes")
+	fs.DurationVar(&c.DefaultTTL, "default-ttl", c.DefaultTTL, "TTL of a lock when the request gives none")
+	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "largest TTL a request may ask for; also the restart quarantine period")
+	fs.DurationVar(&c.MaxWait, "max-wait", c.MaxWait, "largest wait_ms an acquire may ask for")
+	fs.DurationVar(&c.NodeTimeout, "node-timeout", c.NodeTimeout, "timeout of each command on each Redis node")
+	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor,
+		"clock drift allowed per unit of TTL, a `factor` in [0, 0.5): validity = ttl - elapsed - (ttl*factor + 2ms)")
+	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile, "JSON `file` of API keys (not supported yet: redlockd refuses to start with it)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file`; with --tls-key, serve HTTPS")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file`; with --tls-cert, serve HTTPS")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "`level` of the logs: debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format` of the logs: json (one object per line) or console (for humans)")
+	fs.Var((*onOff)(&c.RestartQuarantine), "restart-quarantine",
+		"on: a node restarted less than max TTL ago does not vote (it may have lost locks); off: only if every node runs appendfsync always; dev mode ignores it")
+	return fs
+}
+
+// ParseServeFlags returns the configuration given by args (the arguments
+// after "serve") and by environment variables, read through lookupEnv
+// (os.LookupEnv in production). A flag wins over its environment variable,
+// which wins over the default; an empty variable counts as unset. It does not
+// validate the result: see Config.Validate. May return flag.ErrHelp or a
+// *UsageError.
+func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Config, error) {
+	c := DefaultConfig()
+	fs := c.flagSet()
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := lookupEnv(envName(f.Name))
+		if !ok || v == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: invalid value %q: %v", envName(f.Name), v, err))
+		}
+	})
+	if len(errs) > 0 {
+		return c, &UsageError{Err: errors.Join(errs...)}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, &UsageError{Err: err}
+	}
+	if fs.NArg() > 0 {
+		return c, usageErrorf("serve takes no arguments, got %q", fs.Arg(0))
+	}
+	return c, nil
+}
+
+// serveFlagOrder is the order of the flags in the help: SPEC §4's.
+var serveFlagOrder = []string{
+	"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout", "drift-factor", "key-prefix",
+	"api-keys-file", "tls-cert", "tls-key", "log-level", "log-format", "restart-quarantine",
+}
+
+// printServeFlags writes the help of every serve flag, with its environment
+// variable and default.
+func printServeFlags(w io.Writer) {
+	c := DefaultConfig()
+	fs := c.flagSet()
+	for _, name := range serveFlagOrder {
+		f := fs.Lookup(name)
+		placeholder, usage := flag.UnquoteUsage(f)
+		def := f.DefValue
+		switch f.Value.(type) {
+		case *onOff:
+			placeholder = "on|off"
+		case *urlList:
+		default:
+			if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
+				def = fmt.Sprintf("%ds", d/time.Second) // 60s, not 1m0s
+			}
+		}
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  --%s %s\n", f.Name, placeholder)
+		for _, line := range wrap(usage, 72) {
+			fmt.Fprintf(w, "        %s\n", line)
+		}
+		fmt.Fprintf(w, "        env %s, default %s\n", envName(f.Name), def)
+	}
+}
+
+// wrap splits s into lines of at most width characters, at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	return append(lines, line)
+}
+
+// Validate checks every field and returns all problems at once, as a
+// *UsageError, or nil. Its messages never contain a Redis password.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if err := validListen(c.Listen); err != nil {
+		add("--listen %q: %v", c.Listen, err)
+	}
+	if _, err := c.redisOptions(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.DefaultTTL < redlock.MinTTL {
+		add("--default-ttl %v is below the minimum TTL %v", c.DefaultTTL, redlock.MinTTL)
+	}
+	if c.MaxTTL < c.DefaultTTL {
+		add("--max-ttl %v is below --default-ttl %v", c.MaxTTL, c.DefaultTTL)
+	}
+	if c.MaxWait <= 0 {
+		// 0 means "the default" to redlock.Options and server.Config.
+		add("--max-wait %v must be positive (1ms allows practically no waiting)", c.MaxWait)
+	}
+	switch {
+	case c.NodeTimeout <= 0:
+		add("--node-timeout %v must be positive", c.NodeTimeout)
+	case c.NodeTimeout >= c.DefaultTTL:
+		add("--node-timeout %v must be below --default-ttl %v, or no lock could ever be valid", c.NodeTimeout, c.DefaultTTL)
+	}
+	if math.IsNaN(c.DriftFactor) || c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
+		add("--drift-factor %v must be in [0, 0.5)", c.DriftFactor)
+	}
+	if c.KeyPrefix == "" {
+		add("--key-prefix must not be empty: it keeps redlockd's keys apart from other data")
+	}
+	if c.APIKeysFile != "" {
+		add("--api-keys-file is not supported yet by this version; refusing to start without the authentication it asks for")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		add("--tls-cert and --tls-key go together: give both or neither")
+	}
+	if _, ok := logLevels[c.LogLevel]; !ok {
+		add("--log-level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		add("--log-format %q must be json or console", c.LogFormat)
+	}
+	if len(errs) > 0 {
+		return &UsageError{Err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+// logLevels are the values of --log-level.
+var logLevels = map[string]zerolog.Level{
+	"debug": zerolog.DebugLevel,
+	"info":  zerolog.InfoLevel,
+	"warn":  zerolog.WarnLevel,
+	"error": zerolog.ErrorLevel,
+}
+
+func validListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, e.g. 127.0.0.1:8080 or :8080")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > math.MaxUint16 {
+		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
+}
+
+// DevMode reports whether no Redis URL is given: redlockd then runs embedded
+// in-memory nodes.
+func (c Config) DevMode() bool { return len(c.Redis) == 0 }
+
+// redisOptions parses the Redis URLs with redis.ParseURL (user, password,
+// TLS and db come from the URL). Its errors never contain a password.
+func (c Config) redisOptions() ([]*redis.Options, error) {
+	var (
+		opts []*redis.Options
+		errs []error
+		seen = map[string]int{}
+	)
+	for i, raw := range c.Redis {
+		o, err := parseRedisURL(raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--redis URL #%d: %w", i+1, err))
+			continue
+		}
+		if j, dup := seen[o.Addr]; dup {
+			errs = append(errs, fmt.Errorf("--redis URL #%d: %s is already URL #%d: the nodes must be independent Redis servers", i+1, o.Addr, j))
+			continue
+		}
+		seen[o.Addr] = i + 1
+		opts = append(opts, o)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return opts, nil
+}
+
+// parseRedisURL parses one node URL. Its errors show the URL with the
+// password replaced by xxxxx, or not at all.
+func parseRedisURL(raw string) (*redis.Options, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error quotes the whole URL; show it only if it has no userinfo.
+		if strings.Contains(raw, "@") {
+			return nil, errors.New("not a valid URL (not shown: it may contain a password)")
+		}
+		return nil, fmt.Errorf("not a valid URL: %v", err)
+	}
+	shown := redact(u)
+	switch {
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return nil, fmt.Errorf("%s: scheme %q is not redis:// or rediss://", shown, u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("%s: no host", shown)
+	}
+	o, err := redis.ParseURL(raw)
+	if err != nil {
+		msg := err.Error()
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+			msg = strings.ReplaceAll(msg, url.UserPassword("", p).String()[1:], "xxxxx") // percent-encoded form
+		}
+		return nil, fmt.Errorf("%s: %s", shown, msg)
+	}
+	// url.Parse takes "h:1:2" as host "h:1", port "2".
+	if h, _, err := net.SplitHostPort(o.Addr); err != nil || (strings.Contains(h, ":") && net.ParseIP(h) == nil) {
+		return nil, fmt.Errorf("%s: bad host:port", shown)
+	}
+	return o, nil
+}
+
+// redactURL returns raw with its password replaced by xxxxx and its query
+// and fragment left out, or a placeholder when raw does not parse.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	return redact(u)
+}
+
+// redact shows u without its password, query or fragment: go-redis takes no
+// secret in the query, but a user may try ?password=.
+func redact(u *url.URL) string {
+	v := *u
+	suffix := ""
+	if v.RawQuery != "" || v.ForceQuery {
+		suffix = "?…"
+	}
+	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
+	return v.Redacted() + suffix
+}
+
+// String returns the configuration as flags, Redis passwords redacted.
+func (c Config) String() string {
+	return fmt.Sprintf("--listen=%s --redis=%s --default-ttl=%v --max-ttl=%v --max-wait=%v --node-timeout=%v "+
+		"--drift-factor=%v --key-prefix=%q --api-keys-file=%q --tls-cert=%q --tls-key=%q --log-level=%s --log-format=%s --restart-quarantine=%v",
+		c.Listen, urlList(c.Redis), c.DefaultTTL, c.MaxTTL, c.MaxWait, c.NodeTimeout,
+		c.DriftFactor, c.KeyPrefix, c.APIKeysFile, c.TLSCert, c.TLSKey, c.LogLevel, c.LogFormat, onOff(c.RestartQuarantine))
+}
+
+// GoString redacts like String, so that %#v shows no password either.
+func (c Config) GoString() string { return "Config{" + c.String() + "}" }
+
+// urlList is the flag.Value of --redis: comma-separated URLs. Setting it
+// replaces the list. String redacts passwords.
+type urlList []string
+
+func (l urlList) String() string {
+	out := make([]string, len(l))
+	for i, r := range l {
+		out[i] = redactURL(r)
+	}
+	return strings.Join(out, ",")
+}
+
+func (l *urlList) Set(s string) error {
+	*l = nil
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}
+
+// onOff is the flag.Value of --restart-quarantine.
+type onOff bool
+
+func (b onOff) String() string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func (b *onOff) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "on", "true":
+		*b = true
+	case "off", "false":
+		*b = false
+	default:
+		return errors.New("want on or off")
+	}
+	return nil
+}

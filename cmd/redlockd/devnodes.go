@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// devNodeCount is the number of embedded nodes started in dev mode: five, as
+// in the docker-compose cluster, so that quorum (3) behaves as in production.
+const devNodeCount = 5
+
+// devNodes are in-memory Redis-compatible servers (miniredis) run inside the
+// process when no --redis is given. Nothing they hold is durable, and they
+// share the process's fate, so they give no fault tolerance.
+type devNodes struct {
+	servers []*miniredis.Miniredis
+}
+
+// startDevNodes starts n miniredis servers on 127.0.0.1 with ephemeral ports.
+//
+// miniredis only decreases TTLs on FastForward unless ClockTTL is on; with it,
+// every command first advances all TTLs by the (monotonic) time elapsed since
+// the previous command, so PX TTLs expire in real time. Expiry is lazy: a key
+// is removed when a command next touches the node, which is all a client can
+// observe anyway (miniredis has no keyspace notifications).
+func startDevNodes(n int) (*devNodes, error) {
+	d := &devNodes{}
+	for i := range n {
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true)
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("dev mode: start embedded node %d: %w", i+1, err)
+		}
+		d.servers = append(d.servers, m)
+	}
+	return d, nil
+}
+
+// Options returns one go-redis Options per node, for redlock.New.
+func (d *devNodes) Options() []*redis.Options {
+	opts := make([]*redis.Options, len(d.servers))
+	for i, m := range d.servers {
+		opts[i] = &redis.Options{Addr: m.Addr()}
+	}
+	return opts
+}
+
+// Addrs returns each node's host:port.
+func (d *devNodes) Addrs() []string {
+	addrs := make([]string, len(d.servers))
+	for i, m := range d.servers {
+		addrs[i] = m.Addr()
+	}
+	return addrs
+}
+
+// Close stops every node; their data is gone. It is safe to call on a nil
+// *devNodes and more than once.
+func (d *devNodes) Close() {
+	if d == nil {
+		return
+	}
+	for _, m := range d.servers {
+		m.Close()
+	}
+	d.servers = nil
+}

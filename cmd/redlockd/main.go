@@ -1,0 +1,131 @@
+// Command redlockd is an HTTP lock gateway implementing the Redlock algorithm
+// over N independent Redis masters. Run `redlockd help` for usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Exit statuses (sysexits.h where one fits).
+const (
+	exitOK      = 0
+	exitFailure = 1  // a runtime error: cannot listen, serve failed, ...
+	exitUsage   = 64 // EX_USAGE: bad command line or configuration
+)
+
+func main() {
+	// Log times in UTC with milliseconds (SPEC §3's time format).
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default behaviour: a second
+		// Ctrl-C kills a shutdown that takes too long.
+		<-ctx.Done()
+		stop()
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches the subcommand in args and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return runServe(ctx, args, stdout, stderr, lookupEnv)
+	case "version":
+		if len(args) > 0 {
+			return usage(stderr, fmt.Errorf("version takes no arguments"))
+		}
+		runVersion(stdout)
+		return exitOK
+	case "help":
+		printUsage(stdout)
+		return exitOK
+	case "run", "keygen":
+		// Later: runRun (run.go) and runKeygen (keygen.go), per SPEC §4–5.
+		return usage(stderr, fmt.Errorf("%q is not implemented yet in this version", cmd))
+	default:
+		return usage(stderr, fmt.Errorf("unknown command %q", cmd))
+	}
+}
+
+// runServe parses the serve configuration and runs the gateway until ctx ends.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	cfg, err := ParseServeFlags(args, lookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout)
+		return exitOK
+	}
+	if err != nil {
+		return usage(stderr, err)
+	}
+	m := NewMain()
+	m.Config = cfg
+	m.Stderr = stderr
+	err = m.Run(ctx)
+	var ue *UsageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return usage(stderr, err)
+	default:
+		// Logged where it happened when the logger existed; say it plainly too.
+		fmt.Fprintf(stderr, "redlockd: %v\n", err)
+		return exitFailure
+	}
+}
+
+// usage reports a usage or configuration error and returns exitUsage.
+func usage(stderr io.Writer, err error) int {
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "redlockd: %s\n", line)
+	}
+	fmt.Fprintln(stderr, "Run 'redlockd --help' for usage.")
+	return exitUsage
+}
+
+// printUsage writes the help: commands, every serve flag with its
+// environment variable and default, and the exit statuses.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `redlockd: an HTTP lock gateway implementing Redlock over N independent Redis masters.
+
+Usage:
+  redlockd [serve] [flags]   run the gateway (serve is the default command)
+  redlockd version           print the version
+  redlockd help              print this help (also: --help, -h)
+
+With no --redis, redlockd runs in dev mode: 5 embedded in-memory Redis nodes,
+nothing durable or fault tolerant. Try: redlockd, then
+  curl -X POST localhost:8080/locks/demo
+
+Serve flags. Each flag has an environment variable twin; a flag wins over its
+variable, a variable over the default; an empty variable counts as unset.
+Durations are Go durations (50ms, 30s, 1m).
+
+`)
+	printServeFlags(w)
+	fmt.Fprint(w, `
+Exit status: 0 after a graceful shutdown (SIGINT or SIGTERM: waiting acquires
+get 503, in-flight requests finish), 64 on a usage or configuration error,
+1 on any other error.
+`)
+}

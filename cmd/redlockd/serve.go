@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlockd/redlockd/redlock"
+	"github.com/redlockd/redlockd/server"
+	"github.com/rs/zerolog"
+)
+
+// HTTP server limits. The write timeout is MaxWait + writeTimeoutMargin, so
+// that a request held open for the longest allowed wait still gets its answer.
+const (
+	readHeaderTimeout      = 5 * time.Second
+	readTimeout            = 10 * time.Second
+	idleTimeout            = 60 * time.Second
+	writeTimeoutMargin     = 10 * time.Second
+	maxHeaderBytes         = 16 << 10
+	defaultShutdownTimeout = 10 * time.Second
+)
+
+// Main is the `redlockd serve` program: Open starts it, Run serves until its
+// context ends, Close shuts it down gracefully. Tests run it in-process on
+// 127.0.0.1:0 and learn the port with Addr.
+type Main struct {
+	// Config is the configuration; set it before Open.
+	Config Config
+	// Stderr receives the logs. Default: os.Stderr.
+	Stderr io.Writer
+	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
+	// Default: 10s.
+	ShutdownTimeout time.Duration
+
+	// Log is the logger, built by Open from Config and Stderr.
+	Log zerolog.Logger
+
+	dev      *devNodes
+	coord    *redlock.Coordinator
+	srv      *server.Server
+	http     *http.Server
+	ln       net.Listener
+	served   chan struct{} // closed when http.Server.Serve returned
+	serveErr error         // what it returned, ErrServerClosed as nil
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main with the default configuration.
+func NewMain() *Main {
+	return &Main{Config: DefaultConfig()}
+}
+
+// Open validates the configuration, starts the nodes (dev mode), the
+// coordinator and the HTTP server, and returns once the listener is bound
+// and serving. It logs "listening" with the bound address as soon as the
+// listener is bound. On error everything started is closed again. May return
+// a *UsageError for a bad configuration.
+func (m *Main) Open() (err error) {
+	if m.ln != nil {
+		return errors.New("redlockd: already open")
+	}
+	c := m.Config
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	tlsConfig, err := c.loadTLS()
+	if err != nil {
+		return err
+	}
+	m.Log = newLogger(m.stderr(), c)
+	defer func() {
+		if err != nil {
+			m.closeAll()
+		}
+	}()
+
+	m.Log.Info().Str("version", Version()).Stringer("config", c).Msg("redlockd starting")
+	nodes, err := m.startNodes()
+	if err != nil {
+		return err
+	}
+	m.coord, err = redlock.New(nodes, m.redlockOptions())
+	if err != nil {
+		if errors.Is(err, redlock.ErrInvalid) {
+			return &UsageError{Err: err}
+		}
+		return fmt.Errorf("redlockd: start coordinator: %w", err)
+	}
+	m.logCluster(nodes)
+
+	m.srv = server.New(server.Config{
+		Locker:     m.coord,
+		Log:        m.Log,
+		DefaultTTL: c.DefaultTTL,
+		MaxTTL:     c.MaxTTL,
+		MaxWait:    c.MaxWait,
+	})
+	m.http = &http.Server{
+		Handler:           m.srv.Handler(),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+	}
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("redlockd: listen on %s: %w", c.Listen, err)
+	}
+	m.ln = ln
+	m.Log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConfig != nil).Msg("listening")
+	if !isLoopback(ln.Addr()) {
+		m.Log.Warn().Str("addr", ln.Addr().String()).
+			Msg("listening beyond loopback without API keys (not supported yet): anyone who can reach this port can take and release locks")
+	}
+
+	m.served = make(chan struct{})
+	go func() {
+		defer close(m.served)
+		var err error
+		if tlsConfig != nil {
+			err = m.http.ServeTLS(ln, "", "")
+		} else {
+			err = m.http.Serve(ln)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
+			m.serveErr = err
+		}
+	}()
+	return nil
+}
+
+// Addr returns the address the server listens on, host:port, once Open has
+// returned; "" before.
+func (m *Main) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// Run opens m unless Open was already called, serves until ctx ends, then
+// closes m gracefully. It returns nil after a graceful shutdown.
+func (m *Main) Run(ctx context.Context) error {
+	if m.ln == nil {
+		if err := m.Open(); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+		m.Log.Info().Str("cause", context.Cause(ctx).Error()).Msg("shutting down")
+		return m.Close()
+	case <-m.served:
+		m.Log.Error().AnErr("error", m.serveErr).Msg("HTTP server stopped on its own")
+		return m.Close()
+	}
+}
+
+// Close shuts down gracefully: the server first answers every waiting
+// acquire with 503 shutting-down and /readyz with 503, then the HTTP server
+// stops accepting and lets in-flight requests finish (for at most
+// ShutdownTimeout, after which connections are cut), then the coordinator
+// and the dev nodes close. It is safe to call more than once.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.closeAll() })
+	return m.closeErr
+}
+
+func (m *Main) closeAll() error {
+	var errs []error
+	if m.srv != nil {
+		m.srv.BeginShutdown()
+	}
+	if m.http != nil && m.ln != nil {
+		timeout := m.ShutdownTimeout
+		if timeout <= 0 {
+			timeout = defaultShutdownTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		err := m.http.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			m.Log.Warn().Err(err).Dur("timeout", timeout).Msg("graceful shutdown timed out: closing the remaining connections")
+			errs = append(errs, fmt.Errorf("redlockd: graceful shutdown: %w", err))
+			_ = m.http.Close()
+		}
+		<-m.served
+		if m.serveErr != nil {
+			errs = append(errs, fmt.Errorf("redlockd: serve: %w", m.serveErr))
+		}
+	}
+	if m.coord != nil {
+		if err := m.coord.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("redlockd: close coordinator: %w", err))
+		}
+		m.coord = nil
+	}
+	m.dev.Close()
+	m.dev = nil
+	if m.ln != nil {
+		m.Log.Info().Msg("stopped")
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Main) stderr() io.Writer {
+	if m.Stderr == nil {
+		return os.Stderr
+	}
+	return m.Stderr
+}
+
+// startNodes returns the go-redis options of the nodes: parsed from --redis,
+// or those of freshly started dev nodes.
+func (m *Main) startNodes() ([]*redis.Options, error) {
+	if !m.Config.DevMode() {
+		return m.Config.redisOptions()
+	}
+	d, err := startDevNodes(devNodeCount)
+	if err != nil {
+		return nil, err
+	}
+	m.dev = d
+	m.Log.Warn().Strs("nodes", d.Addrs()).
+		Msg("DEV MODE: no --redis given, using 5 embedded in-memory Redis nodes inside this process. " +
+			"NOTHING IS DURABLE OR FAULT TOLERANT: every lock and fencing counter is lost when redlockd stops. " +
+			"Give --redis URLs of independent Redis masters for real use")
+	return d.Options(), nil
+}
+
+// redlockOptions maps the configuration one to one onto redlock.Options.
+func (m *Main) redlockOptions() redlock.Options {
+	c := m.Config
+	rlog := m.Log.With().Str("component", "redlock").Logger()
+	drift := c.DriftFactor
+	if drift == 0 {
+		drift = -1 // redlock: negative means none, zero means the default
+	}
+	return redlock.Options{
+		DefaultTTL:  c.DefaultTTL,
+		MaxTTL:      c.MaxTTL,
+		MaxWait:     c.MaxWait,
+		NodeTimeout: c.NodeTimeout,
+		DriftFactor: drift,
+		KeyPrefix:   c.KeyPrefix,
+		// Dev nodes live and die with the process: a restart loses the
+		// gateway too, so there is nothing to quarantine against.
+		NoQuarantine: !c.RestartQuarantine || c.DevMode(),
+		Logger:       &rlog,
+	}
+}
+
+// logCluster logs the nodes (host:port only, never credentials), the quorum,
+// and warnings about unsafe settings.
+func (m *Main) logCluster(nodes []*redis.Options) {
+	c := m.Config
+	addrs := make([]string, len(nodes))
+	for i, o := range nodes {
+		addrs[i] = o.Addr
+	}
+	n, quorum := m.coord.Nodes(), m.coord.Quorum()
+	m.Log.Info().Strs("nodes", addrs).Int("n", n).Int("quorum", quorum).
+		Int("tolerated_failures", n-quorum).Msg("redlock cluster")
+	// redlock.New itself warns when n == 1.
+	if n > 1 && n%2 == 0 {
+		m.Log.Warn().Int("n", n).Int("quorum", quorum).
+			Msgf("an even number of nodes tolerates no more failures than %d nodes: prefer an odd number", n-1)
+	}
+	switch {
+	case c.DevMode():
+		m.Log.Info().Msg("restart quarantine does not apply to embedded dev nodes")
+	case c.RestartQuarantine:
+		m.Log.Info().Str("quarantine", c.MaxTTL.String()).
+			Msg("restart quarantine on: a node that (re)started less than max TTL ago does not vote; a freshly started cluster grants no lock until its nodes have been up for max TTL")
+	default:
+		m.Log.Warn().Msg("restart quarantine off: safe only if every Redis node runs with appendfsync always")
+	}
+	if c.DriftFactor == 0 {
+		m.Log.Warn().Msg("drift factor 0: no clock drift allowance beyond 2ms")
+	}
+}
+
+// newLogger builds the process logger: JSON lines (or console for humans) to
+// w, with timestamps, at the configured level.
+func newLogger(w io.Writer, c Config) zerolog.Logger {
+	if c.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
+	}
+	return zerolog.New(w).Level(logLevels[c.LogLevel]).With().Timestamp().Logger()
+}
+
+// isTerminal reports whether w is a character device (a terminal): colours
+// only go there, not into files and pipes.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// loadTLS loads the certificate and key when both are given; nil otherwise.
+// May return a *UsageError.
+func (c Config) loadTLS() (*tls.Config, error) {
+	if c.TLSCert == "" || c.TLSKey == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, usageErrorf("--tls-cert/--tls-key: %v", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// isLoopback reports whether addr is a loopback IP address. The unspecified
+// address (":8080", "0.0.0.0") is not.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// httpErrorLog sends net/http's own error log (accept errors, TLS handshake
+// failures, panics) to zerolog; handshake failures from port scanners are
+// only worth a debug line.
+type httpErrorLog struct{ log zerolog.Logger }
+
+func (l httpErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		l.log.Debug().Str("component", "http").Msg(msg)
+	} else {
+		l.log.Warn().Str("component", "http").Msg(msg)
+	}
+	return len(p), nil
+}
