@@ -1,0 +1,51 @@
+// Package redlock implements the Redlock distributed lock algorithm over N
+// independent Redis masters. It knows nothing of HTTP; the redlockd gateway
+// is one user of it.
+//
+// # Algorithm
+//
+// Acquire generates one random token per lock (16 bytes from crypto/rand,
+// URL-safe base64) or takes the caller's, and runs a Lua script doing
+// SET key token NX PX ttl on every node in parallel, each command bounded by
+// the node timeout. Elapsed time is measured on the monotonic clock from
+// before the first send to after the last reply; validity = ttl - elapsed -
+// (ttl*DriftFactor + 2ms). The lock is acquired iff a quorum (N/2+1) of nodes
+// set it and validity > 0. Otherwise the lock is released on every node,
+// including those that did not answer (their SET may have landed), and the
+// attempt is repeated after a jittered delay while the caller's wait lasts.
+//
+// Release is compare-and-delete and Extend compare-and-pexpire, both Lua
+// scripts run on every node. Extend succeeds iff a quorum extended within the
+// new validity window; it also puts the lock back on nodes where it vanished
+// (a restarted node) while the quorum still holds it, and never resurrects a
+// lock already lost on a quorum. All scripts are run by SHA (EVALSHA with an
+// EVAL fallback on NOSCRIPT).
+//
+// # Fencing tokens
+//
+// Every node keeps a counter per resource. The acquire script increments it
+// on every node that grants the lock; the coordinator takes the maximum over
+// the granting quorum and writes it back (as a maximum) to every node that
+// answered before returning. Any two quorums intersect, so the next acquire
+// reads a counter at least as high: fences are strictly increasing per
+// resource, also when any single node restarts empty between two
+// acquisitions (the write-back reached all other nodes). They can go
+// backwards only if the nodes holding the highest value lose it on a
+// majority, or a node missed the write-back and another node restarts empty.
+//
+// # Restart quarantine
+//
+// A node whose uptime is below MaxTTL may have lost lock keys in a crash. With
+// quarantine on (the default) every new connection first reads INFO server;
+// such a node does not count toward an acquire or extend quorum until it has
+// been up for MaxTTL, though releases still reach it. A restarted Redis drops
+// all connections, so the restart is seen before the node's first vote.
+//
+// # Errors
+//
+// Callers use errors.Is: ErrLockHeld (as *HeldError with the holder's
+// remaining TTL), ErrNotOwner (as ErrLockExpired or ErrHeldByOther),
+// ErrQuorumUnavailable (joined with one *NodeError per silent node),
+// ErrNotHeld and ErrInvalid. A cancelled wait returns the last attempt's
+// error joined with ctx.Err().
+package redlock
