@@ -73,6 +73,9 @@ func (n *node) checkUptime(ctx context.Context, cn *redis.Conn, maxTTL time.Dura
 	if err != nil {
 		return err
 	}
+	// Redis reports floor(now) - floor(start) in whole seconds, which can be
+	// up to 1s more than the real uptime: count a second less.
+	up = max(0, up-time.Second)
 	if up >= maxTTL {
 		return nil
 	}
@@ -89,8 +92,7 @@ func (n *node) checkUptime(ctx context.Context, cn *redis.Conn, maxTTL time.Dura
 	return nil
 }
 
-// uptime reads uptime_in_seconds from INFO server. The whole seconds round
-// down, which only lengthens the quarantine.
+// uptime reads uptime_in_seconds from INFO server.
 func uptime(info string) (time.Duration, error) {
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {

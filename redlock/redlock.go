@@ -534,6 +534,25 @@ func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
 	return out
 }
 
+// Warm opens a connection to every node in parallel, each bounded by timeout
+// rather than the node timeout, so that the first requests do not pay for
+// dialling (and a restarted node's quarantine is known before them). Nodes
+// that do not answer are skipped: they are tried again on every request.
+func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
+	done := make(chan struct{}, len(c.nodes))
+	for _, n := range c.nodes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			_ = n.client.Ping(ctx).Err()
+		}()
+	}
+	for range c.nodes {
+		<-done
+	}
+}
+
 // toInt converts an integer reply element.
 func toInt(v any) int64 {
 	switch x := v.(type) {

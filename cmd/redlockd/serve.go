@@ -100,6 +100,8 @@ func (m *Main) Open() (err error) {
 		return fmt.Errorf("redlockd: start coordinator: %w", err)
 	}
 	m.logCluster(nodes)
+	// Dial every node before listening, so the first requests do not pay for it.
+	m.coord.Warm(context.Background(), time.Second)
 
 	m.srv = server.New(server.Config{
 		Locker:     m.coord,

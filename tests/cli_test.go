@@ -1,0 +1,119 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHelp checks that `redlockd --help` documents every flag of SPEC §4
+// with its environment variable.
+func TestHelp(t *testing.T) {
+	if buildErr != nil {
+		t.Fatalf("redlockd binary not built: %v", buildErr)
+	}
+	out, err := exec.Command(binPath, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redlockd --help: %v\n%s", err, out)
+	}
+	for _, f := range []string{"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout",
+		"drift-factor", "key-prefix", "api-keys-file", "tls-cert", "tls-key", "log-level", "log-format",
+		"restart-quarantine"} {
+		if !bytes.Contains(out, []byte("--"+f)) {
+			t.Errorf("--help does not document --%s", f)
+		}
+		env := "REDLOCKD_" + strings.ToUpper(strings.ReplaceAll(f, "-", "_"))
+		if !bytes.Contains(out, []byte(env)) {
+			t.Errorf("--help does not name %s", env)
+		}
+	}
+}
+
+// TestUsageErrors checks that a bad configuration stops redlockd at once
+// with a message and a non-zero status, without serving.
+func TestUsageErrors(t *testing.T) {
+	if buildErr != nil {
+		t.Fatalf("redlockd binary not built: %v", buildErr)
+	}
+	node := startRedis(t)
+	for name, args := range map[string][]string{
+		"UnknownFlag":       {"serve", "--no-such-flag"},
+		"BadDuration":       {"serve", "--node-timeout", "fast"},
+		"DefaultAboveMax":   {"serve", "--default-ttl", "90s", "--max-ttl", "60s"},
+		"BadQuarantine":     {"serve", "--restart-quarantine", "maybe"},
+		"BadRedisURL":       {"serve", "--redis", "http://" + node.Addr},
+		"UnknownSubcommand": {"frobnicate"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binPath, append(args, "--listen", "127.0.0.1:0")...)
+			cmd.Env = cleanEnv()
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("redlockd %v: %v, want a non-zero exit\n%s", args, err, out)
+			}
+			if code := ee.ExitCode(); code != 64 {
+				t.Errorf("redlockd %v exited %d, want 64 (usage error, as --help says)\n%s", args, code, out)
+			}
+			if len(bytes.TrimSpace(out)) == 0 {
+				t.Errorf("redlockd %v exited %d without a message", args, ee.ExitCode())
+			}
+		})
+	}
+}
+
+// TestDevMode runs `redlockd` with no subcommand and no --redis: it serves
+// on five embedded nodes and warns that nothing is durable.
+func TestDevMode(t *testing.T) {
+	g := startProcess(t, nil, "--listen", "127.0.0.1:0")
+	g.waitReady(t)
+	res := resourceName(t)
+	start := time.Now()
+	a := lock(t, g, res, `{"ttl_ms":5000}`)
+	checkLockBody(t, a, start, res, 5000, 5)
+	wantProblem(t, acquire(t, g, res, ""), http.StatusConflict, "lock-held")
+	wantStatus(t, release(t, g, res, a.str(t, "token")), http.StatusNoContent)
+	g.Stop()
+	if !strings.Contains(g.Stderr(), `"level":"warn"`) {
+		t.Errorf("dev mode did not warn:\n%s", g.Stderr())
+	}
+}
+
+// TestEnvConfig configures the gateway through REDLOCKD_* variables only.
+func TestEnvConfig(t *testing.T) {
+	nodes := startCluster(t, 3)
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.URL()
+	}
+	g := startProcess(t, []string{
+		"REDLOCKD_LISTEN=127.0.0.1:0",
+		"REDLOCKD_REDIS=" + strings.Join(urls, ","),
+		"REDLOCKD_RESTART_QUARANTINE=off",
+		"REDLOCKD_KEY_PREFIX=envtest:",
+		"REDLOCKD_DEFAULT_TTL=7s",
+	}, "serve")
+	g.waitReady(t)
+	res := resourceName(t)
+	a := lock(t, g, res, "")
+	if got := a.num(t, "ttl_ms"); got != 7000 {
+		t.Errorf("ttl_ms %d, want 7000 from REDLOCKD_DEFAULT_TTL", got)
+	}
+	if got := a.num(t, "nodes"); got != 3 {
+		t.Errorf("nodes %d, want the 3 of REDLOCKD_REDIS", got)
+	}
+	snap := keySnapshot(t, nodes)
+	if !strings.Contains(snap, `"envtest:`) || !strings.Contains(snap, res) {
+		t.Errorf("no key under REDLOCKD_KEY_PREFIX envtest: for %s:\n%s", res, snap)
+	}
+	if strings.Contains(snap, `"redlockd:`) {
+		t.Errorf("keys under the default prefix although REDLOCKD_KEY_PREFIX is set:\n%s", snap)
+	}
+}
