@@ -52,4 +52,10 @@ type NodeStatus struct {
 	QuarantinedUntil time.Time
 	// Err is a short description of the last error when not up.
 	Err string
+	// Uptime is the server's uptime_in_seconds at the last health check; 0
+	// if unknown.
+	Uptime time.Duration
+	// Checked is when the state was last observed, by the health loop or by
+	// a request's answer; zero if never.
+	Checked time.Time
 }

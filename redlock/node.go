@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 )
 
 // node is one Redis master.
@@ -18,9 +18,23 @@ type node struct {
 	idx    int
 	addr   string // host:port, never credentials
 	client *redis.Client
+	opts   Options // the coordinator's, defaults filled in
 	// until is the end of the node's restart quarantine, in nanoseconds of
-	// the process's monotonic clock (see mono); 0 when not quarantined.
+	// the process's monotonic clock (see mono); 0 when not quarantined. It
+	// is the latest end in incarnations, written under qmu.
 	until atomic.Int64
+	qmu   sync.Mutex
+	// incarnations maps the run_id of each server process seen on this
+	// address whose quarantine is not over yet to the end of that quarantine
+	// (mono). There is seldom more than one.
+	incarnations map[string]int64
+
+	// health is the latest health observation (see health.go); nil before
+	// the first.
+	health    atomic.Pointer[health]
+	stopLoop  context.CancelFunc // stops the health loop
+	loopDone  chan struct{}      // closed when the health loop returned
+	firstDone chan struct{}      // closed when the loop's first check is over
 }
 
 // base anchors mono: durations since it are monotonic.
@@ -45,51 +59,91 @@ func newNode(idx int, o *redis.Options, opts Options) *node {
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.PoolTimeout = timeout
-	n := &node{idx: idx, addr: opt.Addr}
+	n := &node{idx: idx, addr: opt.Addr, opts: opts}
 	if !opts.NoQuarantine {
 		userHook := opt.OnConnect
-		log := opts.Logger
 		opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 			if userHook != nil {
 				if err := userHook(ctx, cn); err != nil {
 					return err
 				}
 			}
-			return n.checkUptime(ctx, cn, opts.MaxTTL, log)
+			return n.checkUptime(ctx, cn)
 		}
 	}
 	n.client = redis.NewClient(&opt)
 	return n
 }
 
-// checkUptime quarantines the node until it has been up for maxTTL: a node
-// that restarted within the last maxTTL may have lost lock keys.
-func (n *node) checkUptime(ctx context.Context, cn *redis.Conn, maxTTL time.Duration, log *zerolog.Logger) error {
+// checkUptime reads the server's uptime on a new connection, before any
+// command runs on it, and quarantines the node if it restarted recently.
+func (n *node) checkUptime(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "server").Result()
 	if err != nil {
 		return err
 	}
+	return n.noteInfo(info, time.Now())
+}
+
+// noteInfo quarantines the node until its server has been up for max TTL (a
+// node that restarted within the last max TTL may have lost lock keys), from
+// an INFO server reply received at at. The connection check and the health
+// loop both come here.
+//
+// Redis reports uptime_in_seconds = floor(now) - floor(start), up to 1s more
+// than the real uptime, so a second less is counted: each reply gives an end
+// at + maxTTL - (uptime - 1s) that is no earlier than start + maxTTL. Replies
+// from the same process (same run_id) narrow the end to the earliest they
+// give; a process never seen before adds its own, and the node is
+// quarantined until the latest end of all, so replies handled out of order
+// around a restart never shorten the quarantine of the newer process.
+func (n *node) noteInfo(info string, at time.Time) error {
 	up, err := uptime(info)
 	if err != nil {
 		return err
 	}
-	// Redis reports floor(now) - floor(start) in whole seconds, which can be
-	// up to 1s more than the real uptime: count a second less.
+	id := runID(info)
 	up = max(0, up-time.Second)
-	if up >= maxTTL {
-		return nil
+	now := mono(at)
+	end := now + int64(n.opts.MaxTTL-up)
+
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	old, seen := n.incarnations[id]
+	switch {
+	case !seen && end > now:
+		if n.incarnations == nil {
+			n.incarnations = map[string]int64{}
+		}
+		n.incarnations[id] = end
+		n.opts.Logger.Warn().Str("node", n.addr).Dur("uptime", up).Time("quarantined_until", at.Add(time.Duration(end-now))).
+			Msg("redlock: node restarted recently; it does not vote until it has been up for max TTL")
+	case seen && id != "" && end < old:
+		n.incarnations[id] = end // a tighter bound for the same process
+	case seen && id == "" && end > old:
+		n.incarnations[id] = end // no run_id: processes cannot be told apart, never shorten
 	}
-	now := time.Now()
-	end := mono(now) + int64(maxTTL-up)
-	for {
-		old := n.until.Load()
-		if old >= end || n.until.CompareAndSwap(old, end) {
-			break
+	var until int64
+	for k, e := range n.incarnations {
+		if e <= now {
+			delete(n.incarnations, k)
+			continue
+		}
+		until = max(until, e)
+	}
+	n.until.Store(until)
+	return nil
+}
+
+// runID reads run_id from INFO server ("" if absent).
+func runID(info string) string {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "run_id:"); ok {
+			return v
 		}
 	}
-	log.Warn().Str("node", n.addr).Dur("uptime", up).Time("quarantined_until", now.Add(maxTTL-up)).
-		Msg("redlock: node restarted recently; it does not vote until it has been up for max TTL")
-	return nil
+	return ""
 }
 
 // uptime reads uptime_in_seconds from INFO server.
@@ -136,6 +190,7 @@ func fanout[T any](ctx context.Context, c *Coordinator, idxs []int, fn func(ctx 
 			nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 			defer cancel()
 			v, err := fn(nctx, n)
+			n.noteReply(ctx, err)
 			if err != nil {
 				err = &NodeError{Node: n.idx, Addr: n.addr, Err: err}
 			}

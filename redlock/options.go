@@ -58,6 +58,18 @@ type Options struct {
 	// at once. Only safe when every node runs with appendfsync always.
 	// Default: quarantine on.
 	NoQuarantine bool
+	// PollInterval is how often a waiting Acquire tries again when no
+	// release was announced and the holder's TTL is not over: a fallback for
+	// lost messages (a re-made subscription also wakes every waiter),
+	// jittered in [PollInterval/2, 3*PollInterval/2). Default: 30s.
+	PollInterval time.Duration
+	// OnWait, if set, is called when a waiting Acquire (Wait > 0) ends, with
+	// how long it waited and whether it got the lock. For metrics.
+	OnWait func(waited time.Duration, acquired bool)
+	// HealthInterval is how often each node's health loop sends PING and
+	// INFO server (see Status); the uptime it reads also feeds the restart
+	// quarantine. Default: 1s.
+	HealthInterval time.Duration
 	// Logger receives warnings and debug lines. It never receives tokens.
 	// Default: zerolog.Nop().
 	Logger *zerolog.Logger
@@ -87,6 +99,12 @@ func (o Options) withDefaults() Options {
 	if o.RetryDelay == 0 {
 		o.RetryDelay = 50 * time.Millisecond
 	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 30 * time.Second
+	}
+	if o.HealthInterval == 0 {
+		o.HealthInterval = time.Second
+	}
 	if o.Logger == nil {
 		nop := zerolog.Nop()
 		o.Logger = &nop
@@ -106,6 +124,10 @@ func (o Options) validate() error {
 		return invalid("node timeout %v is negative", o.NodeTimeout)
 	case o.DriftFactor >= 0.5:
 		return invalid("drift factor %v must be below 0.5", o.DriftFactor)
+	case o.PollInterval < 0:
+		return invalid("poll interval %v is negative", o.PollInterval)
+	case o.HealthInterval < 0:
+		return invalid("health interval %v is negative", o.HealthInterval)
 	case o.RetryDelay < 0:
 		return invalid("retry delay %v is negative", o.RetryDelay)
 	}

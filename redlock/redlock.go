@@ -19,6 +19,8 @@ type Coordinator struct {
 	opts   Options
 	nodes  []*node
 	quorum int
+	hub    waitHub // waiting acquires; its zero value is ready
+	stats  counters
 }
 
 // New returns a Coordinator over one client per node, made from the given
@@ -40,6 +42,8 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		}
 		c.nodes = append(c.nodes, newNode(i, o, opts))
 	}
+	c.hub.listen(c) // release announcements wake waiting acquires
+	c.startHealth()
 	if len(nodes) == 1 {
 		opts.Logger.Warn().Msg("redlock: a single node gives no fault tolerance: if it fails or restarts, locks are lost")
 	}
@@ -57,7 +61,8 @@ func (c *Coordinator) Options() Options { return c.opts }
 
 // Close closes every node's client.
 func (c *Coordinator) Close() error {
-	var errs []error
+	c.stopHealth()
+	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
 		errs = append(errs, n.client.Close())
 	}
@@ -123,35 +128,22 @@ func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOpt
 	if !a.chosen {
 		a.token = NewToken()
 	}
-	deadline := time.Now().Add(o.Wait)
-	for {
+	if o.Wait == 0 {
+		if c.hub.queued(a.keys[0]) {
+			// Others are waiting for this lock here: it is theirs first.
+			c.stats.held.Add(1)
+			return Lock{}, &HeldError{}
+		}
 		if err := ctx.Err(); err != nil {
 			return Lock{}, errors.Join(ErrQuorumUnavailable, err)
 		}
 		lock, err := a.run(ctx)
-		if err == nil {
-			return lock, nil
+		if err != nil && ctx.Err() != nil {
+			err = errors.Join(err, ctx.Err())
 		}
-		if ctx.Err() != nil {
-			return Lock{}, errors.Join(err, ctx.Err())
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return Lock{}, err
-		}
-		delay := jitter(c.opts.RetryDelay)
-		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 && he.Remaining < delay {
-			delay = he.Remaining + jitter(2*time.Millisecond)
-		}
-		delay = min(delay, left)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return Lock{}, errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
+		return lock, err
 	}
+	return c.acquireWaiting(ctx, &a, o.Wait)
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
@@ -186,6 +178,7 @@ type acqReply struct {
 // commit. On failure it releases what this round may have set.
 func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
+	c.stats.attempts.Add(1)
 	start := time.Now()
 	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (acqReply, error) {
 		v, err := scriptAcquire.Run(ctx, n.client, a.keys, a.token, a.ttl.Milliseconds(), a.owner).Slice()
@@ -205,11 +198,15 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		newFence, oldFence int64
 		pttls              []int64
 		answered, fresh    []int
+		undo               []int // nodes whose SET may have landed: all but those that refused
 		errs               []error
 	)
 	now := time.Now()
 	for _, r := range replies {
 		quarantined := c.nodes[r.node].quarantined(now)
+		if r.err != nil || r.val.ok {
+			undo = append(undo, r.node)
+		}
 		switch {
 		case r.err != nil:
 			silent++
@@ -241,6 +238,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		committed, held := a.commit(ctx, answered, fence)
 		validity := c.validity(a.ttl, start)
 		if committed >= c.quorum && held >= c.quorum && validity > 0 {
+			c.stats.acquired.Add(1)
 			return Lock{
 				Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Owner: a.owner,
 				TTL: a.ttl, Validity: validity, Start: start, Until: start.Add(validity),
@@ -248,22 +246,26 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			}, nil
 		}
 	}
-	// Failed: undo. A random token is ours alone, so release it everywhere,
-	// including silent nodes whose SET may have landed. A caller-chosen token
-	// may already hold the lock from an earlier call: only undo what this
-	// round newly set.
-	undo := c.all()
+	// Failed: undo. A random token is ours alone, so release it on every node
+	// that did not refuse, including silent nodes whose SET may have landed.
+	// A caller-chosen token may already hold the lock from an earlier call:
+	// only undo what this round newly set.
 	if a.chosen {
 		undo = fresh
 	}
 	if len(undo) > 0 {
 		fanout(context.WithoutCancel(ctx), c, undo, func(ctx context.Context, n *node) (int64, error) {
-			return scriptRelease.Run(ctx, n.client, a.keys[:2], a.token).Int64()
+			return scriptRelease.Run(ctx, n.client, a.keys[:2], a.token, c.channel()).Int64()
 		})
 	}
+	if ok > 0 && len(pttls) < c.quorum {
+		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
+	}
 	if ok+silent < c.quorum {
+		c.stats.held.Add(1)
 		return Lock{}, &HeldError{Remaining: freeIn(pttls, len(c.nodes), c.quorum)}
 	}
+	c.stats.unavailable.Add(1)
 	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
 }
 
@@ -323,7 +325,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	}
 	keys := c.keys(namespace, resource)[:2]
 	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (int64, error) {
-		return scriptRelease.Run(ctx, n.client, keys, token).Int64()
+		return scriptRelease.Run(ctx, n.client, keys, token, c.channel()).Int64()
 	})
 	var matched, other, silent int
 	var errs []error
@@ -512,26 +514,6 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		return Info{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
 	}
 	return Info{}, ErrNotHeld
-}
-
-// Status pings every node in parallel (each bounded by the node timeout)
-// and reports its health.
-func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
-	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (time.Duration, error) {
-		start := time.Now()
-		err := n.client.Ping(ctx).Err()
-		return time.Since(start), err
-	})
-	out := make([]NodeStatus, len(c.nodes))
-	for _, r := range replies {
-		n := c.nodes[r.node]
-		s := NodeStatus{Addr: n.addr, Up: r.err == nil, Latency: r.val, QuarantinedUntil: n.quarantineEnd(time.Now())}
-		if r.err != nil {
-			s.Err = errors.Unwrap(r.err).Error()
-		}
-		out[r.node] = s
-	}
-	return out
 }
 
 // Warm opens a connection to every node in parallel, each bounded by timeout

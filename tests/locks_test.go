@@ -274,7 +274,6 @@ func testWait(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 	})
 
 	t.Run("NoBusyPolling", func(t *testing.T) {
-		t.Skip("issue 4: wake-ups instead of polling; until then waiters poll with jitter")
 		// A waiter is woken by the release or expiry (pub/sub, keyspace
 		// notifications) with a polling fallback; it must not hammer Redis.
 		// Ten commands per node in a one-second wait allows a fallback poll
@@ -290,7 +289,6 @@ func testWait(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 	})
 
 	t.Run("FirstComeFirstServed", func(t *testing.T) {
-		t.Skip("issue 4: first-come-first-served waiters; until then the order is random")
 		res := resourceName(t)
 		a := lock(t, gw, res, `{"ttl_ms":30000}`)
 		const waiters = 3

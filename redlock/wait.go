@@ -1,0 +1,334 @@
+package redlock
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Waiting acquires.
+//
+// A waiting Acquire joins a first-come-first-served queue per lock on this
+// coordinator; only the head of the queue sends commands. The head tries,
+// and when the lock is held it sleeps until the first of:
+//   - a release of that lock, announced by release.lua on a pub/sub channel
+//     of every node (the coordinator holds one subscription per node, not one
+//     per lock or waiter) — it then waits for a quorum of nodes to report the
+//     release, or 2ms, and tries again;
+//   - the holder's remaining TTL, learned from the failed round, so that a
+//     crashed holder's lock is taken as soon as it expires;
+//   - a slow jittered fallback poll (Options.PollInterval), in case a message
+//     was lost; a re-made subscription also wakes every head;
+//   - the end of the wait or of ctx.
+// When the head acquires the lock it leaves the queue and hands the head over
+// with the lock's validity, so the next waiter sleeps until a release (or
+// that validity) without sending a command. A waiter that gives up leaves at
+// once and, if it was the head, the next waiter tries at once.
+
+// counters are the coordinator's statistics, read by Stats.
+type counters struct {
+	attempts, acquired, held, split, unavailable atomic.Uint64
+	waiting                                      atomic.Int64
+}
+
+// Stats is a snapshot of a coordinator's counters, for metrics.
+type Stats struct {
+	// Waiting is the number of acquires waiting for a lock now.
+	Waiting int64
+	// Attempts counts acquire rounds sent to the nodes; Acquired, Held and
+	// Unavailable count their outcomes (held: another owner had a quorum).
+	Attempts, Acquired, Held, Unavailable uint64
+	// SplitVotes counts failed rounds that won some nodes while other owners
+	// held fewer than a quorum: contention split the votes so that nobody
+	// may have won.
+	SplitVotes uint64
+}
+
+// Stats returns the coordinator's counters.
+func (c *Coordinator) Stats() Stats {
+	return Stats{
+		Waiting:     c.stats.waiting.Load(),
+		Attempts:    c.stats.attempts.Load(),
+		Acquired:    c.stats.acquired.Load(),
+		Held:        c.stats.held.Load(),
+		Unavailable: c.stats.unavailable.Load(),
+		SplitVotes:  c.stats.split.Load(),
+	}
+}
+
+// channel is the pub/sub channel on which release.lua announces releases.
+func (c *Coordinator) channel() string { return c.opts.KeyPrefix + "released" }
+
+// fingerprint is how release messages name the releasing token without
+// revealing it: the first 16 hex digits of its SHA-1.
+func fingerprint(token string) string {
+	sum := sha1.Sum([]byte(token))
+	return hex.EncodeToString(sum[:8])
+}
+
+// acquireWaiting is Acquire with a wait: see the comment at the top.
+func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.Duration) (lock Lock, err error) {
+	start := time.Now()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	c.stats.waiting.Add(1)
+	defer c.stats.waiting.Add(-1)
+	if f := c.opts.OnWait; f != nil {
+		defer func() { f(time.Since(start), err == nil) }()
+	}
+
+	w := c.hub.join(c, a.keys[0], fingerprint(a.token))
+	var took time.Duration // validity of the lock taken, handed to the next waiter
+	defer func() { c.hub.leave(a.keys[0], w, took) }()
+
+	err = &HeldError{}
+	var sleep time.Duration // before the next round; 0: at once
+	select {
+	case sleep = <-w.head:
+	case <-ctx.Done():
+		return Lock{}, errors.Join(err, ctx.Err())
+	case <-deadline.C:
+		return Lock{}, err
+	}
+	for {
+		if sleep > 0 {
+			done, werr := c.pause(ctx, w, sleep, deadline)
+			if werr != nil {
+				return Lock{}, errors.Join(err, werr)
+			}
+			if done {
+				return Lock{}, err
+			}
+		}
+		w.drain()
+		lock, err = a.run(ctx)
+		if err == nil {
+			took = lock.Validity
+			return lock, nil
+		}
+		if ctx.Err() != nil {
+			return Lock{}, errors.Join(err, ctx.Err())
+		}
+		sleep = jitter(c.opts.RetryDelay) // split votes, silent nodes
+		if he := (*HeldError)(nil); errors.As(err, &he) {
+			sleep = jitter(c.opts.PollInterval) // until a release, or the fallback poll
+			if he.Remaining > 0 {
+				sleep = min(sleep, he.Remaining+time.Millisecond)
+			}
+		}
+	}
+}
+
+// pause sleeps until a release of w's lock is announced by a quorum of nodes
+// (or 2ms after the first announcement), or for d. It returns done when the wait is over, or ctx's error.
+func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, deadline *time.Timer) (done bool, err error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var seen uint64 // nodes that announced a release, as bits
+	var gather <-chan time.Time
+	for {
+		select {
+		case node := <-w.wake:
+			if node < 0 { // subscription re-made: messages may be lost
+				return false, nil
+			}
+			seen |= 1 << node
+			if bitCount(seen) >= c.quorum {
+				return false, nil
+			}
+			if gather == nil {
+				g := time.NewTimer(2 * time.Millisecond)
+				defer g.Stop()
+				gather = g.C
+			}
+		case <-gather:
+			return false, nil
+		case <-t.C:
+			return false, nil
+		case <-deadline.C:
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+func bitCount(x uint64) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
+}
+
+// waiter is one waiting Acquire in a queue.
+type waiter struct {
+	own  string             // fingerprint of its token: its own releases do not wake it
+	wake chan int           // node index per release announcement; -1: resubscribed
+	head chan time.Duration // one value when it becomes the head: how long to sleep first
+}
+
+// drain drops stale wake-ups.
+func (w *waiter) drain() {
+	for {
+		select {
+		case <-w.wake:
+		default:
+			return
+		}
+	}
+}
+
+// waitHub holds the queues of waiters per lock key and the subscriptions
+// that wake them. Its zero value is ready; subscriptions start with the
+// first waiter.
+type waitHub struct {
+	mu      sync.Mutex
+	queues  map[string][]*waiter
+	subs    []*redis.PubSub
+	started bool
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// join appends a waiter for key. The first in the queue is the head at once.
+func (h *waitHub) join(c *Coordinator, key, own string) *waiter {
+	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan time.Duration, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.started && !h.closed {
+		h.start(c)
+	}
+	if h.queues == nil {
+		h.queues = map[string][]*waiter{}
+	}
+	q := h.queues[key]
+	if len(q) == 0 {
+		w.head <- 0
+	}
+	h.queues[key] = append(q, w)
+	return w
+}
+
+// leave removes w from key's queue. If w was the head, the next waiter
+// becomes the head and sleeps for took first (the validity of the lock w
+// took; 0 when w gave up, so it tries at once).
+func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.queues[key]
+	for i, x := range q {
+		if x != w {
+			continue
+		}
+		q = append(q[:i:i], q[i+1:]...)
+		if i == 0 && len(q) > 0 {
+			q[0].head <- took
+		}
+		break
+	}
+	if len(q) == 0 {
+		delete(h.queues, key)
+	} else {
+		h.queues[key] = q
+	}
+}
+
+// queued reports whether anyone waits for key.
+func (h *waitHub) queued(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.queues[key]) > 0
+}
+
+// notify wakes the head waiter of key, unless the release was its own.
+func (h *waitHub) notify(key, from string, node int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[key]; len(q) > 0 && q[0].own != from {
+		select {
+		case q[0].wake <- node:
+		default:
+		}
+	}
+}
+
+// wakeAll wakes every head: a subscription was re-made and messages sent
+// meanwhile are lost.
+func (h *waitHub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, q := range h.queues {
+		select {
+		case q[0].wake <- -1:
+		default:
+		}
+	}
+}
+
+// start subscribes to the release channel on every node, in the
+// background. Called with h.mu held.
+func (h *waitHub) start(c *Coordinator) {
+	h.started = true
+	for _, n := range c.nodes {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			ps := n.client.Subscribe(context.Background(), c.channel())
+			h.mu.Lock()
+			if h.closed {
+				h.mu.Unlock()
+				_ = ps.Close()
+				return
+			}
+			h.subs = append(h.subs, ps)
+			h.mu.Unlock()
+			subscribed := 0
+			for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+				switch m := m.(type) {
+				case *redis.Message:
+					if key, from, ok := strings.Cut(m.Payload, "|"); ok {
+						h.notify(key, from, n.idx)
+					}
+				case *redis.Subscription:
+					if m.Kind == "subscribe" {
+						if subscribed++; subscribed > 1 {
+							h.wakeAll()
+						}
+					}
+				}
+			}
+		}()
+	}
+}
+
+// listen starts the subscriptions unless they run already.
+func (h *waitHub) listen(c *Coordinator) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.started && !h.closed {
+		h.start(c)
+	}
+}
+
+// close ends the subscriptions and waits for their goroutines.
+func (h *waitHub) close() error {
+	h.mu.Lock()
+	h.closed = true
+	subs := h.subs
+	h.subs = nil
+	h.mu.Unlock()
+	var errs []error
+	for _, ps := range subs {
+		errs = append(errs, ps.Close())
+	}
+	h.wg.Wait()
+	return errors.Join(errs...)
+}

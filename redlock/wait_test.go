@@ -1,0 +1,231 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// eventually polls cond until it holds or limit passes.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitOpts make the fallback poll and retries too slow to matter: only a
+// release announcement or the holder's TTL can wake a waiter in time.
+var waitOpts = Options{PollInterval: time.Minute}
+
+func TestWaitWakesOnRelease(t *testing.T) {
+	cl := newCluster(t, 5, waitOpts)
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	var acquiredAt time.Time
+	go func() {
+		_, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second})
+		acquiredAt = time.Now()
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "the waiter to wait", func() bool { return cl.c.Stats().Waiting == 1 })
+	time.Sleep(50 * time.Millisecond) // let its first round finish: it must be asleep
+	before := cl.c.Stats().Attempts
+	released := time.Now()
+	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	// Neither the TTL (30s) nor the poll (1m) can have woken it.
+	if d := acquiredAt.Sub(released); d > 2*time.Second {
+		t.Fatalf("waiter took %v after the release", d)
+	}
+	if n := cl.c.Stats().Attempts - before; n != 1 {
+		t.Fatalf("waiter needed %d rounds after the release, want 1", n)
+	}
+}
+
+func TestWaitCrossCoordinator(t *testing.T) {
+	cl := newCluster(t, 3, waitOpts)
+	ctx := t.Context()
+	var nodes []*redis.Options
+	for _, s := range cl.servers {
+		nodes = append(nodes, s.Options())
+	}
+	other, err := New(nodes, Options{NoQuarantine: true, PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := other.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second})
+		got <- err
+	}()
+	eventually(t, 5*time.Second, "the waiter to wait", func() bool { return other.Stats().Held == 1 })
+	released := time.Now()
+	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter on the other coordinator: %v", err)
+	}
+	if d := time.Since(released); d > 2*time.Second {
+		t.Fatalf("cross-coordinator wake-up took %v", d)
+	}
+}
+
+func TestWaitAfterExpiry(t *testing.T) {
+	cl := newCluster(t, 3, waitOpts)
+	ctx := t.Context()
+	res := uniq(t)
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second}); err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	// The holder never released: the waiter slept until its TTL ran out.
+	if d := time.Since(start); d < 400*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("acquired %v after a 500ms lock was taken", d)
+	}
+	if n := cl.c.Stats().Attempts; n > 4 {
+		t.Fatalf("%d rounds for one expiry: the waiter polled", n)
+	}
+}
+
+func TestWaitFIFO(t *testing.T) {
+	cl := newCluster(t, 3, waitOpts)
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second, TTL: 10 * time.Second})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+				t.Error(err)
+			}
+		}()
+		eventually(t, 5*time.Second, "waiter to queue", func() bool { return cl.c.Stats().Waiting == int64(i+1) })
+	}
+	// A newcomer without a wait does not jump the queue.
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{}); !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("newcomer err = %v", err)
+	}
+	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("served in order %v, want first come first served", order)
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("served %d of %d", len(order), n)
+	}
+	// Only the head sends commands: one round per waiter, plus the first
+	// round of the first waiter while the lock was held.
+	if s := cl.c.Stats(); s.Attempts > 1+1+n+1 || s.SplitVotes != 0 {
+		t.Fatalf("stats %+v: waiters behind the head sent commands", s)
+	}
+}
+
+func TestWaitCancelCleansUp(t *testing.T) {
+	cl := newCluster(t, 3, waitOpts)
+	ctx := t.Context()
+	res := uniq(t)
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var cancelled atomic.Int64
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := cl.c.Acquire(wctx, res, AcquireOptions{Wait: 20 * time.Second})
+			if errors.Is(err, context.Canceled) && errors.Is(err, ErrLockHeld) {
+				cancelled.Add(1)
+			}
+		}()
+	}
+	eventually(t, 5*time.Second, "100 waiters", func() bool { return cl.c.Stats().Waiting == 100 })
+	cancel()
+	wg.Wait()
+	if cancelled.Load() != 100 {
+		t.Fatalf("%d of 100 waiters reported the cancellation", cancelled.Load())
+	}
+	if cl.c.Stats().Waiting != 0 || cl.c.hub.queued(cl.c.keys("", res)[0]) {
+		t.Fatal("cancelled waiters left in the queue")
+	}
+	eventually(t, 5*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+	// A timed-out waiter leaves the queue too.
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 50 * time.Millisecond}); !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("timed-out waiter err = %v", err)
+	}
+	if cl.c.hub.queued(cl.c.keys("", res)[0]) {
+		t.Fatal("timed-out waiter left in the queue")
+	}
+}
+
+// TestWaitNoBusyPolling: a waiter on a long-held lock sends almost nothing.
+func TestWaitNoBusyPolling(t *testing.T) {
+	cl := newCluster(t, 3, waitOpts)
+	ctx := t.Context()
+	res := uniq(t)
+	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	before := cl.c.Stats().Attempts
+	_, err := cl.c.Acquire(wctx, res, AcquireOptions{Wait: 20 * time.Second})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := cl.c.Stats().Attempts - before; n != 1 {
+		t.Fatalf("a waiter sent %d rounds in 1s on a lock held for 30s, want 1", n)
+	}
+}
