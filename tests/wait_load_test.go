@@ -204,7 +204,7 @@ func TestManyWaiters(t *testing.T) {
 	pid := gw.cmd.Process.Pid
 	c0 := totalCommands(t, nodes)
 	window := 30 * time.Second // longer than the mean fallback poll
-	time.Sleep(window) // the measurement window: no lock changes hands
+	time.Sleep(window)         // the measurement window: no lock changes hands
 	c1 := totalCommands(t, nodes)
 	if os.Getenv("REDLOCKD_LOAD_LOG") != "" {
 		for _, n := range nodes[:1] {
