@@ -1,0 +1,66 @@
+package tests
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReplicas runs two gateway processes against the same five nodes: they
+// share no state but Redis, so a lock taken through one is held for the
+// other, and a release through one wakes a waiter on the other at once (the
+// release is announced on every node; the fallback poll is 30s and the
+// holder's TTL 30s, so nothing else can wake it in time).
+func TestReplicas(t *testing.T) {
+	nodes := startCluster(t, 5)
+	a := startGateway(t, nodes)
+	b := startGateway(t, nodes)
+	res := resourceName(t)
+
+	tok := lock(t, a, res, `{"ttl_ms":30000}`).str(t, "token")
+	wantProblem(t, acquire(t, b, res, ""), http.StatusConflict, "lock-held")
+
+	before := evalshaCalls(t, nodes[0])
+	got := make(chan *Resp, 1)
+	go func() {
+		r, err := b.try(http.MethodPost, "/locks/"+res, `{"wait_ms":20000}`)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	// The waiter's first round reaches the nodes, fails, and it sleeps.
+	eventually(t, 5*time.Second, "the waiter's first round", func() bool { return evalshaCalls(t, nodes[0]) > before })
+	released := time.Now()
+	wantStatus(t, release(t, a, res, tok), http.StatusNoContent)
+	r := <-got
+	if r == nil {
+		t.FailNow()
+	}
+	wantStatus(t, r, http.StatusCreated)
+	if d := time.Since(released); d > 3*time.Second {
+		t.Fatalf("the waiter on the other replica got the lock %v after the release", d)
+	}
+	// And the other way round: b's lock is held for a.
+	wantProblem(t, acquire(t, a, res, ""), http.StatusConflict, "lock-held")
+	wantStatus(t, release(t, a, res, r.str(t, "token")), http.StatusNoContent)
+}
+
+// evalshaCalls is how many EVALSHA commands the node has run.
+func evalshaCalls(t *testing.T, n *RedisNode) int64 {
+	t.Helper()
+	info, err := n.Client().Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+			n, _ := strconv.ParseInt(strings.SplitN(v, ",", 2)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
