@@ -18,7 +18,8 @@ type node struct {
 	idx    int
 	addr   string // host:port, never credentials
 	client *redis.Client
-	opts   Options // the coordinator's, defaults filled in
+	batch  *batcher // nil with Options.NoBatching
+	opts   Options  // the coordinator's, defaults filled in
 	// until is the end of the node's restart quarantine, in nanoseconds of
 	// the process's monotonic clock (see mono); 0 when not quarantined. It
 	// is the latest end in incarnations, written under qmu.
@@ -72,6 +73,9 @@ func newNode(idx int, o *redis.Options, opts Options) *node {
 		}
 	}
 	n.client = redis.NewClient(&opt)
+	if !opts.NoBatching {
+		n.batch = newBatcher(n.client)
+	}
 	return n
 }
 

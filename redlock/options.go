@@ -70,6 +70,10 @@ type Options struct {
 	// INFO server (see Status); the uptime it reads also feeds the restart
 	// quarantine. Default: 1s.
 	HealthInterval time.Duration
+	// NoBatching sends every command to its node in its own round trip from
+	// its own goroutine, as most Redlock libraries do, instead of sharing
+	// pipelines between concurrent calls. For comparison. Default: batching.
+	NoBatching bool
 	// Logger receives warnings and debug lines. It never receives tokens.
 	// Default: zerolog.Nop().
 	Logger *zerolog.Logger

@@ -64,6 +64,9 @@ func (c *Coordinator) Close() error {
 	c.stopHealth()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
+		if n.batch != nil {
+			n.batch.close()
+		}
 		errs = append(errs, n.client.Close())
 	}
 	return errors.Join(errs...)
@@ -180,8 +183,8 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (acqReply, error) {
-		v, err := scriptAcquire.Run(ctx, n.client, a.keys, a.token, a.ttl.Milliseconds(), a.owner).Slice()
+	replies := runScript(ctx, c, c.all(), scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner}, func(cmd *redis.Cmd) (acqReply, error) {
+		v, err := cmd.Slice()
 		if err != nil {
 			return acqReply{}, err
 		}
@@ -254,9 +257,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		undo = fresh
 	}
 	if len(undo) > 0 {
-		fanout(context.WithoutCancel(ctx), c, undo, func(ctx context.Context, n *node) (int64, error) {
-			return scriptRelease.Run(ctx, n.client, a.keys[:2], a.token, c.channel()).Int64()
-		})
+		runScript(context.WithoutCancel(ctx), c, undo, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
 	}
 	if ok > 0 && len(pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -273,9 +274,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 // any later quorum reads a counter at least this high. It returns how many
 // nodes took it and on how many the token holds the lock.
 func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committed, held int) {
-	replies := fanout(ctx, a.c, idxs, func(ctx context.Context, n *node) (int64, error) {
-		return scriptCommit.Run(ctx, n.client, a.keys, a.token, fence).Int64()
-	})
+	replies := runScript(ctx, a.c, idxs, scriptCommit, a.keys, []any{a.token, fence}, int64Reply)
 	now := time.Now()
 	for _, r := range replies {
 		if r.err == nil && !a.c.nodes[r.node].quarantined(now) {
@@ -324,9 +323,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	keys := c.keys(namespace, resource)[:2]
-	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (int64, error) {
-		return scriptRelease.Run(ctx, n.client, keys, token, c.channel()).Int64()
-	})
+	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel()}, int64Reply)
 	var matched, other, silent int
 	var errs []error
 	for _, r := range replies {
@@ -374,8 +371,8 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	}
 	keys := c.keys(namespace, resource)
 	start := time.Now()
-	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (extReply, error) {
-		v, err := scriptExtend.Run(ctx, n.client, keys[:2], token, ttl.Milliseconds()).Slice()
+	replies := runScript(ctx, c, c.all(), scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd *redis.Cmd) (extReply, error) {
+		v, err := cmd.Slice()
 		if err != nil || len(v) == 0 {
 			return extReply{}, errors.Join(err, errors.New("empty extend reply"))
 		}
@@ -417,9 +414,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	if extended >= c.quorum && c.validity(ttl, start) > 0 {
 		if len(absent) > 0 {
 			// The quorum holds: put the lock back where it vanished.
-			rs := fanout(ctx, c, absent, func(ctx context.Context, n *node) (int64, error) {
-				return scriptReassert.Run(ctx, n.client, keys, token, ttl.Milliseconds(), fence, owner).Int64()
-			})
+			rs := runScript(ctx, c, absent, scriptReassert, keys, []any{token, ttl.Milliseconds(), fence, owner}, int64Reply)
 			now := time.Now()
 			for _, r := range rs {
 				if r.err == nil && r.val == 1 && !c.nodes[r.node].quarantined(now) {
@@ -454,8 +449,8 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		pttl, fence int64
 		owner       string
 	}
-	replies := fanout(ctx, c, c.all(), func(ctx context.Context, n *node) (state, error) {
-		v, err := scriptInspect.Run(ctx, n.client, keys).Slice()
+	replies := runScript(ctx, c, c.all(), scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
+		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			return state{}, nil
 		}

@@ -18,10 +18,10 @@ redis-server --version
 
 step "go generate leaves no diff (api/ is generated from openapi.yaml)"
 go generate ./...
-if [ -d .git ] && [ -n "$(git status --porcelain -- api openapi.yaml)" ]; then
-  git status --porcelain -- api openapi.yaml
-  git diff -- api | head -50
-  echo "api/ is not up to date with openapi.yaml: run 'go generate ./...' and commit" >&2
+if [ -d .git ] && [ -n "$(git status --porcelain -- api client openapi.yaml)" ]; then
+  git status --porcelain -- api client openapi.yaml
+  git diff -- api client | head -50
+  echo "api/ or client/ is not up to date with openapi.yaml: run 'go generate ./...' and commit" >&2
   exit 1
 fi
 

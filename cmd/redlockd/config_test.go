@@ -355,7 +355,7 @@ func TestRun(t *testing.T) {
 		"version":         {args: []string{"version"}, code: 0, stdout: "redlockd "},
 		"version extra":   {args: []string{"version", "x"}, code: 64, stderr: "version takes no arguments"},
 		"unknown command": {args: []string{"frobnicate"}, code: 64, stderr: `unknown command "frobnicate"`},
-		"run":             {args: []string{"run"}, code: 64, stderr: "not implemented yet"},
+		"run":             {args: []string{"run"}, code: 64, stderr: "--resource is required"},
 		"keygen":          {args: []string{"keygen"}, code: 64, stderr: "not implemented yet"},
 		"bad flag":        {args: []string{"--max-ttl", "x"}, code: 64, stderr: "Run 'redlockd --help' for usage."},
 		"bad serve flag":  {args: []string{"serve", "--nope"}, code: 64, stderr: "-nope"},

@@ -59,8 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	case "help":
 		printUsage(stdout)
 		return exitOK
-	case "run", "keygen":
-		// Later: runRun (run.go) and runKeygen (keygen.go), per SPEC §4–5.
+	case "run":
+		return runRun(ctx, args, stdout, stderr, lookupEnv)
+	case "keygen":
+		// Later: runKeygen (keygen.go), per SPEC §4.
 		return usage(stderr, fmt.Errorf("%q is not implemented yet in this version", cmd))
 	default:
 		return usage(stderr, fmt.Errorf("unknown command %q", cmd))
@@ -110,6 +112,8 @@ func printUsage(w io.Writer) {
 
 Usage:
   redlockd [serve] [flags]   run the gateway (serve is the default command)
+  redlockd run [flags] -- CMD [ARGS...]
+                             hold a lock around a command (redlockd run --help)
   redlockd version           print the version
   redlockd help              print this help (also: --help, -h)
 

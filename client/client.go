@@ -1,0 +1,509 @@
+// Package client is a Go client of the redlockd HTTP API: Acquire, Extend,
+// Release and Inspect, returning the errors of package redlock so that code
+// written against the library works against the gateway too.
+//
+// The HTTP layer (client.gen.go: RawClient, ClientWithResponses and the
+// models) is generated from openapi.yaml by oapi-codegen; this file is the
+// typed API around it. Use NewClientWithResponses for the endpoints the typed
+// API does not cover (/readyz, /metrics).
+//
+// What a holder must respect (see docs/clients.md):
+//   - Lock.Until is the end of the safe window on this machine's monotonic
+//     clock. It counts validity from before the request was sent, so the
+//     client's own round trip (and any wait) is already subtracted. Finish, or
+//     Extend, before Until.
+//   - Pass Lock.Fence to the storage you protect and have it reject writes
+//     with a smaller fencing token than one it has seen.
+//   - A Release or Extend that fails with redlock.ErrNotOwner means the
+//     critical section may not have been exclusive.
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// Errors of the client itself. The gateway's answers are mapped onto the
+// sentinels of package redlock (see ProblemError).
+var (
+	// ErrUnauthorized means the gateway refused the API key (401): it is
+	// missing, unknown, or does not reach this namespace.
+	ErrUnauthorized = errors.New("client: unauthorized")
+
+	// ErrUnreachable means no answer came from the gateway: the connection
+	// failed, timed out, or a proxy in front of it answered 502/503/504
+	// without a problem body. The outcome of the call is unknown.
+	ErrUnreachable = errors.New("client: gateway unreachable")
+
+	// ErrUnexpected means the gateway answered something this client does
+	// not expect: an internal error, an unknown problem type, a malformed
+	// body, or something that is not redlockd at all (check the URL).
+	ErrUnexpected = errors.New("client: unexpected response")
+)
+
+// problemTypePrefix is put before a problem kind to make its type.
+const problemTypePrefix = "urn:redlockd:problem:"
+
+// DefaultTimeout bounds a call whose context has no deadline, on top of the
+// wait it asks for.
+const DefaultTimeout = 30 * time.Second
+
+// Options configure a Client. The zero value of each field means its default.
+type Options struct {
+	// HTTPClient sends the requests. Its Timeout, if any, must be longer
+	// than the longest wait an Acquire asks for. Default: http.DefaultClient.
+	HTTPClient *http.Client
+	// APIKey is sent as "Authorization: Bearer <key>" with every request.
+	// Default: none (for a gateway without an API keys file).
+	APIKey string
+	// Timeout bounds each call whose context has no deadline, on top of the
+	// call's wait. Default: DefaultTimeout (30s).
+	Timeout time.Duration
+}
+
+// Client calls a redlockd gateway. It is safe for concurrent use.
+type Client struct {
+	raw     *ClientWithResponses
+	timeout time.Duration
+}
+
+// New returns a Client of the gateway at baseURL (http:// or https://, with
+// an optional path prefix). It sends no request.
+func New(baseURL string, o Options) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("client: base URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: base URL %q: want http://host[:port] or https://host[:port]", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("client: base URL %q: no user, query or fragment allowed", u.Redacted())
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("client: negative timeout %v", o.Timeout)
+	}
+	opts := []ClientOption{WithHTTPClient(cmp.Or(o.HTTPClient, http.DefaultClient))}
+	if o.APIKey != "" {
+		auth := "Bearer " + o.APIKey
+		opts = append(opts, WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", auth)
+			return nil
+		}))
+	}
+	raw, err := NewClientWithResponses(u.String(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &Client{raw: raw, timeout: cmp.Or(o.Timeout, DefaultTimeout)}, nil
+}
+
+// AcquireOptions are the options of one Acquire. The zero value of each
+// field means the gateway's default.
+type AcquireOptions struct {
+	// TTL is the lock's time to live, at least 100ms and at most the
+	// gateway's max TTL. Default: the gateway's default TTL (30s).
+	TTL time.Duration
+	// Wait is how long the gateway may wait for the lock to be free, at most
+	// the gateway's max wait (60s by default). Default: 0, one attempt.
+	Wait time.Duration
+	// Token is a client-chosen token (22–128 characters of [A-Za-z0-9_-]). It
+	// makes Acquire idempotent: if the lock is already held with it, Acquire
+	// succeeds again with the same fencing token and a fresh TTL, so a call
+	// whose answer was lost can be retried, and released even if it never
+	// answered. Default: the gateway makes a random token.
+	Token string
+	// Owner is free text shown by Inspect (at most 256 characters).
+	Owner string
+}
+
+// Lock is a lock acquired or extended through the gateway. It is a value:
+// nothing changes it after it is returned.
+type Lock struct {
+	// Resource names the lock.
+	Resource string
+	// Token is the lock's identity: whoever knows it may extend or release.
+	// Never log it.
+	Token string
+	// Fence is the fencing token: strictly greater than every fence handed
+	// out before for the resource. Pass it to the storage you protect.
+	Fence int64
+	// TTL is the TTL the lock was set with.
+	TTL time.Duration
+	// Validity is the gateway's validity_ms: how long the lock is safely
+	// held, measured by the gateway from before it sent the first command.
+	Validity time.Duration
+	// Start is the instant (with a monotonic clock reading) taken before the
+	// request was sent.
+	Start time.Time
+	// Until is Start + Validity: the end of the safe window on this machine.
+	// Counting from before the request was sent subtracts the client's own
+	// round trip. Finish or Extend before Until.
+	Until time.Time
+	// ExpiresAt is the gateway's wall-clock estimate of the same end
+	// (expires_at), for display: clocks of two machines differ, so rely on
+	// Until.
+	ExpiresAt time.Time
+	// Nodes is the number of nodes, Quorum the number needed, Locked the
+	// number that hold the lock.
+	Nodes, Quorum, Locked int
+}
+
+// Info is what Inspect tells about a held lock. It never includes the token.
+type Info struct {
+	Resource string
+	Owner    string
+	Fence    int64
+	// Remaining is the smallest remaining TTL among the quorum of nodes that
+	// hold the lock.
+	Remaining time.Duration
+	// HeldNodes is the number of nodes that hold the lock.
+	HeldNodes int
+}
+
+// Acquire takes the lock on resource, letting the gateway wait up to o.Wait
+// for it. May return redlock.ErrInvalid, a *redlock.HeldError
+// (redlock.ErrLockHeld; Remaining is the gateway's retry hint),
+// redlock.ErrQuorumUnavailable, ErrUnauthorized, ErrUnreachable or
+// ErrUnexpected; answers of the gateway come as a *ProblemError that unwraps
+// to them. When the outcome is unknown (ErrQuorumUnavailable,
+// ErrUnreachable) the lock may have been taken: with a client-chosen token,
+// retry or Release it.
+//
+// The returned Lock's Until counts the validity from before the request was
+// sent, so time spent waiting is taken off it: after a wait, Extend at once
+// (an extension never waits) if you need the lock's full window.
+func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
+	if err := checkResource(resource); err != nil {
+		return Lock{}, err
+	}
+	var body AcquireRequest
+	switch {
+	case o.TTL < 0:
+		return Lock{}, invalid("negative TTL %v", o.TTL)
+	case o.TTL > 0:
+		body.TTLMs = ptr(o.TTL.Milliseconds())
+	}
+	switch {
+	case o.Wait < 0:
+		return Lock{}, invalid("negative wait %v", o.Wait)
+	case o.Wait > 0:
+		body.WaitMs = ptr(o.Wait.Milliseconds())
+	}
+	if o.Token != "" {
+		if !redlock.ValidToken(o.Token) {
+			return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+		}
+		body.Token = &o.Token
+	}
+	if o.Owner != "" {
+		body.Owner = &o.Owner
+	}
+
+	ctx, cancel := c.bound(ctx, o.Wait)
+	defer cancel()
+	start := time.Now()
+	res, err := c.raw.AcquireLockWithResponse(ctx, resource, body)
+	if err != nil {
+		return Lock{}, transport(err)
+	}
+	if res.StatusCode() != http.StatusCreated || res.JSON201 == nil {
+		return Lock{}, responseError(opAcquire, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
+			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON413,
+			res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
+	}
+	return lockFrom(res.JSON201, start), nil
+}
+
+// Extend makes the lock held with token valid for ttl from now (the
+// gateway's default TTL when ttl is 0); the returned Lock has the same token
+// and fence and a new validity. May return redlock.ErrInvalid,
+// redlock.ErrLockExpired or redlock.ErrHeldByOther (both
+// redlock.ErrNotOwner: the lock was lost), redlock.ErrQuorumUnavailable
+// (unknown: try again while the lock's validity lasts), ErrUnauthorized,
+// ErrUnreachable or ErrUnexpected.
+func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Duration) (Lock, error) {
+	if err := checkResource(resource); err != nil {
+		return Lock{}, err
+	}
+	if err := checkToken(token); err != nil {
+		return Lock{}, err
+	}
+	var body ExtendRequest
+	switch {
+	case ttl < 0:
+		return Lock{}, invalid("negative TTL %v", ttl)
+	case ttl > 0:
+		body.TTLMs = ptr(ttl.Milliseconds())
+	}
+	ctx, cancel := c.bound(ctx, 0)
+	defer cancel()
+	start := time.Now()
+	res, err := c.raw.ExtendLockWithResponse(ctx, resource, &ExtendLockParams{LockToken: token}, body)
+	if err != nil {
+		return Lock{}, transport(err)
+	}
+	if res.StatusCode() != http.StatusOK || res.JSON200 == nil {
+		return Lock{}, responseError(opExtend, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
+			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON413,
+			res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
+	}
+	return lockFrom(res.JSON200, start), nil
+}
+
+// Release deletes the lock held with token. May return redlock.ErrInvalid,
+// redlock.ErrLockExpired or redlock.ErrHeldByOther (both
+// redlock.ErrNotOwner: the critical section may not have been exclusive),
+// redlock.ErrQuorumUnavailable (unknown: the lock expires at the end of its
+// TTL anyway), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+func (c *Client) Release(ctx context.Context, resource, token string) error {
+	if err := checkResource(resource); err != nil {
+		return err
+	}
+	if err := checkToken(token); err != nil {
+		return err
+	}
+	ctx, cancel := c.bound(ctx, 0)
+	defer cancel()
+	res, err := c.raw.ReleaseLockWithResponse(ctx, resource, &ReleaseLockParams{LockToken: token})
+	if err != nil {
+		return transport(err)
+	}
+	if res.StatusCode() != http.StatusNoContent {
+		return responseError(opRelease, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
+			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON500,
+			res.ApplicationproblemJSON503))
+	}
+	return nil
+}
+
+// Inspect tells who holds the lock on resource. May return redlock.ErrNotHeld
+// (nobody holds it), redlock.ErrInvalid, redlock.ErrQuorumUnavailable,
+// ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
+	if err := checkResource(resource); err != nil {
+		return Info{}, err
+	}
+	ctx, cancel := c.bound(ctx, 0)
+	defer cancel()
+	res, err := c.raw.InspectLockWithResponse(ctx, resource)
+	if err != nil {
+		return Info{}, transport(err)
+	}
+	if res.StatusCode() != http.StatusOK || res.JSON200 == nil {
+		return Info{}, responseError(opInspect, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
+			res.ApplicationproblemJSON401, res.ApplicationproblemJSON404, res.ApplicationproblemJSON500,
+			res.ApplicationproblemJSON503))
+	}
+	b := res.JSON200
+	return Info{
+		Resource:  b.Resource,
+		Owner:     b.Owner,
+		Fence:     b.FencingToken,
+		Remaining: time.Duration(b.RemainingMs) * time.Millisecond,
+		HeldNodes: b.HeldNodes,
+	}, nil
+}
+
+// bound gives ctx a deadline of c.timeout + wait unless it has one.
+func (c *Client) bound(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout+wait)
+}
+
+// lockFrom converts an acquire or extend answer; start is when the request
+// was about to be sent.
+func lockFrom(b *LockResponse, start time.Time) Lock {
+	validity := time.Duration(b.ValidityMs) * time.Millisecond
+	l := Lock{
+		Resource: b.Resource,
+		Token:    b.Token,
+		Fence:    b.FencingToken,
+		TTL:      time.Duration(b.TTLMs) * time.Millisecond,
+		Validity: validity,
+		Start:    start,
+		Until:    start.Add(validity),
+		Nodes:    b.Nodes,
+		Quorum:   b.Quorum,
+		Locked:   b.LockedNodes,
+	}
+	if t, err := time.Parse(time.RFC3339Nano, b.ExpiresAt); err == nil {
+		l.ExpiresAt = t
+	}
+	return l
+}
+
+// ProblemError is an error answer of the gateway: its status and, when the
+// body is an RFC 9457 problem, its members. It unwraps to the sentinel of
+// the case (Err), so callers use errors.Is with redlock.ErrLockHeld,
+// redlock.ErrNotOwner, ... and errors.As with *redlock.HeldError or
+// *ProblemError.
+type ProblemError struct {
+	// Status is the HTTP status.
+	Status int
+	// Type is the problem type (urn:redlockd:problem:<kind>); empty when the
+	// body was not a problem.
+	Type string
+	// Title and Detail are the problem's human-readable text.
+	Title, Detail string
+	// LockState is "expired" or "held-by-other" with not-owner, else empty.
+	LockState string
+	// RetryAfter is the gateway's hint when to try again (retry_after_ms,
+	// else the Retry-After header); 0 if none.
+	RetryAfter time.Duration
+	// RequestID is the X-Request-Id of the response, to find it in the
+	// gateway's logs.
+	RequestID string
+	// Err is what the problem means: a *redlock.HeldError, a redlock
+	// sentinel, or one of this package's.
+	Err error
+}
+
+// Kind returns the problem kind: Type without its urn:redlockd:problem:
+// prefix ("lock-held", "not-owner", ...), or "" if the body was not a problem.
+func (e *ProblemError) Kind() string { return strings.TrimPrefix(e.Type, problemTypePrefix) }
+
+func (e *ProblemError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlockd: %d", e.Status)
+	if k := e.Kind(); k != "" {
+		fmt.Fprintf(&b, " %s", k)
+	} else {
+		fmt.Fprintf(&b, " %s", http.StatusText(e.Status))
+	}
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
+	}
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " (request id %s)", e.RequestID)
+	}
+	return b.String()
+}
+
+// Unwrap returns Err.
+func (e *ProblemError) Unwrap() error { return e.Err }
+
+// op names the call, where the same answer means different things.
+type op int
+
+const (
+	opAcquire op = iota
+	opExtend
+	opRelease
+	opInspect
+)
+
+// problemOf returns the first non-nil problem the generated parser decoded,
+// or nil.
+func problemOf(ps ...*Problem) *Problem {
+	for _, p := range ps {
+		if p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// responseError maps an answer other than the success of op to a
+// *ProblemError. This is the one table from the gateway's problem types to
+// the library's errors.
+func responseError(o op, res *http.Response, p *Problem) error {
+	e := &ProblemError{Status: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
+	if p != nil {
+		e.Type, e.Title, e.Detail = p.Type, p.Title, p.Detail
+		if p.LockState != nil {
+			e.LockState = string(*p.LockState)
+		}
+		if p.RetryAfterMs != nil && *p.RetryAfterMs > 0 {
+			e.RetryAfter = time.Duration(*p.RetryAfterMs) * time.Millisecond
+		}
+	}
+	if e.RetryAfter == 0 {
+		if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && s > 0 {
+			e.RetryAfter = time.Duration(s) * time.Second
+		}
+	}
+	switch e.Kind() {
+	case "lock-held":
+		e.Err = &redlock.HeldError{Remaining: e.RetryAfter}
+	case "not-owner":
+		switch e.LockState {
+		case string(ProblemLockStateExpired):
+			e.Err = redlock.ErrLockExpired
+		case string(ProblemLockStateHeldByOther):
+			e.Err = redlock.ErrHeldByOther
+		default:
+			e.Err = redlock.ErrNotOwner
+		}
+	case "quorum-unavailable", "shutting-down":
+		e.Err = redlock.ErrQuorumUnavailable
+	case "invalid-request", "payload-too-large":
+		e.Err = redlock.ErrInvalid
+	case "unauthorized":
+		e.Err = ErrUnauthorized
+	case "not-found":
+		if o == opInspect {
+			e.Err = redlock.ErrNotHeld
+		} else {
+			e.Err = ErrUnexpected // no such path: the base URL is wrong
+		}
+	case "":
+		switch e.Status {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			e.Err = ErrUnreachable // a proxy that could not reach the gateway
+		default:
+			e.Err = ErrUnexpected
+		}
+	default: // internal, method-not-allowed, unknown kinds
+		e.Err = ErrUnexpected
+	}
+	return e
+}
+
+// transport wraps an error of the generated client: sending the request or
+// reading the answer (ErrUnreachable), or decoding it (ErrUnexpected). It
+// keeps the cause, so errors.Is(err, context.DeadlineExceeded) works.
+func transport(err error) error {
+	var (
+		ue *url.Error
+		ne net.Error
+	)
+	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnexpected, err)
+}
+
+func checkResource(resource string) error {
+	if !redlock.ValidName(resource) {
+		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-]")
+	}
+	return nil
+}
+
+func checkToken(token string) error {
+	if !redlock.ValidToken(token) {
+		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{redlock.ErrInvalid}, args...)...)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,684 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// Exit statuses of `redlockd run` besides exitUsage and CMD's own (SPEC §5;
+// sysexits.h numbers).
+const (
+	exitUnavailable = 69  // EX_UNAVAILABLE: gateway or quorum unavailable, CMD not run
+	exitLockHeld    = 75  // EX_TEMPFAIL: lock held by another owner, not acquired within --wait
+	exitLockLost    = 76  // lock lost while CMD ran
+	exitCannotExec  = 126 // CMD found but not executable (as shells do)
+	exitNotFound    = 127 // CMD not found (as shells do)
+)
+
+// Timeouts of `redlockd run` that are not flags.
+const (
+	// requestMargin is added to an acquire's wait to bound its request.
+	requestMargin = 10 * time.Second
+	// maxWaitChunk is the longest wait asked for in one request (the
+	// gateway's default max wait); a longer --wait takes several requests.
+	maxWaitChunk = 60 * time.Second
+	// releaseTimeout bounds the release when run exits.
+	releaseTimeout = 5 * time.Second
+)
+
+// RunConfig is the configuration of `redlockd run`.
+type RunConfig struct {
+	// URL is the gateway's base URL.
+	URL string
+	// Resource is the name of the lock.
+	Resource string
+	// TTL is the lock's TTL; it is extended every TTL/3.
+	TTL time.Duration
+	// Wait is how long to wait for the lock; 0 tries once.
+	Wait time.Duration
+	// Owner is shown by GET /locks/{resource}.
+	Owner string
+	// APIKeyFile is a file holding the API key, if the gateway needs one.
+	APIKeyFile string
+	// Grace is how long CMD has to exit after SIGTERM when the lock is lost,
+	// before SIGKILL.
+	Grace time.Duration
+	// Command is CMD and its arguments.
+	Command []string
+}
+
+// runEnv are the flags of run with an environment variable twin. The other
+// flags have none on purpose: REDLOCKD_RESOURCE is what CMD gets, and a
+// `redlockd run` inside CMD must not take its parent's lock by accident.
+var runEnv = map[string]string{"url": "REDLOCKD_URL", "api-key-file": "REDLOCKD_API_KEY_FILE"}
+
+// defaultRunConfig returns the defaults shown by `redlockd run --help`.
+func defaultRunConfig() RunConfig {
+	return RunConfig{
+		URL:   "http://127.0.0.1:8080",
+		TTL:   30 * time.Second,
+		Wait:  60 * time.Second,
+		Grace: 10 * time.Second,
+	}
+}
+
+// flagSet returns the run flags bound to c's fields, and the
+// --fail-if-locked switch.
+func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, help is printed by printRunUsage
+	fs.Usage = func() {}
+	fs.StringVar(&c.URL, "url", c.URL, "base `URL` of the redlockd gateway, http:// or https://")
+	fs.StringVar(&c.Resource, "resource", c.Resource, "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] (required)")
+	fs.DurationVar(&c.TTL, "ttl", c.TTL, "TTL of the lock; run extends it every ttl/3 while CMD runs")
+	fs.DurationVar(&c.Wait, "wait", c.Wait, "how long to wait for the lock when another owner holds it; 0 tries once")
+	fs.BoolVar(failIfLocked, "fail-if-locked", false, "do not wait: exit 75 at once if the lock is held (same as --wait 0)")
+	fs.StringVar(&c.Owner, "owner", c.Owner, "free `text` shown to others by GET /locks/{resource} (default host:pid)")
+	fs.StringVar(&c.APIKeyFile, "api-key-file", c.APIKeyFile, "`file` holding the API key, sent as Authorization: Bearer")
+	fs.DurationVar(&c.Grace, "grace", c.Grace, "when the lock is lost, how long CMD has to exit after SIGTERM before SIGKILL")
+	return fs
+}
+
+// runFlagOrder is the order of the flags in the help.
+var runFlagOrder = []string{"url", "resource", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
+
+// ParseRunFlags returns the configuration given by args (the arguments after
+// "run") and by REDLOCKD_URL and REDLOCKD_API_KEY_FILE, read through
+// lookupEnv. A flag wins over its variable; an empty variable counts as
+// unset. CMD follows "--" (or the first argument that is not a flag). May
+// return flag.ErrHelp or a *UsageError listing every problem.
+func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunConfig, error) {
+	c := defaultRunConfig()
+	var failIfLocked bool
+	fs := c.flagSet(&failIfLocked)
+	for name, env := range runEnv {
+		if v, ok := lookupEnv(env); ok && v != "" {
+			_ = fs.Set(name, v) // string flags: cannot fail
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, &UsageError{Err: err}
+	}
+	c.Command = fs.Args()
+	waitSet := false
+	fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
+
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if failIfLocked {
+		if waitSet && c.Wait != 0 {
+			add("--fail-if-locked and --wait %v contradict each other", c.Wait)
+		}
+		c.Wait = 0
+	}
+	if _, err := client.New(c.URL, client.Options{}); err != nil {
+		add("--url: %v", strings.TrimPrefix(err.Error(), "client: "))
+	}
+	switch {
+	case c.Resource == "":
+		add("--resource is required")
+	case !redlock.ValidName(c.Resource):
+		add("--resource %q must be 1-200 characters of [A-Za-z0-9._:-]", c.Resource)
+	}
+	if c.TTL < redlock.MinTTL {
+		add("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)
+	}
+	if c.Wait < 0 {
+		add("--wait %v must not be negative", c.Wait)
+	}
+	if c.Grace < 0 {
+		add("--grace %v must not be negative", c.Grace)
+	}
+	if len([]rune(c.Owner)) > redlock.MaxOwnerLen {
+		add("--owner must be at most %d characters", redlock.MaxOwnerLen)
+	}
+	if len(c.Command) == 0 {
+		add("no command: give it after --, e.g. redlockd run --resource backup -- ./backup.sh")
+	}
+	if len(errs) > 0 {
+		return c, &UsageError{Err: errors.Join(errs...)}
+	}
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	return c, nil
+}
+
+// readAPIKey returns the key held in path: the file's content without
+// surrounding white space. Its errors never contain the key.
+func readAPIKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--api-key-file: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	switch {
+	case key == "":
+		return "", fmt.Errorf("--api-key-file %s is empty", path)
+	case strings.ContainsAny(key, " \t\r\n"):
+		return "", fmt.Errorf("--api-key-file %s must hold the key alone, on one line", path)
+	}
+	return key, nil
+}
+
+// printRunUsage writes the help of `redlockd run`: flags and exit statuses.
+func printRunUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: redlockd run --resource NAME [flags] -- CMD [ARGS...]
+
+Holds a redlockd lock around a command, like flock(1) for many machines.
+run acquires the lock NAME (waiting up to --wait), runs CMD with
+REDLOCKD_RESOURCE, REDLOCKD_TOKEN, REDLOCKD_FENCING_TOKEN and REDLOCKD_URL in
+its environment, extends the lock every ttl/3 while CMD runs, releases it when
+CMD exits and exits with CMD's status. Pass REDLOCKD_FENCING_TOKEN to the
+storage CMD writes to; CMD must not release the lock itself. The token is
+never printed.
+
+If an extension is refused (409) or no extension succeeds before the lock's
+validity ends (the gateway or a quorum of nodes is unavailable), the lock is
+lost: run says so on stderr, sends SIGTERM to CMD's process group, SIGKILL
+after --grace, and exits 76.
+
+Signals: SIGINT, SIGTERM and SIGQUIT are forwarded to CMD's process group,
+SIGHUP, SIGUSR1 and SIGUSR2 to CMD itself; run keeps the lock until CMD exits,
+then releases it. Before CMD starts, SIGINT, SIGTERM, SIGHUP or SIGQUIT stop
+run: it releases the lock if it got it and exits 128+signal without running
+CMD. CMD runs in its own process group; when run's stdin is the terminal and
+run is in the foreground, CMD gets the terminal (Ctrl-C reaches CMD).
+
+Flags:
+`)
+	c := defaultRunConfig()
+	var failIfLocked bool
+	fs := c.flagSet(&failIfLocked)
+	for _, name := range runFlagOrder {
+		f := fs.Lookup(name)
+		placeholder, usage := flag.UnquoteUsage(f)
+		if placeholder == "value" || name == "fail-if-locked" {
+			placeholder = ""
+		}
+		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("--"+f.Name+" "+placeholder))
+		for _, line := range wrap(usage, 72) {
+			fmt.Fprintf(w, "        %s\n", line)
+		}
+		var notes []string
+		if env, ok := runEnv[name]; ok {
+			notes = append(notes, "env "+env)
+		}
+		if f.DefValue != "" && f.DefValue != "false" {
+			def := f.DefValue
+			if d, err := time.ParseDuration(def); err == nil && d%time.Second == 0 {
+				def = fmt.Sprintf("%ds", d/time.Second)
+			}
+			notes = append(notes, "default "+def)
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(w, "        %s\n", strings.Join(notes, ", "))
+		}
+	}
+	fmt.Fprint(w, `
+Exit status:
+  CMD's   CMD ran holding the lock throughout, and the release succeeded
+          or could not be confirmed; 128+N if CMD was killed by signal N
+  64      usage error: bad flags, unreadable --api-key-file, or the gateway
+          refused a value (e.g. --ttl above its max TTL) or the API key
+  69      gateway or quorum unavailable: CMD not run
+  75      lock held by another owner, not acquired within --wait: CMD not run
+  76      lock lost while CMD ran (CMD was sent SIGTERM), or found not held
+          when CMD exited: CMD's work may not have been exclusive
+  126     CMD is not executable (CMD not run, lock released)
+  127     CMD not found (CMD not run, lock released)
+  128+N   run got signal N before CMD started: CMD not run, lock released
+`)
+}
+
+// runUsage reports a usage error of run and returns exitUsage.
+func runUsage(stderr io.Writer, err error) int {
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "redlockd run: %s\n", line)
+	}
+	fmt.Fprintln(stderr, "Run 'redlockd run --help' for usage.")
+	return exitUsage
+}
+
+// stopSignals end the wait for the lock before CMD starts.
+var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// groupSignals are forwarded to CMD's process group (as a terminal sends
+// them); the other forwarded signals go to CMD alone.
+var groupSignals = map[os.Signal]bool{syscall.SIGINT: true, syscall.SIGTERM: true, syscall.SIGQUIT: true}
+
+// forwardedSignals are the signals run forwards to CMD.
+var forwardedSignals = append(stopSignals, syscall.SIGUSR1, syscall.SIGUSR2)
+
+// runRun is `redlockd run`. The signals that main's ctx stands for come to
+// run on its own channel, so ctx is used only for its values: its
+// cancellation must not cut an extension or the final release short.
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	sigc := make(chan os.Signal, 16)
+	signal.Notify(sigc, forwardedSignals...)
+	defer signal.Stop(sigc)
+
+	cfg, err := ParseRunFlags(args, lookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		printRunUsage(stdout)
+		return exitOK
+	}
+	if err != nil {
+		return runUsage(stderr, err)
+	}
+	var key string
+	if cfg.APIKeyFile != "" {
+		if key, err = readAPIKey(cfg.APIKeyFile); err != nil {
+			return runUsage(stderr, err)
+		}
+	}
+	c, err := client.New(cfg.URL, client.Options{APIKey: key})
+	if err != nil {
+		return runUsage(stderr, err)
+	}
+	r := &runner{
+		cfg: cfg, client: c, token: redlock.NewToken(),
+		base: context.WithoutCancel(ctx), stdout: stdout, stderr: stderr, signals: sigc,
+	}
+	return r.run()
+}
+
+// runner is one `redlockd run`.
+type runner struct {
+	cfg    RunConfig
+	client *client.Client
+	// token is chosen here, so that the lock can be released even when the
+	// acquire's answer never came. It is never printed.
+	token          string
+	base           context.Context
+	stdout, stderr io.Writer
+	signals        <-chan os.Signal
+}
+
+func (r *runner) printf(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "redlockd run: "+format+"\n", args...)
+}
+
+// run acquires the lock, runs CMD under it and returns the exit status.
+func (r *runner) run() int {
+	lock, code := r.acquirePhase()
+	if code >= 0 {
+		return code
+	}
+	return r.runCommand(lock)
+}
+
+// acquirePhase takes the lock, letting a stop signal interrupt the wait. It
+// returns the lock and -1, or the exit status when CMD must not run.
+func (r *runner) acquirePhase() (client.Lock, int) {
+	ctx, cancel := context.WithCancel(r.base)
+	defer cancel()
+	type result struct {
+		lock client.Lock
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := r.acquire(ctx)
+		done <- result{l, err}
+	}()
+	for {
+		select {
+		case res := <-done:
+			if res.err == nil {
+				return res.lock, -1
+			}
+			return client.Lock{}, r.acquireFailed(res.err)
+		case sig := <-r.signals:
+			if !isStopSignal(sig) {
+				continue // no CMD to forward SIGUSR1/2 to yet
+			}
+			cancel()
+			<-done
+			r.release(false) // the lock may have been taken just before
+			r.printf("got %v before the lock was acquired: CMD not run", sig)
+			return client.Lock{}, 128 + int(sig.(syscall.Signal))
+		}
+	}
+}
+
+// acquire takes the lock within --wait. A lock held by another owner or an
+// unavailable quorum (503) is tried again while the wait lasts; the gateway
+// does the waiting. If the answer was slow to come, the lock is extended
+// before CMD starts (see the comment below).
+func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
+	deadline := time.Now().Add(r.cfg.Wait)
+	for {
+		wait := min(max(time.Until(deadline), 0), maxWaitChunk).Truncate(time.Millisecond)
+		if r.cfg.Wait == 0 {
+			wait = 0
+		}
+		reqCtx, cancel := context.WithTimeout(ctx, wait+requestMargin)
+		lock, err := r.client.Acquire(reqCtx, r.cfg.Resource, client.AcquireOptions{
+			TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,
+		})
+		cancel()
+		if err == nil {
+			// Lock.Until counts the validity from before the request was sent,
+			// so a long wait eats into it. Extend at once if less than 2/3 of
+			// the TTL is left, so that CMD starts with a fresh, known window.
+			if time.Until(lock.Until) < r.cfg.TTL*2/3 {
+				deadline := time.Now().Add(r.cfg.TTL / 3)
+				if lock.Until.After(deadline) {
+					deadline = lock.Until
+				}
+				return r.extend(ctx, deadline)
+			}
+			return lock, nil
+		}
+		left := time.Until(deadline)
+		if ctx.Err() != nil || left <= 0 ||
+			!(errors.Is(err, redlock.ErrLockHeld) || errors.Is(err, redlock.ErrQuorumUnavailable)) {
+			return lock, err
+		}
+		if !sleep(ctx, min(retryHint(err), left)) {
+			return lock, err
+		}
+	}
+}
+
+// acquireFailed reports why the lock was not acquired and returns the exit
+// status.
+func (r *runner) acquireFailed(err error) int {
+	switch {
+	case errors.Is(err, redlock.ErrLockHeld):
+		if r.cfg.Wait == 0 {
+			r.printf("lock %q is held by another owner: CMD not run", r.cfg.Resource)
+		} else {
+			r.printf("lock %q is held by another owner: not acquired within %v: CMD not run", r.cfg.Resource, r.cfg.Wait)
+		}
+		return exitLockHeld
+	case errors.Is(err, redlock.ErrNotOwner):
+		// The extension right after a slow acquire found the lock gone.
+		r.printf("lock %q was lost right after it was acquired: CMD not run", r.cfg.Resource)
+		return exitLockHeld
+	case errors.Is(err, redlock.ErrInvalid):
+		r.printf("the gateway refused the request: %v", err)
+		return exitUsage
+	case errors.Is(err, client.ErrUnauthorized):
+		r.printf("the gateway refused the API key (see --api-key-file): %v", err)
+		return exitUsage
+	default:
+		// Unknown outcome: the lock may have been taken with our token.
+		r.release(false)
+		r.printf("gateway or quorum unavailable at %s: %v: CMD not run", r.cfg.URL, err)
+		return exitUnavailable
+	}
+}
+
+// retryHint is how long to pause before trying again after err: the
+// gateway's hint, within [50ms, 1s].
+func retryHint(err error) time.Duration {
+	var pe *client.ProblemError
+	d := time.Second
+	if errors.As(err, &pe) && pe.RetryAfter > 0 {
+		d = pe.RetryAfter
+	}
+	return min(max(d, 50*time.Millisecond), time.Second)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// extend extends the lock, trying again after anything but a definite
+// not-owner answer, until deadline. It returns the extended lock, the
+// not-owner error, or the last error once deadline passed.
+func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, error) {
+	retry := min(max(r.cfg.TTL/10, 50*time.Millisecond), time.Second)
+	for {
+		reqCtx, cancel := context.WithDeadline(ctx, deadline)
+		lock, err := r.client.Extend(reqCtx, r.cfg.Resource, r.token, r.cfg.TTL)
+		cancel()
+		switch {
+		case err == nil:
+			return lock, nil
+		case errors.Is(err, redlock.ErrNotOwner), ctx.Err() != nil:
+			return lock, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return lock, fmt.Errorf("no extension succeeded before the lock's validity ended: %w", err)
+		}
+		if !sleep(ctx, min(retry, left)) {
+			return lock, err
+		}
+	}
+}
+
+// keeper extends the lock every TTL/3 while CMD runs.
+type keeper struct {
+	r      *runner
+	cancel context.CancelFunc
+	done   chan struct{}
+	// lost receives the reason once when the lock is lost.
+	lost chan error
+
+	mu    sync.Mutex
+	until time.Time // end of the current safe window
+}
+
+func (r *runner) keep(lock client.Lock) *keeper {
+	ctx, cancel := context.WithCancel(r.base)
+	k := &keeper{r: r, cancel: cancel, done: make(chan struct{}), lost: make(chan error, 1), until: lock.Until}
+	go k.loop(ctx, lock)
+	return k
+}
+
+func (k *keeper) loop(ctx context.Context, lock client.Lock) {
+	defer close(k.done)
+	for {
+		if !sleep(ctx, time.Until(lock.Start.Add(k.r.cfg.TTL/3))) {
+			return
+		}
+		next, err := k.r.extend(ctx, lock.Until)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			k.lost <- err
+			return
+		}
+		lock = next
+		k.mu.Lock()
+		k.until = lock.Until
+		k.mu.Unlock()
+	}
+}
+
+// stop ends the extensions and returns the end of the last safe window.
+func (k *keeper) stop() time.Time {
+	k.cancel()
+	<-k.done
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.until
+}
+
+// runCommand runs CMD under the lock and returns the exit status.
+func (r *runner) runCommand(lock client.Lock) int {
+	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
+	cmd.Env = append(os.Environ(),
+		"REDLOCKD_RESOURCE="+r.cfg.Resource,
+		"REDLOCKD_TOKEN="+r.token,
+		"REDLOCKD_FENCING_TOKEN="+strconv.FormatInt(lock.Fence, 10),
+		"REDLOCKD_URL="+r.cfg.URL,
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.stdout, r.stderr
+	// CMD gets its own process group, so that SIGTERM and SIGKILL reach what
+	// it started too. If run itself is killed (SIGKILL), CMD gets SIGTERM.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	tty, foreground := terminalForeground()
+	if foreground {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
+	}
+
+	keeper := r.keep(lock)
+	started, exited := make(chan error, 1), make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked CMD ends: keep the
+		// thread until CMD is reaped.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		keeper.stop()
+		r.release(false)
+		r.printf("CMD: %v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotExec
+	}
+	pgid := cmd.Process.Pid
+
+	var (
+		lost  error
+		grace <-chan time.Time
+	)
+	lostc := keeper.lost
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		case sig := <-r.signals:
+			target := pgid
+			if groupSignals[sig] {
+				target = -pgid
+			}
+			_ = syscall.Kill(target, sig.(syscall.Signal))
+		case lost = <-lostc:
+			lostc = nil
+			r.printf("lock %q lost: %v; sending SIGTERM to CMD (SIGKILL in %v)", r.cfg.Resource, lost, r.cfg.Grace)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			grace = time.After(r.cfg.Grace)
+		case <-grace:
+			grace = nil
+			r.printf("CMD did not exit within %v of SIGTERM: sending SIGKILL", r.cfg.Grace)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+	if foreground {
+		restoreForeground(tty)
+	}
+	until := keeper.stop()
+	status := exitStatus(cmd.ProcessState)
+
+	if lost != nil {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // what CMD left behind, if anything
+		r.release(false)
+		return exitLockLost
+	}
+	if time.Now().After(until) {
+		r.release(false)
+		r.printf("lock %q: no extension succeeded before its validity ended, while CMD ran (CMD exited %d): "+
+			"its work may not have been exclusive", r.cfg.Resource, status)
+		return exitLockLost
+	}
+	if err := r.release(true); errors.Is(err, redlock.ErrNotOwner) {
+		r.printf("lock %q was not held when CMD exited (%v; CMD exited %d): its work may not have been exclusive",
+			r.cfg.Resource, err, status)
+		return exitLockLost
+	}
+	return status
+}
+
+// release releases the lock with a fresh, bounded context. With report, a
+// failure other than not-owner is written to stderr (the lock then expires
+// at the end of its TTL); the error is returned.
+func (r *runner) release(report bool) error {
+	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
+	defer cancel()
+	err := r.client.Release(ctx, r.cfg.Resource, r.token)
+	if err != nil && report && !errors.Is(err, redlock.ErrNotOwner) {
+		r.printf("could not confirm the release of lock %q (%v): it expires within %v", r.cfg.Resource, err, r.cfg.TTL)
+	}
+	return err
+}
+
+func isStopSignal(sig os.Signal) bool {
+	for _, s := range stopSignals {
+		if s == sig {
+			return true
+		}
+	}
+	return false
+}
+
+// exitStatus is the status a shell would report for CMD: its exit code, or
+// 128+N when signal N killed it.
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return exitFailure
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// terminalForeground reports whether stdin is a terminal whose foreground
+// process group is run's: CMD should then get the terminal, or reading it
+// would stop CMD (SIGTTIN) in its own process group.
+func terminalForeground() (fd int, ok bool) {
+	fd = int(os.Stdin.Fd())
+	pgrp, err := tcgetpgrp(fd)
+	return fd, err == nil && pgrp == syscall.Getpgrp()
+}
+
+// restoreForeground gives the terminal back to run's process group after
+// CMD exited. run is in the background then, so SIGTTOU is ignored meanwhile.
+func restoreForeground(fd int) {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	pgrp := int32(syscall.Getpgrp())
+	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCSPGRP), uintptr(unsafe.Pointer(&pgrp)))
+}
+
+func tcgetpgrp(fd int) (int, error) {
+	var pgrp int32
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCGPGRP), uintptr(unsafe.Pointer(&pgrp))); errno != 0 {
+		return 0, errno
+	}
+	return int(pgrp), nil
+}

@@ -1,0 +1,215 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Command batching (auto-pipelining).
+//
+// Every node has a queue and a few workers. A worker takes the first queued
+// command and every other command already queued (up to maxBatch) and sends
+// them to the node as one pipeline: concurrent requests share round trips and
+// syscalls, and a lone request is sent at once, with no added delay. Callers
+// keep their own per-node timeout: a caller stops waiting at its deadline
+// whatever the pipeline it is in is doing.
+
+const (
+	batchWorkers = 4   // pipelines in flight per node
+	maxBatch     = 256 // commands per pipeline
+)
+
+// call is one command queued for a node.
+type call struct {
+	ctx  context.Context
+	cmd  *redis.Cmd
+	node int
+	done chan<- int // receives node when cmd has its result; buffered by the caller
+}
+
+// batcher is a node's queue and its workers.
+type batcher struct {
+	client *redis.Client
+	queue  chan *call
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func newBatcher(client *redis.Client) *batcher {
+	b := &batcher{client: client, queue: make(chan *call, 4096), stop: make(chan struct{})}
+	for range batchWorkers {
+		b.wg.Add(1)
+		go b.work()
+	}
+	return b
+}
+
+// close stops the workers; queued calls get an error.
+func (b *batcher) close() {
+	close(b.stop)
+	b.wg.Wait()
+	for {
+		select {
+		case c := <-b.queue:
+			c.cmd.SetErr(redis.ErrClosed)
+			c.done <- c.node
+		default:
+			return
+		}
+	}
+}
+
+func (b *batcher) work() {
+	defer b.wg.Done()
+	batch := make([]*call, 0, maxBatch)
+	for {
+		select {
+		case <-b.stop:
+			return
+		case c := <-b.queue:
+			batch = append(batch[:0], c)
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-b.queue:
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		b.send(batch)
+		clear(batch)
+	}
+}
+
+// send runs the live calls of batch as one pipeline, bounded by the latest
+// of their deadlines, and reports each.
+func (b *batcher) send(batch []*call) {
+	var deadline time.Time
+	live := batch[:0:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.cmd.SetErr(err)
+			c.done <- c.node
+			continue
+		}
+		if d, ok := c.ctx.Deadline(); ok && d.After(deadline) {
+			deadline = d
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if len(live) == 1 {
+		_ = b.client.Process(ctx, live[0].cmd)
+	} else {
+		pipe := b.client.Pipeline()
+		for _, c := range live {
+			_ = pipe.Process(ctx, c.cmd)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for _, c := range live {
+		c.done <- c.node
+	}
+}
+
+// evalSha builds an EVALSHA command for script.
+func evalSha(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	return redis.NewCmd(ctx, a...)
+}
+
+// isNoScript reports a NOSCRIPT error (the node's script cache was flushed).
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// runScript runs script on every node in idxs in parallel, each bounded by
+// the node timeout, with the keys and arguments of that node, and returns
+// every reply parsed by parse. With batching on, the commands go through the
+// nodes' queues and no goroutine is started per node; otherwise each node
+// gets its own goroutine and round trip (Options.NoBatching).
+func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *redis.Script,
+	keys []string, args []any, parse func(*redis.Cmd) (T, error)) []reply[T] {
+	if c.opts.NoBatching {
+		return fanout(ctx, c, idxs, func(ctx context.Context, n *node) (T, error) {
+			return parse(script.Run(ctx, n.client, keys, args...))
+		})
+	}
+	nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+	defer cancel()
+	done := make(chan int, len(idxs))
+	cmds := make([]*redis.Cmd, len(c.nodes))
+	for _, i := range idxs {
+		cmds[i] = evalSha(nctx, script, keys, args)
+		cl := &call{ctx: nctx, cmd: cmds[i], node: i, done: done}
+		select {
+		case c.nodes[i].batch.queue <- cl:
+		default: // queue full: the node is far behind; count it silent
+			cmds[i].SetErr(errors.New("node queue full"))
+			done <- i
+		}
+	}
+	out := make([]reply[T], 0, len(idxs))
+	got := make([]bool, len(c.nodes))
+	take := func(i int) {
+		got[i] = true
+		cmd := cmds[i]
+		if isNoScript(cmd.Err()) {
+			// The node lost its script cache: EVAL it once, directly.
+			rctx, rcancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+			cmd = script.Run(rctx, c.nodes[i].client, keys, args...)
+			rcancel()
+		}
+		c.nodes[i].noteReply(ctx, cmd.Err())
+		v, err := parse(cmd)
+		if err != nil {
+			err = &NodeError{Node: i, Addr: c.nodes[i].addr, Err: err}
+		}
+		out = append(out, reply[T]{node: i, val: v, err: err})
+	}
+	pending := len(idxs)
+wait:
+	for pending > 0 {
+		select {
+		case i := <-done:
+			pending--
+			take(i)
+		case <-nctx.Done():
+			break wait
+		}
+	}
+	for pending > 0 { // answers that came with the deadline
+		select {
+		case i := <-done:
+			pending--
+			take(i)
+		default:
+			pending = 0
+		}
+	}
+	for _, i := range idxs {
+		if !got[i] {
+			c.nodes[i].noteReply(ctx, nctx.Err())
+			out = append(out, reply[T]{node: i, err: &NodeError{Node: i, Addr: c.nodes[i].addr, Err: nctx.Err()}})
+		}
+	}
+	return out
+}
+
+// int64Reply parses an integer reply.
+func int64Reply(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }

@@ -1,0 +1,196 @@
+package tests
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exampleClient is one of the examples in ../examples: cmd returns the
+// command that takes resource (ttl, wait in ms), works for work ms
+// appending "enter ID FENCE" and "exit ID" to journal, and releases.
+type exampleClient struct {
+	name string
+	cmd  func(t *testing.T, url, resource, journal string, ttl, wait, work int) *exec.Cmd
+	// holding is the start of the line the command prints once it holds
+	// the lock.
+	holding string
+}
+
+// examplePath is the absolute path of a file under ../examples.
+func examplePath(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "examples", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// withURL returns cmd with REDLOCKD_URL=url added to the clean environment.
+func withURL(cmd *exec.Cmd, url string, env ...string) *exec.Cmd {
+	cmd.Env = append(append(cleanEnv(), "REDLOCKD_URL="+url), env...)
+	return cmd
+}
+
+var exampleClients = []exampleClient{
+	{"Shell", func(t *testing.T, url, res, journal string, ttl, wait, work int) *exec.Cmd {
+		needTool(t, "curl")
+		// The work stops on SIGTERM (the script's answer to a lost lock).
+		script := fmt.Sprintf(`echo "enter sh-$$ $REDLOCKD_FENCING_TOKEN" >> "$JOURNAL"; echo "lock: holding"; `+
+			`trap 'kill $!; exit 143' TERM; sleep %d.%03d & wait $!; echo "exit sh-$$" >> "$JOURNAL"`, work/1000, work%1000)
+		return withURL(exec.Command(examplePath(t, "shell/with-lock.sh"), res, "sh", "-c", script), url,
+			fmt.Sprintf("LOCK_TTL_MS=%d", ttl), fmt.Sprintf("LOCK_WAIT_MS=%d", wait), "JOURNAL="+journal)
+	}, "lock: holding"},
+	{"Python", func(t *testing.T, url, res, journal string, ttl, wait, work int) *exec.Cmd {
+		return withURL(exec.Command(needTool(t, "python3"), examplePath(t, "python/lock.py"), res,
+			"--ttl-ms", fmt.Sprint(ttl), "--wait-ms", fmt.Sprint(wait), "--work-ms", fmt.Sprint(work), "--journal", journal), url)
+	}, "lock: holding"},
+	{"Node", func(t *testing.T, url, res, journal string, ttl, wait, work int) *exec.Cmd {
+		return withURL(exec.Command(needTool(t, "node"), examplePath(t, "node/lock.mjs"), res,
+			"--ttl-ms", fmt.Sprint(ttl), "--wait-ms", fmt.Sprint(wait), "--work-ms", fmt.Sprint(work), "--journal", journal), url)
+	}, "lock: holding"},
+	{"Serverless", func(t *testing.T, url, res, journal string, ttl, wait, work int) *exec.Cmd {
+		return withURL(exec.Command(needTool(t, "node"), examplePath(t, "serverless/handler.mjs"),
+			serverlessEvent(t, strings.TrimPrefix(res, "account-"), fmt.Sprintf("evt-%d", seq.Add(1)), journal, ttl, wait, work)),
+			url, "LOCK_TOKEN_SECRET="+serverlessSecret)
+	}, "lock: holding"},
+}
+
+const serverlessSecret = "test-secret"
+
+// serverlessEvent is the JSON event of examples/serverless/handler.mjs; it
+// locks "account-" + account.
+func serverlessEvent(t *testing.T, account, id, journal string, ttl, wait, work int) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"id": id, "account": account, "journal": journal,
+		"ttl_ms": ttl, "wait_ms": wait, "work_ms": work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestExamples runs each example of ../examples (shell + curl, Python
+// stdlib, Node fetch, a serverless handler) against a live gateway. python3,
+// node and curl are required: a missing one fails the test.
+func TestExamples(t *testing.T) {
+	nodes := startCluster(t, 3)
+	g := startGateway(t, nodes)
+	for _, c := range exampleClients {
+		t.Run(c.name, func(t *testing.T) {
+			// Two instances at once, each working longer than the TTL: they
+			// take turns (one waits), never both inside, and each extends.
+			t.Run("Contention", func(t *testing.T) {
+				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
+				var ps []*proc
+				for range 2 {
+					ps = append(ps, startProc(t, c.cmd(t, g.URL, res, journal, 1500, 30000, 2000)))
+				}
+				for _, p := range ps {
+					p.wantExit(0, 60*time.Second)
+				}
+				checkJournal(t, journal, 2)
+				wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+			})
+
+			// While another owner holds the lock, an instance that does not
+			// wait fails cleanly (75) without working.
+			t.Run("Held", func(t *testing.T) {
+				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
+				held := lock(t, g, res, `{"ttl_ms":30000}`)
+				p := startProc(t, c.cmd(t, g.URL, res, journal, 5000, 0, 100))
+				p.wantExit(runLockHeld, 30*time.Second)
+				wantNoFile(t, journal, "lock held")
+				if !strings.Contains(p.errs.String(), "held") {
+					t.Errorf("stderr %q does not say the lock is held", p.errs.String())
+				}
+				wantStatus(t, release(t, g, res, held.str(t, "token")), http.StatusNoContent)
+			})
+
+			// The lock's keys vanish (FLUSHALL) during the work: the next
+			// extension is refused, the work stops, the exit status is 76.
+			t.Run("Lost", func(t *testing.T) {
+				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
+				p := startProc(t, c.cmd(t, g.URL, res, journal, 1500, 0, 20000))
+				p.waitLinePrefix(c.holding, 30*time.Second)
+				for _, n := range nodes {
+					if err := n.Client().FlushAll(context.Background()).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				p.wantExit(runLockLost, 15*time.Second)
+				if b, _ := os.ReadFile(journal); strings.Contains(string(b), "exit") {
+					t.Errorf("the work went on to its end after the lock was lost:\n%s", b)
+				}
+				if !strings.Contains(p.errs.String(), "lost") {
+					t.Errorf("stderr %q does not say the lock was lost", p.errs.String())
+				}
+			})
+
+			t.Run("Unreachable", func(t *testing.T) {
+				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
+				p := startProc(t, c.cmd(t, closedURL(t), res, journal, 5000, 0, 100))
+				p.wantExit(runUnavailable, 30*time.Second)
+				wantNoFile(t, journal, "gateway unreachable")
+			})
+		})
+	}
+}
+
+// TestExamplesServerlessRetry: a platform retries an event whose first
+// invocation died holding the lock. The retry derives the same token from
+// the event id, so it gets the lock at once with the same fencing token
+// instead of waiting for the TTL; another event does not.
+func TestExamplesServerlessRetry(t *testing.T) {
+	node := needTool(t, "node")
+	g := startGateway(t, startCluster(t, 3))
+	account, id := resourceName(t), "evt-retried"
+	res := "account-" + account
+	mac := hmac.New(sha256.New, []byte(serverlessSecret))
+	mac.Write([]byte(res + "\n" + id))
+	token := base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+
+	// The first invocation: it took the lock, then the platform lost it.
+	first := lock(t, g, res, fmt.Sprintf(`{"ttl_ms":60000,"token":%q}`, token))
+
+	invoke := func(id string, wait int) *proc {
+		journal := filepath.Join(t.TempDir(), "journal")
+		return startProc(t, withURL(exec.Command(node, examplePath(t, "serverless/handler.mjs"),
+			serverlessEvent(t, account, id, journal, 30000, wait, 100)), g.URL, "LOCK_TOKEN_SECRET="+serverlessSecret))
+	}
+	// Another event cannot take the lock meanwhile.
+	invoke("evt-other", 0).wantExit(runLockHeld, 30*time.Second)
+
+	retry := invoke(id, 0)
+	retry.wantExit(0, 30*time.Second)
+	var out struct {
+		StatusCode int
+		Body       string
+	}
+	lines := strings.Split(strings.TrimSpace(retry.out.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
+		t.Fatalf("handler output %q: %v", retry.out.String(), err)
+	}
+	var body struct {
+		FencingToken int64 `json:"fencing_token"`
+	}
+	if err := json.Unmarshal([]byte(out.Body), &body); err != nil || out.StatusCode != 200 {
+		t.Fatalf("handler result %+v: %v", out, err)
+	}
+	if want := first.num(t, "fencing_token"); body.FencingToken != want {
+		t.Errorf("the retry got fencing token %d, want the first invocation's %d", body.FencingToken, want)
+	}
+	// The retry finished the work and released the lock.
+	wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+}

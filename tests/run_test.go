@@ -1,0 +1,446 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// The exit statuses of `redlockd run` (SPEC §5).
+const (
+	runUsage       = 64
+	runUnavailable = 69
+	runLockHeld    = 75
+	runLockLost    = 76
+)
+
+// TestRun runs `redlockd run` (the built binary) against a gateway over
+// three redis-servers.
+func TestRun(t *testing.T) {
+	g := startGateway(t, startCluster(t, 3))
+	run := func(t *testing.T, env []string, args ...string) *proc {
+		t.Helper()
+		return runProc(t, env, append([]string{"run", "--url", g.URL}, args...)...)
+	}
+	wantFree := func(t *testing.T, res string) {
+		t.Helper()
+		wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+	}
+
+	// CMD's exit status is run's, and the lock is released after it.
+	t.Run("ExitStatus", func(t *testing.T) {
+		for script, want := range map[string]int{"exit 0": 0, "exit 7": 7, "kill -KILL $$": 128 + 9} {
+			res := resourceName(t)
+			run(t, nil, "--resource", res, "--", "sh", "-c", script).wantExit(want, 30*time.Second)
+			wantFree(t, res)
+		}
+	})
+
+	t.Run("CommandNotFound", func(t *testing.T) {
+		res := resourceName(t)
+		p := run(t, nil, "--resource", res, "--", "/nonexistent/command")
+		p.wantExit(127, 30*time.Second)
+		wantFree(t, res)
+	})
+
+	// CMD gets the resource, a token that holds the lock (it can extend it)
+	// and the fencing token; run never prints the token.
+	t.Run("ChildEnv", func(t *testing.T) {
+		res, gt := resourceName(t), newGate(t)
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		p := run(t, []string{"GATE=" + gt.Path, "TOKEN_FILE=" + tokenFile},
+			"--resource", res, "--owner", "nightly@test", "--", "sh", "-c", `
+				printf '%s' "$REDLOCKD_TOKEN" > "$TOKEN_FILE"
+				echo "resource=$REDLOCKD_RESOURCE"
+				echo "fence=$REDLOCKD_FENCING_TOKEN"
+				echo "url=$REDLOCKD_URL"
+				echo ready
+				read x < "$GATE"`)
+		p.waitLine("ready", 30*time.Second)
+		out := p.out.String()
+		info := inspect(t, g, res)
+		wantStatus(t, info, http.StatusOK)
+		fence := info.num(t, "fencing_token")
+		for _, want := range []string{"resource=" + res, fmt.Sprintf("fence=%d", fence), "url=" + g.URL} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("CMD's output %q lacks %q", out, want)
+			}
+		}
+		if owner := info.str(t, "owner"); owner != "nightly@test" {
+			t.Errorf("owner %q, want nightly@test", owner)
+		}
+		token, err := os.ReadFile(tokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := extend(t, g, res, string(token), `{"ttl_ms":30000}`)
+		wantStatus(t, r, http.StatusOK)
+		if got := r.num(t, "fencing_token"); got != fence {
+			t.Errorf("extend with CMD's token: fence %d, want %d", got, fence)
+		}
+		gt.open()
+		p.wantExit(0, 30*time.Second)
+		wantFree(t, res)
+		if s := p.out.String() + p.errs.String(); strings.Contains(s, string(token)) {
+			t.Errorf("run printed the token:\n%s", s)
+		}
+	})
+
+	// With the lock held and no wait, CMD never runs: 75.
+	t.Run("FailIfLocked", func(t *testing.T) {
+		res := resourceName(t)
+		held := lock(t, g, res, `{"ttl_ms":30000}`)
+		marker := filepath.Join(t.TempDir(), "ran")
+		p := run(t, nil, "--resource", res, "--fail-if-locked", "--", "touch", marker)
+		p.wantExit(runLockHeld, 30*time.Second)
+		wantNoFile(t, marker, "--fail-if-locked with the lock held")
+		if !strings.Contains(p.errs.String(), "held by another owner") {
+			t.Errorf("stderr %q does not say the lock is held", p.errs.String())
+		}
+
+		p = run(t, nil, "--resource", res, "--wait", "1s", "--", "touch", marker)
+		p.wantExit(runLockHeld, 30*time.Second)
+		wantNoFile(t, marker, "--wait 1s with the lock held")
+		if p.elapsed() < 900*time.Millisecond {
+			t.Errorf("--wait 1s gave up after %v", p.elapsed())
+		}
+		if got, want := inspect(t, g, res).num(t, "fencing_token"), held.num(t, "fencing_token"); got != want {
+			t.Errorf("the holder's lock changed: fence %d, want %d", got, want)
+		}
+		wantStatus(t, release(t, g, res, held.str(t, "token")), http.StatusNoContent)
+	})
+
+	// run waits for a lock held by another until it expires. The wait
+	// (2.5s) is longer than run's own TTL (1s): the lock is still held
+	// throughout CMD.
+	t.Run("Wait", func(t *testing.T) {
+		res, gt := resourceName(t), newGate(t)
+		held := lock(t, g, res, `{"ttl_ms":2500}`)
+		p := run(t, []string{"GATE=" + gt.Path}, "--resource", res, "--ttl", "1s", "--wait", "20s", "--", "sh", "-c",
+			`echo "fence=$REDLOCKD_FENCING_TOKEN"; echo ready; read x < "$GATE"`)
+		p.waitLine("ready", 30*time.Second)
+		first, _, _ := strings.Cut(p.out.String(), "\n")
+		fence, err := strconv.ParseInt(strings.TrimPrefix(first, "fence="), 10, 64)
+		if err != nil || fence <= held.num(t, "fencing_token") {
+			t.Errorf("CMD saw %q, want a fence above the first holder's %d", first, held.num(t, "fencing_token"))
+		}
+		wantHeldFor(t, g, res, fence, 2*time.Second)
+		gt.open()
+		p.wantExit(0, 30*time.Second)
+		wantFree(t, res)
+	})
+
+	// The lock stays held while CMD runs for several TTLs: run extends it.
+	t.Run("HeldThroughout", func(t *testing.T) {
+		res, gt := resourceName(t), newGate(t)
+		p := run(t, []string{"GATE=" + gt.Path}, "--resource", res, "--ttl", "1s", "--",
+			"sh", "-c", `echo ready; read x < "$GATE"`)
+		p.waitLine("ready", 30*time.Second)
+		wantHeldFor(t, g, res, inspect(t, g, res).num(t, "fencing_token"), 3500*time.Millisecond)
+		gt.open()
+		p.wantExit(0, 30*time.Second)
+		wantFree(t, res)
+	})
+
+	// SIGTERM to run reaches CMD; run waits for it, releases, exits with
+	// CMD's status.
+	t.Run("SIGTERM", func(t *testing.T) {
+		res := resourceName(t)
+		p := run(t, nil, "--resource", res, "--", "sh", "-c",
+			`trap 'echo got-TERM; exit 3' TERM; echo ready; while :; do sleep 0.1; done`)
+		p.waitLine("ready", 30*time.Second)
+		p.signal(syscall.SIGTERM)
+		p.waitLine("got-TERM", 10*time.Second)
+		p.wantExit(3, 10*time.Second)
+		wantFree(t, res)
+	})
+
+	// SIGUSR1 and SIGHUP go to CMD, which goes on; SIGINT too.
+	t.Run("ForwardSignals", func(t *testing.T) {
+		res := resourceName(t)
+		p := run(t, nil, "--resource", res, "--", "sh", "-c", `
+			trap 'echo got-USR1' USR1
+			trap 'echo got-HUP' HUP
+			trap 'echo got-INT; exit 4' INT
+			echo ready
+			while :; do sleep 0.1; done`)
+		p.waitLine("ready", 30*time.Second)
+		p.signal(syscall.SIGUSR1)
+		p.waitLine("got-USR1", 10*time.Second)
+		p.signal(syscall.SIGHUP)
+		p.waitLine("got-HUP", 10*time.Second)
+		wantStatus(t, inspect(t, g, res), http.StatusOK)
+		p.signal(syscall.SIGINT)
+		p.waitLine("got-INT", 10*time.Second)
+		p.wantExit(4, 10*time.Second)
+		wantFree(t, res)
+	})
+
+	// SIGTERM while run waits for a lock held by another: run stops at
+	// once, CMD never runs, the other's lock is untouched.
+	t.Run("SIGTERMWhileWaiting", func(t *testing.T) {
+		res := resourceName(t)
+		held := lock(t, g, res, `{"ttl_ms":30000}`)
+		proxy := startHoldProxy(t, g.URL)
+		marker := filepath.Join(t.TempDir(), "ran")
+		p := runProc(t, nil, "run", "--url", proxy.URL, "--resource", res, "--wait", "30s", "--", "touch", marker)
+		proxy.waitRequest(t, "POST /locks/"+res, 30*time.Second)
+		p.signal(syscall.SIGTERM)
+		p.wantExit(128+15, 10*time.Second)
+		wantNoFile(t, marker, "SIGTERM while waiting")
+		if got, want := inspect(t, g, res).num(t, "fencing_token"), held.num(t, "fencing_token"); got != want {
+			t.Errorf("the holder's lock changed: fence %d, want %d", got, want)
+		}
+		wantStatus(t, release(t, g, res, held.str(t, "token")), http.StatusNoContent)
+	})
+
+	// The gateway grants the lock but its answer never reaches run; SIGTERM
+	// then: run releases the lock with the token it chose, so nothing is
+	// left held until the TTL runs out.
+	t.Run("SIGTERMAnswerLost", func(t *testing.T) {
+		res := resourceName(t)
+		proxy := startHoldProxy(t, g.URL)
+		proxy.Hold.Store(true)
+		marker := filepath.Join(t.TempDir(), "ran")
+		p := runProc(t, nil, "run", "--url", proxy.URL, "--resource", res, "--wait", "5s", "--", "touch", marker)
+		proxy.waitRequest(t, "POST /locks/"+res, 30*time.Second)
+		eventually(t, 10*time.Second, "the gateway grants the lock", func() bool {
+			return inspect(t, g, res).Status == http.StatusOK
+		})
+		proxy.Hold.Store(false) // the release gets through
+		p.signal(syscall.SIGTERM)
+		p.wantExit(128+15, 10*time.Second)
+		wantNoFile(t, marker, "SIGTERM before the answer came")
+		wantFree(t, res)
+	})
+
+	// Two runs of the same lock never overlap, though each CMD outlives the TTL.
+	t.Run("Contention", func(t *testing.T) {
+		res, journal := resourceName(t), filepath.Join(t.TempDir(), "journal")
+		var ps []*proc
+		for range 2 {
+			ps = append(ps, run(t, []string{"JOURNAL=" + journal}, "--resource", res, "--ttl", "1s", "--wait", "30s", "--",
+				"sh", "-c", `echo "enter run-$$ $REDLOCKD_FENCING_TOKEN" >> "$JOURNAL"; sleep 1.5; echo "exit run-$$" >> "$JOURNAL"`))
+		}
+		for _, p := range ps {
+			p.wantExit(0, 60*time.Second)
+		}
+		checkJournal(t, journal, 2)
+		wantFree(t, res)
+	})
+
+	t.Run("GatewayUnreachable", func(t *testing.T) {
+		marker := filepath.Join(t.TempDir(), "ran")
+		p := runProc(t, nil, "run", "--url", closedURL(t), "--resource", resourceName(t), "--", "touch", marker)
+		p.wantExit(runUnavailable, 30*time.Second)
+		wantNoFile(t, marker, "gateway unreachable")
+		if !strings.Contains(p.errs.String(), "unavailable") {
+			t.Errorf("stderr %q does not say the gateway is unavailable", p.errs.String())
+		}
+	})
+
+	// The URL and key file come from the environment too.
+	t.Run("Env", func(t *testing.T) {
+		res := resourceName(t)
+		p := runProc(t, []string{"REDLOCKD_URL=" + g.URL}, "run", "--resource", res, "--", "true")
+		p.wantExit(0, 30*time.Second)
+		p = runProc(t, []string{"REDLOCKD_URL=" + g.URL, "REDLOCKD_API_KEY_FILE=/nonexistent/key"}, "run", "--resource", res, "--", "true")
+		p.wantExit(runUsage, 30*time.Second)
+	})
+
+	t.Run("Usage", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"--", "true"},                      // no --resource
+			{"--resource", "r"},                 // no command
+			{"--resource", "a/b", "--", "true"}, // bad name
+			{"--resource", "r", "--ttl", "1ms", "--", "true"},
+		} {
+			run(t, nil, args...).wantExit(runUsage, 30*time.Second)
+		}
+		// A TTL above the gateway's max is refused by the gateway: also 64.
+		run(t, nil, "--resource", resourceName(t), "--ttl", "10m", "--", "true").wantExit(runUsage, 30*time.Second)
+	})
+}
+
+// TestRunLockLost kills 3 of 5 nodes while CMD runs: no extension can
+// succeed, so when the lock's validity ends CMD gets SIGTERM and run exits
+// 76. Then, with the quorum gone, run cannot take a lock: 69.
+func TestRunLockLost(t *testing.T) {
+	nodes := startCluster(t, 5)
+	g := startGateway(t, nodes)
+	res := resourceName(t)
+	p := runProc(t, nil, "run", "--url", g.URL, "--resource", res, "--ttl", "2s", "--grace", "5s", "--", "sh", "-c",
+		`trap 'echo got-TERM; exit 0' TERM; echo ready; while :; do sleep 0.1; done`)
+	p.waitLine("ready", 30*time.Second)
+	start := time.Now()
+	for _, n := range nodes[:3] {
+		n.Kill()
+	}
+	p.waitLine("got-TERM", 15*time.Second)
+	p.wantExit(runLockLost, 15*time.Second)
+	t.Logf("CMD terminated and run exited %v after the nodes were killed (ttl 2s)", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(p.errs.String(), "lost") {
+		t.Errorf("stderr %q does not say the lock was lost", p.errs.String())
+	}
+
+	marker := filepath.Join(t.TempDir(), "ran")
+	q := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--fail-if-locked", "--", "touch", marker)
+	q.wantExit(runUnavailable, 30*time.Second)
+	// With a wait, 503s are tried again while it lasts.
+	q = runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--wait", "1s", "--", "touch", marker)
+	q.wantExit(runUnavailable, 30*time.Second)
+	if q.elapsed() < 900*time.Millisecond {
+		t.Errorf("--wait 1s gave up after %v on a 503", q.elapsed())
+	}
+	wantNoFile(t, marker, "quorum unavailable")
+}
+
+// TestRunLockLostRefused: the lock's keys vanish (FLUSHALL on every node), so
+// the next extension is refused (409): CMD, which ignores SIGTERM, is killed
+// after --grace and run exits 76.
+func TestRunLockLostRefused(t *testing.T) {
+	nodes := startCluster(t, 3)
+	g := startGateway(t, nodes)
+	res := resourceName(t)
+	p := runProc(t, nil, "run", "--url", g.URL, "--resource", res, "--ttl", "3s", "--grace", "1s", "--", "sh", "-c",
+		`trap '' TERM; echo "pid $$"; echo ready; while :; do sleep 0.1; done`)
+	p.waitLine("ready", 30*time.Second)
+	first, _, _ := strings.Cut(p.out.String(), "\n")
+	pid, err := strconv.Atoi(strings.TrimPrefix(first, "pid "))
+	if err != nil {
+		t.Fatalf("CMD's pid: %v", err)
+	}
+	start := time.Now()
+	for _, n := range nodes {
+		if err := n.Client().FlushAll(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.wantExit(runLockLost, 20*time.Second)
+	t.Logf("run exited %v after the keys vanished (extension every 1s, grace 1s)", time.Since(start).Round(time.Millisecond))
+	for _, want := range []string{"lost", "SIGKILL"} {
+		if !strings.Contains(p.errs.String(), want) {
+			t.Errorf("stderr %q does not mention %q", p.errs.String(), want)
+		}
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("CMD (pid %d) still runs after run exited", pid)
+	}
+}
+
+// wantHeldFor checks every 100ms for d that resource is held with fence and
+// that nobody else can take it.
+func wantHeldFor(t *testing.T, g *Gateway, res string, fence int64, d time.Duration) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	checks := 0
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+		wantProblem(t, acquire(t, g, res, ""), http.StatusConflict, "lock-held")
+		info := inspect(t, g, res)
+		wantStatus(t, info, http.StatusOK)
+		if got := info.num(t, "fencing_token"); got != fence {
+			t.Fatalf("fence %d while CMD runs, want %d", got, fence)
+		}
+		checks++
+	}
+	t.Logf("lock held with fence %d across %d checks over %v", fence, checks, d)
+}
+
+// TestRunTerminal runs `redlockd run` on a pseudo-terminal, as from an
+// interactive shell: CMD gets the terminal, so it can read it (in the
+// background it would be stopped by SIGTTIN), and Ctrl-C reaches it.
+func TestRunTerminal(t *testing.T) {
+	if buildErr != nil {
+		t.Fatalf("redlockd binary not built: %v", buildErr)
+	}
+	g := startGateway(t, startCluster(t, 3))
+	master, slave := openPTY(t)
+	res := resourceName(t)
+	cmd := exec.Command(binPath, "run", "--url", g.URL, "--resource", res, "--", "sh", "-c",
+		`echo ready; read line; echo "got $line"; while :; do sleep 0.1; done`)
+	cmd.Env = cleanEnv()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	// A new session whose controlling terminal is the pty: run is its
+	// foreground process group, as when typed at a shell prompt.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	term := &syncBuffer{}
+	go func() { _, _ = io.Copy(term, master) }() // ends with EIO once every slave is closed
+	waitOutput := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(term.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("terminal: no %q within 30s; got:\n%s", want, term.String())
+			}
+			time.Sleep(20 * time.Millisecond) // the terminal has no event to await but its bytes
+		}
+	}
+
+	waitOutput("ready")
+	if _, err := io.WriteString(master, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput("got hello")
+	wantStatus(t, inspect(t, g, res), http.StatusOK)
+	if _, err := master.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not exit after Ctrl-C; terminal:\n%s", term.String())
+	}
+	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.ExitStatus() != 128+2 {
+		t.Errorf("run exited %v, want 130 (CMD killed by SIGINT); terminal:\n%s", cmd.ProcessState, term.String())
+	}
+	wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+}
+
+// openPTY opens a pseudo-terminal pair (closed at cleanup).
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	var unlock int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatalf("unlockpt: %v", e)
+	}
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatalf("ptsname: %v", e)
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty slave: %v", err)
+	}
+	t.Cleanup(func() { slave.Close() })
+	return master, slave
+}
