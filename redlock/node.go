@@ -193,7 +193,11 @@ func fanout[T any](ctx context.Context, c *Coordinator, idxs []int, fn func(ctx 
 		go func(n *node) {
 			nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 			defer cancel()
+			start := time.Now()
 			v, err := fn(nctx, n)
+			if h := c.opts.OnNodeCommand; h != nil {
+				h(n.addr, time.Since(start), err)
+			}
 			n.noteReply(ctx, err)
 			if err != nil {
 				err = &NodeError{Node: n.idx, Addr: n.addr, Err: err}

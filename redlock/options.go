@@ -66,6 +66,13 @@ type Options struct {
 	// OnWait, if set, is called when a waiting Acquire (Wait > 0) ends, with
 	// how long it waited and whether it got the lock. For metrics.
 	OnWait func(waited time.Duration, acquired bool)
+	// OnNodeCommand, if set, is called after each call to one node in a
+	// fan-out (acquire, release, extend, inspect, ...), with the node's
+	// host:port (never credentials), how long the call took and its error
+	// (nil on success; a timeout is the context's error). It is called from
+	// several goroutines at once and must not block. For metrics.
+	// Default: none.
+	OnNodeCommand func(node string, d time.Duration, err error)
 	// HealthInterval is how often each node's health loop sends PING and
 	// INFO server (see Status); the uptime it reads also feeds the restart
 	// quarantine. Default: 1s.

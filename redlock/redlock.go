@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -199,6 +200,8 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	var (
 		ok, silent         int
 		newFence, oldFence int64
+		minFence           int64 = math.MaxInt64
+		maxFence           int64
 		pttls              []int64
 		answered, fresh    []int
 		undo               []int // nodes whose SET may have landed: all but those that refused
@@ -224,9 +227,11 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		case r.val.ok && r.val.existing:
 			ok++
 			oldFence = max(oldFence, r.val.fence)
+			minFence, maxFence = min(minFence, r.val.fence), max(maxFence, r.val.fence)
 		case r.val.ok:
 			ok++
 			newFence = max(newFence, r.val.fence)
+			minFence, maxFence = min(minFence, r.val.fence), max(maxFence, r.val.fence)
 			fresh = append(fresh, r.node)
 		default:
 			pttls = append(pttls, r.val.pttl)
@@ -238,7 +243,12 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		if oldFence > 0 {
 			fence = oldFence // idempotent re-acquire keeps its fencing token
 		}
-		committed, held := a.commit(ctx, answered, fence)
+		// When every node granted the lock with the same fence, every
+		// counter and record already holds it: nothing to write back.
+		committed, held := ok, ok
+		if ok < len(c.nodes) || minFence != maxFence {
+			committed, held = a.commit(ctx, answered, fence)
+		}
 		validity := c.validity(a.ttl, start)
 		if committed >= c.quorum && held >= c.quorum && validity > 0 {
 			c.stats.acquired.Add(1)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 
 // TestLoad measures acquire+release cycles against 5 local redis-servers:
 // through the gateway over HTTP and through the in-process redlock library,
-// in the same run, at C = 1 and C = 16 (REDLOCKD_LOAD_C, comma-separated),
+// in the same run, at C = 1, 16 and 64 (REDLOCKD_LOAD_C, comma-separated),
 // for REDLOCKD_LOAD_DURATION each (10s). It reports; it asserts only that
 // cycles completed. Run it with:
 //
@@ -31,7 +32,7 @@ func TestLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cs := []int{1, 16}
+	cs := []int{1, 16, 64}
 	if s := os.Getenv("REDLOCKD_LOAD_C"); s != "" {
 		cs = nil
 		for _, f := range strings.Split(s, ",") {
@@ -49,30 +50,34 @@ func TestLoad(t *testing.T) {
 	for _, n := range nodes {
 		opts = append(opts, &redis.Options{Addr: n.Addr})
 	}
-	lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
-	libCycle := func(ctx context.Context, w int) error {
-		res := "lib-" + string(rune('a'+w%26)) + string(rune('a'+w/26))
-		l, err := lib.Acquire(ctx, res, redlock.AcquireOptions{TTL: 10 * time.Second})
+	libCycle := func(noBatching bool) load.Cycle {
+		lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: noBatching})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		return lib.Release(ctx, "", res, l.Token)
+		t.Cleanup(func() { lib.Close() })
+		return func(ctx context.Context, w int) error {
+			res := fmt.Sprintf("lib-%t-%d", noBatching, w)
+			l, err := lib.Acquire(ctx, res, redlock.AcquireOptions{TTL: 10 * time.Second})
+			if err != nil {
+				return err
+			}
+			return lib.Release(ctx, "", res, l.Token)
+		}
 	}
+	naive, batched := libCycle(true), libCycle(false)
 	var results []load.Result
 	ctx := t.Context()
 	for _, c := range cs {
 		client := load.NewHTTPClient(c)
 		results = append(results,
-			load.Run(ctx, "library in-process", c, d, libCycle),
+			load.Run(ctx, "library naive (no batching)", c, d, naive),
+			load.Run(ctx, "library with batching", c, d, batched),
 			load.Run(ctx, "gateway over HTTP", c, d, load.HTTPCycle(client, gw.URL, "http-")),
 		)
 		client.CloseIdleConnections()
 	}
-	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the library at the same C:\n%s", d, load.Table(results))
+	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the naive library at the same C:\n%s", d, load.Table(results))
 	for _, r := range results {
 		if r.Cycles == 0 || r.Errors > r.Cycles/100 {
 			t.Errorf("%s C=%d: %d cycles, %d errors", r.Name, r.C, r.Cycles, r.Errors)
