@@ -64,7 +64,7 @@ type cluster struct {
 // newCluster starts n redis-servers and a coordinator over them, with
 // restart quarantine off (fresh servers would not vote for max TTL) unless
 // quarantine is set.
-func newCluster(t *testing.T, n int, opts Options, quarantine ...bool) *cluster {
+func newCluster(t testing.TB, n int, opts Options, quarantine ...bool) *cluster {
 	t.Helper()
 	opts.NoQuarantine = len(quarantine) == 0 || !quarantine[0]
 	cl := &cluster{servers: redistest.Cluster(t, n)}

@@ -73,7 +73,7 @@ func TestLoad(t *testing.T) {
 		results = append(results,
 			load.Run(ctx, "library naive (no batching)", c, d, naive),
 			load.Run(ctx, "library with batching", c, d, batched),
-			load.Run(ctx, "gateway over HTTP", c, d, load.HTTPCycle(client, gw.URL, "http-")),
+			load.Run(ctx, "gateway over HTTP", c, d, rawCycle(t, gw.URL, c)),
 		)
 		client.CloseIdleConnections()
 	}
@@ -83,4 +83,13 @@ func TestLoad(t *testing.T) {
 			t.Errorf("%s C=%d: %d cycles, %d errors", r.Name, r.C, r.Cycles, r.Errors)
 		}
 	}
+}
+
+func rawCycle(t *testing.T, url string, c int) load.Cycle {
+	t.Helper()
+	cycle, err := load.RawHTTPCycle(url, "http-", c, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cycle
 }

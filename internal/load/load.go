@@ -27,6 +27,7 @@ type Result struct {
 	C        int
 	Cycles   int
 	Errors   int
+	FirstErr string // the first error, if any
 	Duration time.Duration
 	P50      time.Duration
 	P90      time.Duration
@@ -44,6 +45,8 @@ func Run(ctx context.Context, name string, c int, d time.Duration, cycle Cycle) 
 	defer cancel()
 	lat := make([][]time.Duration, c)
 	errs := make([]int, c)
+	var firstErr sync.Once
+	var first string
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range c {
@@ -58,6 +61,7 @@ func Run(ctx context.Context, name string, c int, d time.Duration, cycle Cycle) 
 				}
 				if err != nil {
 					errs[w]++
+					firstErr.Do(func() { first = err.Error() })
 					continue
 				}
 				lat[w] = append(lat[w], time.Since(t0))
@@ -65,7 +69,7 @@ func Run(ctx context.Context, name string, c int, d time.Duration, cycle Cycle) 
 		}()
 	}
 	wg.Wait()
-	r := Result{Name: name, C: c, Duration: time.Since(start)}
+	r := Result{Name: name, C: c, Duration: time.Since(start), FirstErr: first}
 	var all []time.Duration
 	for w := range c {
 		all = append(all, lat[w]...)
@@ -96,6 +100,11 @@ func Table(results []Result) string {
 			r.PerSecond(), r.PerSecond()/base[r.C], ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max))
 	}
 	tw.Flush()
+	for _, r := range results {
+		if r.FirstErr != "" {
+			fmt.Fprintf(&b, "%s C=%d: %d errors, the first: %s\n", r.Name, r.C, r.Errors, strings.ReplaceAll(r.FirstErr, "\n", "; "))
+		}
+	}
 	return b.String()
 }
 

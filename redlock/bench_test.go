@@ -1,0 +1,56 @@
+package redlock
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkCycle measures acquire+release against 5 real redis-servers, one
+// at a time and from parallel goroutines, with batching and without it (each
+// node command its own goroutine and round trip).
+func BenchmarkCycle(b *testing.B) {
+	for _, naive := range []bool{false, true} {
+		name := "batching"
+		if naive {
+			name = "naive"
+		}
+		b.Run(name, func(b *testing.B) {
+			cl := benchCluster(b, Options{NoBatching: naive})
+			b.Run("serial", func(b *testing.B) {
+				b.ReportAllocs()
+				res := fmt.Sprintf("bench-serial-%t", naive)
+				for b.Loop() {
+					l, err := cl.Acquire(b.Context(), res, AcquireOptions{TTL: 10 * time.Second})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := cl.Release(b.Context(), "", res, l.Token); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(32) // 64 goroutines on 2 cores
+				var seq atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					res := fmt.Sprintf("bench-par-%t-%d", naive, seq.Add(1))
+					for pb.Next() {
+						l, err := cl.Acquire(b.Context(), res, AcquireOptions{TTL: 10 * time.Second})
+						if err != nil {
+							continue // a loaded box times a node out now and then
+						}
+						_ = cl.Release(b.Context(), "", res, l.Token)
+					}
+				})
+			})
+		})
+	}
+}
+
+func benchCluster(b *testing.B, opts Options) *Coordinator {
+	b.Helper()
+	return newCluster(b, 5, opts).c
+}

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// benchServer is a Server over a Locker that answers at once, logging at
+// info to io.Discard as the real gateway logs: what the HTTP layer costs.
+func benchServer(b *testing.B) http.Handler {
+	f := newFake(b)
+	lock := redlock.Lock{Resource: "bench", Token: redlock.NewToken(), Fence: 42, TTL: 30 * time.Second,
+		Validity: 29 * time.Second, Start: time.Now(), Until: time.Now().Add(29 * time.Second), Nodes: 5, Quorum: 3, Locked: 5}
+	f.AcquireFn = func(context.Context, string, redlock.AcquireOptions) (redlock.Lock, error) { return lock, nil }
+	f.ReleaseFn = func(context.Context, string, string, string) error { return nil }
+	return New(Config{Locker: f, Log: zerolog.New(io.Discard)}).Handler()
+}
+
+func BenchmarkAcquireHandler(b *testing.B) {
+	h := benchServer(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/locks/bench", strings.NewReader(`{"ttl_ms":30000,"owner":"bench"}`))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+func BenchmarkAcquireHandlerEmptyBody(b *testing.B) {
+	h := benchServer(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/locks/bench", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+func BenchmarkReleaseHandler(b *testing.B) {
+	h := benchServer(b)
+	tok := redlock.NewToken()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodDelete, "/locks/bench", nil)
+		r.Header.Set("Lock-Token", tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusNoContent {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+func BenchmarkDecodeStrict(b *testing.B) {
+	body := []byte(`{"ttl_ms":30000,"wait_ms":1000,"owner":"host-1/4242"}`)
+	fields := jsonBodies["POST /locks/{resource}"].fields
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := decodeStrict(body, jsonBodies["POST /locks/{resource}"].new(), fields); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
