@@ -377,6 +377,12 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
+	// Prometheus text exposition format (`text/plain; version=0.0.4`):
+	// requests by route, method and status; request, lock operation, wait
+	// and per-node command latency histograms; acquisitions by outcome;
+	// waiters; node up and quarantine gauges; Go runtime and process
+	// metrics. Needs an API key only with `--metrics-auth on`.
+	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -539,6 +545,12 @@ func (c *RawClient) AcquireLock(ctx context.Context, resource Resource, body Acq
 }
 
 // GetMetrics Prometheus metrics
+//
+// Prometheus text exposition format (`text/plain; version=0.0.4`):
+// requests by route, method and status; request, lock operation, wait
+// and per-node command latency histograms; acquisitions by outcome;
+// waiters; node up and quarantine gauges; Go runtime and process
+// metrics. Needs an API key only with `--metrics-auth on`.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *RawClient) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1008,6 +1020,12 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
+	// Prometheus text exposition format (`text/plain; version=0.0.4`):
+	// requests by route, method and status; request, lock operation, wait
+	// and per-node command latency histograms; acquisitions by outcome;
+	// waiters; node up and quarantine gauges; Go runtime and process
+	// metrics. Needs an API key only with `--metrics-auth on`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
@@ -1073,6 +1091,11 @@ func (r GetHealthzResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseLockResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLock
+type ReleaseLockResponse401Headers struct {
+	WWWAuthenticate string
+}
+
 // ReleaseLockResponse503Headers the declared response headers of an HTTP 503 response for ReleaseLock
 type ReleaseLockResponse503Headers struct {
 	RetryAfter int
@@ -1091,6 +1114,8 @@ type ReleaseLockResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseLockResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ReleaseLockResponse503Headers
 }
@@ -1149,6 +1174,11 @@ func (r ReleaseLockResponse) ContentType() string {
 	return ""
 }
 
+// InspectLockResponse401Headers the declared response headers of an HTTP 401 response for InspectLock
+type InspectLockResponse401Headers struct {
+	WWWAuthenticate string
+}
+
 // InspectLockResponse503Headers the declared response headers of an HTTP 503 response for InspectLock
 type InspectLockResponse503Headers struct {
 	RetryAfter int
@@ -1169,6 +1199,8 @@ type InspectLockResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *InspectLockResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *InspectLockResponse503Headers
 }
@@ -1232,6 +1264,11 @@ func (r InspectLockResponse) ContentType() string {
 	return ""
 }
 
+// ExtendLockResponse401Headers the declared response headers of an HTTP 401 response for ExtendLock
+type ExtendLockResponse401Headers struct {
+	WWWAuthenticate string
+}
+
 // ExtendLockResponse503Headers the declared response headers of an HTTP 503 response for ExtendLock
 type ExtendLockResponse503Headers struct {
 	RetryAfter int
@@ -1254,6 +1291,8 @@ type ExtendLockResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ExtendLockResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ExtendLockResponse503Headers
 }
@@ -1327,6 +1366,11 @@ type AcquireLockResponse201Headers struct {
 	Location string
 }
 
+// AcquireLockResponse401Headers the declared response headers of an HTTP 401 response for AcquireLock
+type AcquireLockResponse401Headers struct {
+	WWWAuthenticate string
+}
+
 // AcquireLockResponse409Headers the declared response headers of an HTTP 409 response for AcquireLock
 type AcquireLockResponse409Headers struct {
 	RetryAfter int
@@ -1356,6 +1400,8 @@ type AcquireLockResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *AcquireLockResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireLockResponse401Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *AcquireLockResponse409Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -1426,11 +1472,25 @@ func (r AcquireLockResponse) ContentType() string {
 	return ""
 }
 
+// GetMetricsResponse401Headers the declared response headers of an HTTP 401 response for GetMetrics
+type GetMetricsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetMetricsResponse401Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetMetricsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -1672,6 +1732,12 @@ func (c *ClientWithResponses) AcquireLockWithResponse(ctx context.Context, resou
 
 // GetMetricsWithResponse Prometheus metrics
 //
+// Prometheus text exposition format (`text/plain; version=0.0.4`):
+// requests by route, method and status; request, lock operation, wait
+// and per-node command latency histograms; acquisitions by outcome;
+// waiters; node up and quarantine gauges; Go runtime and process
+// metrics. Needs an API key only with `--metrics-auth on`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
@@ -1794,6 +1860,16 @@ func ParseReleaseLockResponse(rsp *http.Response) (*ReleaseLockResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ReleaseLockResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReleaseLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -1868,6 +1944,16 @@ func ParseInspectLockResponse(rsp *http.Response) (*InspectLockResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers InspectLockResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers InspectLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -1949,6 +2035,16 @@ func ParseExtendLockResponse(rsp *http.Response) (*ExtendLockResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ExtendLockResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers ExtendLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2040,6 +2136,16 @@ func ParseAcquireLockResponse(rsp *http.Response) (*AcquireLockResponse, error) 
 			headers.Location = value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers AcquireLockResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers AcquireLockResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2079,6 +2185,13 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2086,6 +2199,19 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetMetricsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

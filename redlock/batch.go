@@ -152,6 +152,7 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	}
 	nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 	defer cancel()
+	start := time.Now()
 	done := make(chan int, len(idxs))
 	cmds := make([]*redis.Cmd, len(c.nodes))
 	for _, i := range idxs {
@@ -177,6 +178,7 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		}
 		c.nodes[i].noteReply(ctx, cmd.Err())
 		v, err := parse(cmd)
+		c.noteCommand(i, time.Since(start), err)
 		if err != nil {
 			err = &NodeError{Node: i, Addr: c.nodes[i].addr, Err: err}
 		}
@@ -204,6 +206,7 @@ wait:
 	}
 	for _, i := range idxs {
 		if !got[i] {
+			c.noteCommand(i, time.Since(start), nctx.Err())
 			c.nodes[i].noteReply(ctx, nctx.Err())
 			out = append(out, reply[T]{node: i, err: &NodeError{Node: i, Addr: c.nodes[i].addr, Err: nctx.Err()}})
 		}

@@ -115,7 +115,12 @@ func (n *node) noteInfo(info string, at time.Time) error {
 	defer n.qmu.Unlock()
 	old, seen := n.incarnations[id]
 	switch {
-	case !seen && end > now:
+	case !seen && end <= now:
+		if n.incarnations == nil {
+			n.incarnations = map[string]int64{}
+		}
+		n.incarnations[id] = end // up long enough: remembered as cleared
+	case !seen:
 		if n.incarnations == nil {
 			n.incarnations = map[string]int64{}
 		}
@@ -128,16 +133,30 @@ func (n *node) noteInfo(info string, at time.Time) error {
 		n.incarnations[id] = end // no run_id: processes cannot be told apart, never shorten
 	}
 	var until int64
-	for k, e := range n.incarnations {
-		if e <= now {
-			delete(n.incarnations, k)
-			continue
-		}
+	for _, e := range n.incarnations {
 		until = max(until, e)
+	}
+	// Processes whose quarantine is over stay known (an uptime reply read
+	// again after a reconnect could otherwise quarantine them anew, being
+	// up to 1s coarse); only the most recent few are kept.
+	for len(n.incarnations) > maxIncarnations {
+		oldest := ""
+		for k, e := range n.incarnations {
+			if oldest == "" || e < n.incarnations[oldest] {
+				oldest = k
+			}
+		}
+		delete(n.incarnations, oldest)
+	}
+	if until <= now {
+		until = 0
 	}
 	n.until.Store(until)
 	return nil
 }
+
+// maxIncarnations bounds how many server processes a node remembers.
+const maxIncarnations = 8
 
 // runID reads run_id from INFO server ("" if absent).
 func runID(info string) string {
@@ -195,9 +214,7 @@ func fanout[T any](ctx context.Context, c *Coordinator, idxs []int, fn func(ctx 
 			defer cancel()
 			start := time.Now()
 			v, err := fn(nctx, n)
-			if h := c.opts.OnNodeCommand; h != nil {
-				h(n.addr, time.Since(start), err)
-			}
+			c.noteCommand(n.idx, time.Since(start), err)
 			n.noteReply(ctx, err)
 			if err != nil {
 				err = &NodeError{Node: n.idx, Addr: n.addr, Err: err}
@@ -210,6 +227,14 @@ func fanout[T any](ctx context.Context, c *Coordinator, idxs []int, fn func(ctx 
 		out = append(out, <-ch)
 	}
 	return out
+}
+
+// noteCommand reports one call to node i that took d to
+// Options.OnNodeCommand, if set.
+func (c *Coordinator) noteCommand(i int, d time.Duration, err error) {
+	if h := c.opts.OnNodeCommand; h != nil {
+		h(c.nodes[i].addr, d, err)
+	}
 }
 
 // all returns the indexes of every node.

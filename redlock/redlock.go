@@ -141,6 +141,7 @@ func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOpt
 		if err := ctx.Err(); err != nil {
 			return Lock{}, errors.Join(ErrQuorumUnavailable, err)
 		}
+		a.last = true
 		lock, err := a.run(ctx)
 		if err != nil && ctx.Err() != nil {
 			err = errors.Join(err, ctx.Err())
@@ -166,16 +167,18 @@ type attempt struct {
 	keys     []string
 	token    string
 	chosen   bool // the caller chose the token (idempotent acquire)
+	last     bool // no round follows this one
 	ttl      time.Duration
 	owner    string
 }
 
 // acqReply is one node's answer to acquire.lua.
 type acqReply struct {
-	ok       bool
-	existing bool // the token held it already
-	fence    int64
-	pttl     int64 // the other holder's remaining TTL, when !ok
+	ok        bool
+	existing  bool // the token held it already
+	committed bool // existing, and its fence is the chosen one (not the node's tentative one)
+	fence     int64
+	pttl      int64 // the other holder's remaining TTL, when !ok
 }
 
 // run is one round: SET NX PX on every node in parallel, then the fence
@@ -189,8 +192,8 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		if err != nil {
 			return acqReply{}, err
 		}
-		if len(v) == 3 && toInt(v[0]) == 1 {
-			return acqReply{ok: true, fence: toInt(v[1]), existing: toInt(v[2]) == 1}, nil
+		if len(v) == 4 && toInt(v[0]) == 1 {
+			return acqReply{ok: true, fence: toInt(v[1]), existing: toInt(v[2]) == 1, committed: toInt(v[3]) == 1}, nil
 		}
 		if len(v) == 2 && toInt(v[0]) == 0 {
 			return acqReply{pttl: toInt(v[1])}, nil
@@ -198,14 +201,15 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)
 	})
 	var (
-		ok, silent         int
-		newFence, oldFence int64
-		minFence           int64 = math.MaxInt64
-		maxFence           int64
-		pttls              []int64
-		answered, fresh    []int
-		undo               []int // nodes whose SET may have landed: all but those that refused
-		errs               []error
+		ok, silent      int
+		newFence        int64
+		oldFence        fenceChoice
+		minFence        int64 = math.MaxInt64
+		maxFence        int64
+		pttls           []int64
+		answered, fresh []int
+		undo            []int // nodes whose SET may have landed: all but those that refused
+		errs            []error
 	)
 	now := time.Now()
 	for _, r := range replies {
@@ -226,7 +230,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			}
 		case r.val.ok && r.val.existing:
 			ok++
-			oldFence = max(oldFence, r.val.fence)
+			oldFence.add(r.val.committed, r.val.fence)
 			minFence, maxFence = min(minFence, r.val.fence), max(maxFence, r.val.fence)
 		case r.val.ok:
 			ok++
@@ -240,8 +244,8 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	}
 	if ok >= c.quorum {
 		fence := newFence
-		if oldFence > 0 {
-			fence = oldFence // idempotent re-acquire keeps its fencing token
+		if old := oldFence.value(); old > 0 {
+			fence = old // idempotent re-acquire keeps its fencing token
 		}
 		// When every node granted the lock with the same fence, every
 		// counter and record already holds it: nothing to write back.
@@ -267,7 +271,17 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		undo = fresh
 	}
 	if len(undo) > 0 {
-		runScript(context.WithoutCancel(ctx), c, undo, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
+		undoCtx := context.WithoutCancel(ctx)
+		run := func() {
+			runScript(undoCtx, c, undo, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
+		}
+		if a.last && !a.chosen {
+			// No round follows with this token: the caller need not wait for
+			// slow nodes a second time.
+			go run()
+		} else {
+			run() // before the next round with the same token
+		}
 	}
 	if ok > 0 && len(pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -336,6 +350,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel()}, int64Reply)
 	var matched, other, silent int
 	var errs []error
+	now := time.Now()
 	for _, r := range replies {
 		switch {
 		case r.err != nil:
@@ -343,6 +358,10 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 			errs = append(errs, r.err)
 		case r.val == 1:
 			matched++
+		case c.nodes[r.node].quarantined(now):
+			// It may have lost the lock in its restart: its "no" proves nothing.
+			silent++
+			errs = append(errs, &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined})
 		case r.val == -1:
 			other++
 		}
@@ -358,9 +377,10 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 
 // extReply is one node's answer to extend.lua.
 type extReply struct {
-	state int64 // 1 extended, 0 absent, -1 other token
-	fence int64
-	owner string
+	state     int64 // 1 extended, 0 absent, -1 other token
+	fence     int64
+	committed bool // fence is the chosen one, not the node's tentative one
+	owner     string
 }
 
 // Extend makes the lock valid for ttl from now (DefaultTTL when ttl is 0).
@@ -387,16 +407,16 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			return extReply{}, errors.Join(err, errors.New("empty extend reply"))
 		}
 		r := extReply{state: toInt(v[0])}
-		if r.state == 1 && len(v) == 3 {
-			r.fence = toInt(v[1])
-			r.owner, _ = v[2].(string)
+		if r.state == 1 && len(v) == 4 {
+			r.fence, r.committed = recordedFence(v[1], v[2])
+			r.owner, _ = v[3].(string)
 		}
 		return r, nil
 	})
 	var extended, other, silent int
 	var absent []int
 	var errs []error
-	var fence int64
+	var fence fenceChoice
 	var owner string
 	now := time.Now()
 	for _, r := range replies {
@@ -412,9 +432,8 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			}
 		case r.val.state == 1:
 			extended++
-			if r.val.fence >= fence {
-				fence, owner = r.val.fence, r.val.owner
-			}
+			fence.add(r.val.committed, r.val.fence)
+			owner = r.val.owner
 		case r.val.state == 0:
 			absent = append(absent, r.node)
 		default:
@@ -422,6 +441,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 		}
 	}
 	if extended >= c.quorum && c.validity(ttl, start) > 0 {
+		fence := fence.value()
 		if len(absent) > 0 {
 			// The quorum holds: put the lock back where it vanished.
 			rs := runScript(ctx, c, absent, scriptReassert, keys, []any{token, ttl.Milliseconds(), fence, owner}, int64Reply)
@@ -457,6 +477,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	type state struct {
 		token       string
 		pttl, fence int64
+		committed   bool
 		owner       string
 	}
 	replies := runScript(ctx, c, c.all(), scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
@@ -464,16 +485,18 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		if errors.Is(err, redis.Nil) {
 			return state{}, nil
 		}
-		if err != nil || len(v) < 4 {
+		if err != nil || len(v) < 5 {
 			return state{}, err
 		}
-		s := state{pttl: toInt(v[1]), fence: toInt(v[2])}
+		s := state{pttl: toInt(v[1])}
+		s.fence, s.committed = recordedFence(v[2], v[3])
 		s.token, _ = v[0].(string)
-		s.owner, _ = v[3].(string)
+		s.owner, _ = v[4].(string)
 		return s, nil
 	})
 	type group struct {
 		count int
+		fence fenceChoice
 		info  Info
 	}
 	groups := map[string]*group{}
@@ -500,9 +523,8 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		}
 		g.count++
 		g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
-		if r.val.fence >= g.info.Fence {
-			g.info.Fence, g.info.Owner = r.val.fence, r.val.owner
-		}
+		g.fence.add(r.val.committed, r.val.fence)
+		g.info.Fence, g.info.Owner = g.fence.value(), r.val.owner
 		if best == nil || g.count > best.count {
 			best = g
 		}
@@ -538,6 +560,36 @@ func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 	for range c.nodes {
 		<-done
 	}
+}
+
+// fenceChoice picks the fence recorded beside a lock from several nodes'
+// records: the chosen fence (written back by commit.lua) wherever a node has
+// it, else the nodes' tentative fences, which are all equal when the write-
+// back was skipped. A node that missed the write-back keeps its own tentative
+// fence and must not be believed over the chosen one.
+type fenceChoice struct{ committed, tentative int64 }
+
+func (f *fenceChoice) add(committed bool, v int64) {
+	if committed {
+		f.committed = max(f.committed, v)
+	} else {
+		f.tentative = max(f.tentative, v)
+	}
+}
+
+func (f fenceChoice) value() int64 {
+	if f.committed > 0 {
+		return f.committed
+	}
+	return f.tentative
+}
+
+// recordedFence reads the 'fence' and 'nf' fields of a lock's record.
+func recordedFence(fence, nf any) (int64, bool) {
+	if v := toInt(fence); v > 0 {
+		return v, true
+	}
+	return toInt(nf), false
 }
 
 // toInt converts an integer reply element.

@@ -32,7 +32,10 @@ func uniq(t *testing.T) string {
 
 // downHook fails every command on a node while down is set: a fault
 // injected in front of a real client.
-type downHook struct{ down atomic.Bool }
+type downHook struct {
+	down atomic.Bool // fail every command without sending it
+	lost atomic.Bool // send every command, then fail it: its reply is lost
+}
 
 var errInjected = errors.New("injected: node down")
 
@@ -43,7 +46,12 @@ func (h *downHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(errInjected)
 			return errInjected
 		}
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		if h.lost.Load() {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return err
 	}
 }
 func (h *downHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -51,7 +59,14 @@ func (h *downHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		if h.down.Load() {
 			return errInjected
 		}
-		return next(ctx, cmds)
+		err := next(ctx, cmds)
+		if h.lost.Load() {
+			for _, cmd := range cmds {
+				cmd.SetErr(errInjected)
+			}
+			return errInjected
+		}
+		return err
 	}
 }
 
@@ -314,10 +329,10 @@ func TestQuorumMasks(t *testing.T) {
 					if !errors.As(err, &ne) || !errors.Is(err, errInjected) {
 						t.Fatalf("mask %b: err %v lacks the node errors", mask, err)
 					}
+					// The undo runs in the background (last round); nodes that
+					// were down never got the key.
+					eventually(t, 2*time.Second, "the undo", func() bool { return cl.holders(t, res, "") == 0 })
 					cl.setDown(0)
-					if got := cl.holders(t, res, ""); got != 0 {
-						t.Fatalf("mask %b: failed acquire left keys", mask)
-					}
 					continue
 				}
 				// Release with the same nodes down.
@@ -401,11 +416,15 @@ func TestHeldVersusUnavailable(t *testing.T) {
 	if !errors.As(err, &he) || he.Remaining < 9*time.Second {
 		t.Fatalf("acquire with 3 foreign err = %v (%+v)", err, he)
 	}
-	for _, s := range cl.servers[3:] {
-		if n, _ := s.Client().Exists(ctx, "redlockd:lock:/"+res).Result(); n != 0 {
-			t.Fatal("failed acquire left its key on a free node")
+	// The undo of a last round runs in the background: wait for it.
+	eventually(t, 2*time.Second, "the failed acquire's keys to be undone", func() bool {
+		for _, s := range cl.servers[3:] {
+			if n, _ := s.Client().Exists(ctx, "redlockd:lock:/"+res).Result(); n != 0 {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	// Held on 2, one node down: 2 free + 1 silent could be a quorum, so unknown.
 	res = uniq(t)
 	set(res, 0, 1)
@@ -564,7 +583,8 @@ func TestPausedNode(t *testing.T) {
 		res := uniq(t)
 		start := time.Now()
 		l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
-		if el := time.Since(start); err != nil || l.Locked != 4 || el > 400*time.Millisecond {
+		// Locked is 4, or 3 when a loaded box makes a live node miss the timeout too.
+		if el := time.Since(start); err != nil || l.Locked < 3 || el > 400*time.Millisecond {
 			t.Fatalf("acquire with a paused node = %+v, %v after %v", l, err, el)
 		}
 		if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
@@ -731,5 +751,71 @@ func TestUptime(t *testing.T) {
 	}
 	if _, err := uptime("# Server\r\n"); err == nil {
 		t.Fatal("missing uptime accepted")
+	}
+}
+
+// TestFenceOfSilentNode: a node whose acquire landed but whose reply was
+// lost keeps its own (here much higher) tentative fence beside the lock; the
+// lock's fence is the one the coordinator chose, for extend and inspect too.
+func TestFenceOfSilentNode(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	if err := cl.servers[4].Client().Set(ctx, "redlockd:fence:/"+res, 100, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Load the scripts on every node first: a lost NOSCRIPT would hide the EVAL.
+	warm, err := cl.c.Acquire(ctx, uniq(t), AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.c.Extend(ctx, "", warm.Resource, warm.Token, 0)
+	cl.c.Inspect(ctx, "", warm.Resource)
+	cl.hooks[4].lost.Store(true)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
+	cl.hooks[4].lost.Store(false)
+	if err != nil || l.Locked != 4 || l.Fence != 1 {
+		t.Fatalf("acquire = %+v, %v; want fence 1 on 4 nodes", l, err)
+	}
+	if got := cl.holders(t, res, l.Token); got != 5 {
+		keys, _ := cl.servers[4].Client().Keys(ctx, "*").Result()
+		t.Fatalf("the lost reply's SET did not land: holders %d; node 4 keys %v", got, keys)
+	}
+	e, err := cl.c.Extend(ctx, "", res, l.Token, 0)
+	if err != nil || e.Fence != l.Fence {
+		t.Fatalf("extend = %+v, %v; want the acquire's fence %d", e, err, l.Fence)
+	}
+	info, err := cl.c.Inspect(ctx, "", res)
+	if err != nil || info.Fence != l.Fence {
+		t.Fatalf("inspect = %+v, %v; want fence %d", info, err, l.Fence)
+	}
+	again, err := cl.c.Acquire(ctx, res, AcquireOptions{Token: l.Token})
+	if err == nil || !errors.Is(err, ErrInvalid) {
+		// a generated token is 22 chars: valid as a client token too
+		if err != nil || again.Fence != l.Fence {
+			t.Fatalf("idempotent re-acquire = %+v, %v; want fence %d", again, err, l.Fence)
+		}
+	}
+}
+
+// TestReleaseQuarantinedNodeIsSilent: a quarantined node's "not here" does
+// not prove the lock is gone: release answers ErrQuorumUnavailable, not
+// ErrLockExpired, when the rest cannot decide.
+func TestReleaseQuarantinedNodeIsSilent(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node 0 restarts empty and is quarantined; node 1 loses the key too.
+	cl.c.nodes[0].until.Store(mono(time.Now().Add(time.Minute)))
+	for _, s := range cl.servers[:2] {
+		s.Client().Del(ctx, "redlockd:lock:/"+res)
+	}
+	// matched 1 (node 2) + silent 1 (quarantined node 0) < quorum? 2 >= 2: unknown.
+	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("release err = %v, want ErrQuorumUnavailable", err)
 	}
 }

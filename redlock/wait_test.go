@@ -201,7 +201,9 @@ func TestWaitCancelCleansUp(t *testing.T) {
 	if cl.c.Stats().Waiting != 0 || cl.c.hub.queued(cl.c.keys("", res)[0]) {
 		t.Fatal("cancelled waiters left in the queue")
 	}
-	eventually(t, 5*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+	// A leak would be 100 goroutines or more; the clients' pools may have
+	// opened a few connections meanwhile.
+	eventually(t, 5*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base+20 })
 	// A timed-out waiter leaves the queue too.
 	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 50 * time.Millisecond}); !errors.Is(err, ErrLockHeld) {
 		t.Fatalf("timed-out waiter err = %v", err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,10 +13,14 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// FuzzHandlers sends arbitrary requests to the handler: none may panic or
-// get a 5xx, every response has an X-Request-Id, every error is a problem,
-// and the Locker only ever sees valid arguments. headers holds
-// "Name: value" lines.
+// FuzzHandlers sends arbitrary requests to the handler, once without API
+// keys and once with: none may panic or get a 5xx, every response has an
+// X-Request-Id, every error is a problem, the Locker only ever sees valid
+// arguments (and the namespace of the request's key), a rejected request
+// (400, 401, 404 with no route, 405, 413, too many waiters) never reaches
+// the Locker to take, extend or release a lock, a request without a valid
+// key reaches nothing at all, and a lock the Locker took, extended or
+// released is always answered 2xx. headers holds "Name: value" lines.
 func FuzzHandlers(f *testing.F) {
 	for _, tc := range badRequests {
 		f.Add(tc.req.method, tc.req.target, headerLines(tc.req.headers), tc.req.body)
@@ -26,40 +31,116 @@ func FuzzHandlers(f *testing.F) {
 	f.Add("GET", "/locks/held", "", "")
 	f.Add("GET", "/readyz", "", "")
 	f.Add("GET", "/openapi.yaml", "", "")
+	f.Add("GET", "/metrics", "", "")
+	f.Add("GET", "/metrics", "Authorization: Bearer "+keyB, "")
+	f.Add("POST", "/locks/job", "Authorization: Bearer "+keyA+"\nContent-Type: application/json", `{"ttl_ms": 1000}`)
+	f.Add("POST", "/locks/job", "Authorization: Bearer "+keyA, `{"ttl_ms": 1000, "wait_ms": 10}`)
+	f.Add("PATCH", "/locks/job", "Authorization: bearer "+keyB+"\nLock-Token: "+tokenA, "")
+	f.Add("DELETE", "/locks/job", "Authorization: Bearer nope\nLock-Token: "+tokenA, "")
+	f.Add("GET", "/locks/job", "Authorization: Basic "+keyA, "")
+	f.Add("DELETE", "/locks/job", "Authorization: Bearer "+keyA+"\nAuthorization: Bearer "+keyA+"\nLock-Token: "+tokenA, "")
 
 	f.Fuzz(func(t *testing.T, method, path, headers, body string) {
-		r, err := http.NewRequest(method, "http://redlockd.test"+path, strings.NewReader(body))
-		if err != nil {
-			t.Skip()
-		}
-		for line := range strings.Lines(headers) {
-			if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-				r.Header.Add(name, strings.TrimSpace(value))
+		for _, withKeys := range []bool{false, true} {
+			r, err := http.NewRequest(method, "http://redlockd.test"+path, strings.NewReader(body))
+			if err != nil {
+				t.Skip()
 			}
-		}
-		_, h := newHandler(validatingLocker(t), nil)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-
-		if w.Code >= 500 {
-			t.Errorf("%s %q: got %d %s", method, path, w.Code, w.Body)
-		}
-		if w.Header().Get("X-Request-Id") == "" {
-			t.Errorf("%s %q: no X-Request-Id", method, path)
-		}
-		if ct := w.Header().Get("Content-Type"); w.Code >= 400 && ct != "application/problem+json" {
-			t.Errorf("%s %q: got %d with Content-Type %q", method, path, w.Code, ct)
+			for line := range strings.Lines(headers) {
+				if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+					r.Header.Add(name, strings.TrimSpace(value))
+				}
+			}
+			wantNS := ""
+			cfg := Config{Metrics: NewMetrics()}
+			if withKeys {
+				cfg.Keys = testKeys(t)
+				if e, ok := keyOf(r); ok {
+					wantNS = e.namespace
+				}
+			}
+			l := validatingLocker(t, wantNS)
+			cfg.Locker = l
+			h := New(cfg).Handler()
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			checkFuzzResponse(t, r, w, l, withKeys)
 		}
 	})
 }
 
+// keyOf returns the test key that r carries in a valid Authorization header.
+func keyOf(r *http.Request) (keyEntry, bool) {
+	hdr := r.Header.Values("Authorization")
+	if len(hdr) != 1 {
+		return keyEntry{}, false
+	}
+	scheme, key, _ := strings.Cut(hdr[0], " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return keyEntry{}, false
+	}
+	switch strings.TrimSpace(key) {
+	case keyA:
+		return keyEntry{name: "a", namespace: "ns-a"}, true
+	case keyB:
+		return keyEntry{name: "b", namespace: "ns-b"}, true
+	}
+	return keyEntry{}, false
+}
+
+// rejectedKinds are the problems of requests refused before any lock is
+// touched.
+var rejectedKinds = map[string]bool{
+	"invalid-request": true, "unauthorized": true, "payload-too-large": true,
+	"method-not-allowed": true, "too-many-waiters": true,
+}
+
+func checkFuzzResponse(t *testing.T, r *http.Request, w *httptest.ResponseRecorder, l *fakeLocker, withKeys bool) {
+	t.Helper()
+	method, path := r.Method, r.URL.String()
+	if w.Code >= 500 {
+		t.Errorf("%s %q (keys %v): got %d %s", method, path, withKeys, w.Code, w.Body)
+	}
+	if w.Header().Get("X-Request-Id") == "" {
+		t.Errorf("%s %q: no X-Request-Id", method, path)
+	}
+	if ct := w.Header().Get("Content-Type"); w.Code >= 400 && ct != "application/problem+json" {
+		t.Errorf("%s %q: got %d with Content-Type %q", method, path, w.Code, ct)
+	}
+	kind := ""
+	if w.Code >= 400 {
+		var p struct{ Type string }
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatalf("%s %q: problem body %q: %v", method, path, w.Body, err)
+		}
+		kind = strings.TrimPrefix(p.Type, problemTypePrefix)
+	}
+	calls := l.calls.Load()
+	if (rejectedKinds[kind] || (kind == "not-found" && calls == 0)) && l.mutations.Load() != 0 {
+		t.Errorf("%s %q: %d %s, yet the Locker was asked to change a lock", method, path, w.Code, kind)
+	}
+	if l.changed.Load() != 0 && (w.Code < 200 || w.Code > 299) {
+		t.Errorf("%s %q: the Locker changed a lock, yet the answer is %d %s", method, path, w.Code, kind)
+	}
+	if withKeys {
+		if _, ok := keyOf(r); !ok && calls != 0 {
+			t.Errorf("%s %q: a request without a valid key reached the Locker (%d calls)", method, path, calls)
+		}
+		if _, ok := keyOf(r); !ok && (r.URL.Path == "/locks" || strings.HasPrefix(r.URL.Path, "/locks/")) && w.Code != http.StatusUnauthorized {
+			t.Errorf("%s %q: a request without a valid key got %d, want 401", method, path, w.Code)
+		}
+	}
+}
+
 // validatingLocker returns a fake Locker that fails the test when called
-// with arguments the server should have rejected. Its answers depend on the
-// resource, to reach the error paths.
-func validatingLocker(t *testing.T) *fakeLocker {
-	checkName := func(namespace, resource string) {
-		if namespace != "" || !redlock.ValidName(resource) {
-			t.Errorf("invalid name %q/%q", namespace, resource)
+// with arguments the server should have rejected, or with a namespace other
+// than namespace. Its answers depend on the resource, to reach the error
+// paths. It counts its calls, those that ask to change a lock (Acquire,
+// Extend, Release: mutations) and those that did (changed).
+func validatingLocker(t *testing.T, namespace string) *fakeLocker {
+	checkName := func(ns, resource string) {
+		if ns != namespace || !redlock.ValidName(resource) {
+			t.Errorf("invalid name %q/%q (want namespace %q)", ns, resource, namespace)
 		}
 	}
 	checkTTL := func(ttl time.Duration) {
@@ -83,49 +164,58 @@ func validatingLocker(t *testing.T) *fakeLocker {
 		}
 		return nil
 	}
-	return &fakeLocker{
-		AcquireFn: func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
-			checkName(o.Namespace, resource)
-			checkTTL(o.TTL)
-			if o.Wait < 0 || o.Wait > defaultMaxWait {
-				t.Errorf("invalid wait %v", o.Wait)
-			}
-			if o.Token != "" {
-				checkToken(o.Token)
-			}
-			if utf8.RuneCountInString(o.Owner) > redlock.MaxOwnerLen {
-				t.Errorf("owner too long: %d", len(o.Owner))
-			}
-			if err := errFor(resource); err != nil {
-				return redlock.Lock{}, err
-			}
-			return testLock(resource, tokenA, o.TTL), nil
-		},
-		ReleaseFn: func(_ context.Context, namespace, resource, token string) error {
-			checkName(namespace, resource)
-			checkToken(token)
-			return errFor(resource)
-		},
-		ExtendFn: func(_ context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error) {
-			checkName(namespace, resource)
-			checkToken(token)
-			checkTTL(ttl)
-			if err := errFor(resource); err != nil {
-				return redlock.Lock{}, err
-			}
-			return testLock(resource, token, ttl), nil
-		},
-		InspectFn: func(_ context.Context, namespace, resource string) (redlock.Info, error) {
-			checkName(namespace, resource)
-			if len(resource)%2 == 0 {
-				return redlock.Info{}, redlock.ErrNotHeld
-			}
-			return redlock.Info{Resource: resource, Fence: 1, Remaining: time.Second, HeldNodes: 3}, nil
-		},
-		StatusFn: func(context.Context) []redlock.NodeStatus {
-			return []redlock.NodeStatus{{Addr: "a:1", Up: true}, {Addr: "b:1", Up: true}, {Addr: "c:1", Up: true}}
-		},
+	l := &fakeLocker{}
+	mutate := func(err error) error {
+		l.calls.Add(1)
+		l.mutations.Add(1)
+		if err == nil {
+			l.changed.Add(1)
+		}
+		return err
 	}
+	l.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		checkName(o.Namespace, resource)
+		checkTTL(o.TTL)
+		if o.Wait < 0 || o.Wait > defaultMaxWait {
+			t.Errorf("invalid wait %v", o.Wait)
+		}
+		if o.Token != "" {
+			checkToken(o.Token)
+		}
+		if utf8.RuneCountInString(o.Owner) > redlock.MaxOwnerLen {
+			t.Errorf("owner too long: %d", len(o.Owner))
+		}
+		if err := mutate(errFor(resource)); err != nil {
+			return redlock.Lock{}, err
+		}
+		return testLock(resource, tokenA, o.TTL), nil
+	}
+	l.ReleaseFn = func(_ context.Context, namespace, resource, token string) error {
+		checkName(namespace, resource)
+		checkToken(token)
+		return mutate(errFor(resource))
+	}
+	l.ExtendFn = func(_ context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error) {
+		checkName(namespace, resource)
+		checkToken(token)
+		checkTTL(ttl)
+		if err := mutate(errFor(resource)); err != nil {
+			return redlock.Lock{}, err
+		}
+		return testLock(resource, token, ttl), nil
+	}
+	l.InspectFn = func(_ context.Context, namespace, resource string) (redlock.Info, error) {
+		l.calls.Add(1)
+		checkName(namespace, resource)
+		if len(resource)%2 == 0 {
+			return redlock.Info{}, redlock.ErrNotHeld
+		}
+		return redlock.Info{Resource: resource, Fence: 1, Remaining: time.Second, HeldNodes: 3}, nil
+	}
+	l.StatusFn = func(context.Context) []redlock.NodeStatus {
+		return []redlock.NodeStatus{{Addr: "a:1", Up: true}, {Addr: "b:1", Up: true}, {Addr: "c:1", Up: true}}
+	}
+	return l
 }
 
 // headerLines formats name, value pairs as "Name: value" lines.

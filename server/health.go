@@ -52,11 +52,6 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 	return api.GetReadyz200JSONResponse(body), nil
 }
 
-// GetMetrics answers 404 until metrics are enabled.
-func (s *Server) GetMetrics(context.Context, api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
-	return nil, errNoMetrics
-}
-
 // GetOpenAPI serves the OpenAPI document the server was generated from.
 func (s *Server) GetOpenAPI(context.Context, api.GetOpenAPIRequestObject) (api.GetOpenAPIResponseObject, error) {
 	return api.GetOpenAPI200ApplicationyamlResponse{

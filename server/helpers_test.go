@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ type fakeLocker struct {
 	ExtendFn  func(ctx context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error)
 	InspectFn func(ctx context.Context, namespace, resource string) (redlock.Info, error)
 	StatusFn  func(ctx context.Context) []redlock.NodeStatus
+
+	// Counters kept by validatingLocker (see there).
+	calls, mutations, changed atomic.Int64
 }
 
 func newFake(t testing.TB) *fakeLocker {

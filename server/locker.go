@@ -27,7 +27,3 @@ type Locker interface {
 }
 
 var _ Locker = (*redlock.Coordinator)(nil)
-
-// namespaceFrom returns the lock namespace of the caller. Every caller is in
-// the default namespace "" until API keys bring their own.
-func namespaceFrom(context.Context) string { return "" }

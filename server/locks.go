@@ -22,7 +22,7 @@ const (
 // turns into a problem response. A waiting acquire is cut short by
 // BeginShutdown.
 func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
-	if err := s.admit(req.Resource); err != nil {
+	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
 	}
 	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.defaultTTL}
@@ -52,9 +52,16 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 	}
 
 	if o.Wait > 0 {
+		if s.waiting.Add(1) > s.maxWaiters {
+			s.waiting.Add(-1)
+			return nil, errTooManyWaiters
+		}
+		defer s.waiting.Add(-1)
 		var cancel context.CancelFunc
 		ctx, cancel = s.withDrain(ctx)
 		defer cancel()
+	} else {
+		defer s.metrics.observeOp("acquire", time.Now())
 	}
 	lock, err := s.locker.Acquire(ctx, req.Resource, o)
 	if err != nil {
@@ -73,12 +80,13 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 // ReleaseLock releases a lock: 204, or an error that Handler turns into a
 // problem response.
 func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObject) (api.ReleaseLockResponseObject, error) {
-	if err := s.admit(req.Resource); err != nil {
+	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
 	}
 	if !redlock.ValidToken(req.Params.LockToken) {
 		return nil, badRequest(lockTokenRule)
 	}
+	defer s.metrics.observeOp("release", time.Now())
 	if err := s.locker.Release(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken); err != nil {
 		return nil, err
 	}
@@ -89,7 +97,7 @@ func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObje
 // ExtendLock extends a lock: 200 with the lock, or an error that Handler
 // turns into a problem response.
 func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject) (api.ExtendLockResponseObject, error) {
-	if err := s.admit(req.Resource); err != nil {
+	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
 	}
 	if !redlock.ValidToken(req.Params.LockToken) {
@@ -102,6 +110,7 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 			return nil, err
 		}
 	}
+	defer s.metrics.observeOp("extend", time.Now())
 	lock, err := s.locker.Extend(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken, ttl)
 	if err != nil {
 		return nil, err
@@ -113,9 +122,10 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 // InspectLock tells who holds a lock: 200, or an error that Handler turns
 // into a problem response (404 not-found when it is free).
 func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObject) (api.InspectLockResponseObject, error) {
-	if err := s.admit(req.Resource); err != nil {
+	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
 	}
+	defer s.metrics.observeOp("inspect", time.Now())
 	info, err := s.locker.Inspect(ctx, namespaceFrom(ctx), req.Resource)
 	if err != nil {
 		return nil, err
@@ -132,8 +142,13 @@ func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObje
 }
 
 // admit returns errShuttingDown once BeginShutdown was called, else an
-// invalid-request error if resource is not a valid name.
-func (s *Server) admit(resource string) error {
+// invalid-request error if resource is not a valid name. With API keys, it
+// also refuses a request that authenticate did not let through (a safety
+// net: authenticate runs before routing and answers those itself).
+func (s *Server) admit(ctx context.Context, resource string) error {
+	if _, ok := ctx.Value(callerKey{}).(caller); s.keys.Len() > 0 && !ok {
+		return errNoKey
+	}
 	if s.draining() {
 		return errShuttingDown
 	}

@@ -78,8 +78,9 @@ func setOutcome(ctx context.Context, outcome string) {
 }
 
 // accessLog logs one line per request: method, route pattern, resource,
-// status, latency and outcome (plus req_id from the logger). It never logs
-// headers, tokens or bodies.
+// status, latency and outcome (plus req_id, and the API key's name, from the
+// logger), and records the request in the metrics. It never logs headers,
+// tokens or bodies.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -89,12 +90,10 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 
 		next.ServeHTTP(ww, r)
 
+		elapsed := time.Since(start)
 		status := cmp.Or(ww.Status(), http.StatusOK)
-		route, resource := "", ""
-		if rctx := chi.RouteContext(r.Context()); rctx != nil {
-			route = rctx.RoutePattern()
-			resource = loggableResource(r, rctx.URLParam("resource"))
-		}
+		route, resource := routeOf(r)
+		outcome := cmp.Or(ri.outcome, strings.ToLower(http.StatusText(status)))
 		level := zerolog.InfoLevel
 		if status >= http.StatusInternalServerError {
 			level = zerolog.ErrorLevel
@@ -104,10 +103,36 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			Str("route", route).
 			Str("resource", resource).
 			Int("status", status).
-			Float64("latency_ms", float64(time.Since(start).Microseconds())/1000).
-			Str("outcome", cmp.Or(ri.outcome, strings.ToLower(http.StatusText(status)))).
+			Float64("latency_ms", float64(elapsed.Microseconds())/1000).
+			Str("outcome", outcome).
 			Msg("request")
+		s.metrics.observeRequest(route, r.Method, status, elapsed, outcome)
 	})
+}
+
+// routeOf returns the route pattern of a served request and its loggable
+// resource. A request answered before routing (401 unauthorized, 413) or
+// with 405 is matched against the routes here, so that it is logged and
+// counted under its path's route too; "" when no route matches the path.
+func routeOf(r *http.Request) (route, resource string) {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return "", ""
+	}
+	if route = rctx.RoutePattern(); route != "" {
+		return route, loggableResource(r, rctx.URLParam("resource"))
+	}
+	if rctx.Routes == nil {
+		return "", ""
+	}
+	path := cmp.Or(r.URL.RawPath, r.URL.Path)
+	for _, m := range []string{r.Method, http.MethodGet, http.MethodPost} {
+		found := chi.NewRouteContext()
+		if route = rctx.Routes.Find(found, m, path); route != "" {
+			return route, loggableResource(r, found.URLParam("resource"))
+		}
+	}
+	return "", ""
 }
 
 // loggableResource returns the percent-decoded resource of the path if it is a

@@ -30,6 +30,8 @@ var (
 	errNoMethod = errors.New("server: method not allowed")
 	// errNoMetrics means /metrics is not enabled.
 	errNoMetrics = errors.New("server: metrics not enabled")
+	// errTooManyWaiters means Config.MaxWaiters acquires are already waiting.
+	errTooManyWaiters = errors.New("server: too many waiters")
 )
 
 // requestError is a malformed request. Its detail is shown to the client, so
@@ -58,6 +60,8 @@ type problem struct {
 	lockState api.ProblemLockState
 	// retryAfter, when positive, is sent as Retry-After and retry_after_ms.
 	retryAfter time.Duration
+	// wwwAuthenticate, when set, is sent as WWW-Authenticate.
+	wwwAuthenticate string
 }
 
 // problemFor is the one table from errors to HTTP statuses and problem
@@ -72,6 +76,18 @@ func (s *Server) problemFor(err error) problem {
 	case errors.Is(err, errShuttingDown):
 		return problem{status: http.StatusServiceUnavailable, kind: "shutting-down", title: "Shutting down",
 			detail: "the server is shutting down; try again", retryAfter: jitter(time.Second)}
+	case errors.Is(err, errNoKey):
+		return problem{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
+			detail:          "an API key is required: send Authorization: Bearer <key>",
+			wwwAuthenticate: `Bearer realm="redlockd"`}
+	case errors.Is(err, errBadKey):
+		return problem{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
+			detail:          "the API key is not valid: send one Authorization: Bearer <key> header with a key of this server",
+			wwwAuthenticate: `Bearer realm="redlockd", error="invalid_token"`}
+	case errors.Is(err, errTooManyWaiters):
+		return problem{status: http.StatusServiceUnavailable, kind: "too-many-waiters", title: "Too many waiters",
+			detail:     fmt.Sprintf("%d acquires are already waiting on this gateway; try again later, or without wait_ms", s.maxWaiters),
+			retryAfter: jitter(time.Second)}
 	case errors.As(err, &tooBig):
 		return problem{status: http.StatusRequestEntityTooLarge, kind: "payload-too-large", title: "Payload too large",
 			detail: fmt.Sprintf("the request body is larger than %d bytes", maxBodyBytes)}
@@ -142,6 +158,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		ms := p.retryAfter.Milliseconds()
 		body.RetryAfterMs = &ms
 		w.Header().Set("Retry-After", strconv.FormatInt(max(1, (ms+999)/1000), 10))
+	}
+	if p.wwwAuthenticate != "" {
+		w.Header().Set("WWW-Authenticate", p.wwwAuthenticate)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.status)

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -21,6 +22,8 @@ const (
 	defaultTTL     = 30 * time.Second
 	defaultMaxTTL  = 60 * time.Second
 	defaultMaxWait = 60 * time.Second
+	// DefaultMaxWaiters is Config.MaxWaiters's default.
+	DefaultMaxWaiters = 10000
 )
 
 // Config configures a Server. The zero value of each field but Locker means
@@ -38,6 +41,19 @@ type Config struct {
 	MaxTTL time.Duration
 	// MaxWait is the largest wait_ms an acquire may ask for. Default: 60s.
 	MaxWait time.Duration
+	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once;
+	// one more gets 503 too-many-waiters. Default: 10000.
+	MaxWaiters int
+	// Keys are the API keys. With at least one, every /locks request needs
+	// "Authorization: Bearer <key>" and reaches only its key's namespace.
+	// Default: none, no authentication (every caller is in namespace "").
+	Keys *Keys
+	// MetricsAuth makes GET /metrics need an API key too (any key, whatever
+	// its namespace). It has no effect without Keys.
+	MetricsAuth bool
+	// Metrics, if set, are served at GET /metrics and fed by every request;
+	// see NewMetrics. Default: none, /metrics answers 404.
+	Metrics *Metrics
 }
 
 // Server serves the redlockd HTTP API. It implements
@@ -46,6 +62,13 @@ type Server struct {
 	locker                      Locker
 	log                         zerolog.Logger
 	defaultTTL, maxTTL, maxWait time.Duration
+	maxWaiters                  int64
+	keys                        *Keys
+	metricsAuth                 bool
+	metrics                     *Metrics
+
+	// waiting counts the acquires with wait_ms > 0 in progress.
+	waiting atomic.Int64
 
 	// drain is cancelled by BeginShutdown.
 	drain     context.Context
@@ -57,13 +80,20 @@ var _ api.StrictServerInterface = (*Server)(nil)
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
 	s := &Server{
-		locker:     cfg.Locker,
-		log:        cfg.Log,
-		defaultTTL: cmp.Or(cfg.DefaultTTL, defaultTTL),
-		maxTTL:     cmp.Or(cfg.MaxTTL, defaultMaxTTL),
-		maxWait:    cmp.Or(cfg.MaxWait, defaultMaxWait),
+		locker:      cfg.Locker,
+		log:         cfg.Log,
+		defaultTTL:  cmp.Or(cfg.DefaultTTL, defaultTTL),
+		maxTTL:      cmp.Or(cfg.MaxTTL, defaultMaxTTL),
+		maxWait:     cmp.Or(cfg.MaxWait, defaultMaxWait),
+		maxWaiters:  int64(cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)),
+		keys:        cfg.Keys,
+		metricsAuth: cfg.MetricsAuth,
+		metrics:     cfg.Metrics,
 	}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
+	if s.metrics != nil {
+		s.metrics.watch(s)
+	}
 	return s
 }
 
@@ -72,7 +102,7 @@ func New(cfg Config) *Server {
 // the one table in problem.go.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(withLogger(s.log), requestID, s.accessLog, s.recoverer, s.limitBody)
+	r.Use(withLogger(s.log), requestID, s.accessLog, s.recoverer, s.authenticate, s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
 	r.MethodNotAllowed(s.methodNotAllowed)
 

@@ -99,43 +99,91 @@ func TestLogs(t *testing.T) {
 	}
 }
 
-// TestSecretsHidden runs the gateway against password-protected nodes and
-// checks that neither the password nor tokens show in /readyz, problem
-// bodies or logs.
+// TestSecretsHidden runs the gateway at debug level with an API keys file
+// against password-protected nodes, calls every endpoint with every kind of
+// answer (created, held, invalid, unauthorized with a wrong key, not owner,
+// released, not found, method not allowed, too large) carrying a
+// recognisable API key, lock tokens and Redis password, and checks that none
+// of them shows in any response body or header, /readyz, /metrics, or
+// anything the process printed.
 func TestSecretsHidden(t *testing.T) {
 	const password = "pw-Zq8sVb3nLk2xYt"
+	const wrongKey = "wrong-key-Hj4kLm9pQr2sTv6wXy"
 	nodes := startClusterPassword(t, 5, password)
-	gw := startGateway(t, nodes)
+	k := keygen(t, "secrets", "secrets")
+	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, k), "--log-level", "debug")
+	auth := bearer(k.Key)
+	with := func(hdr ...string) []string { return append(append([]string{}, auth...), hdr...) }
 
 	res := resourceName(t)
-	tok := lock(t, gw, res, "").str(t, "token")
-	r := gw.do(t, http.MethodGet, "/readyz", "")
+	ctok := clientToken(t)
+	var resps []*Resp
+	rec := func(r *Resp) *Resp { resps = append(resps, r); return r }
+
+	a := rec(gw.do(t, http.MethodPost, "/locks/"+res, fmt.Sprintf(`{"ttl_ms":10000,"token":%q}`, ctok), auth...))
+	wantStatus(t, a, http.StatusCreated)
+	rec(gw.do(t, http.MethodPost, "/locks/"+res, fmt.Sprintf(`{"token":%q}`, ctok), auth...))                    // 201 again
+	wantProblem(t, rec(gw.do(t, http.MethodPost, "/locks/"+res, "", auth...)), http.StatusConflict, "lock-held") // held
+	wantProblem(t, rec(gw.do(t, http.MethodPost, "/locks/"+res, fmt.Sprintf(`{"token":%q,"x":1}`, ctok), auth...)), 400, "invalid-request")
+	wantProblem(t, rec(gw.do(t, http.MethodPost, "/locks/"+res, "", bearer(wrongKey)...)), 401, "unauthorized")
+	wantProblem(t, rec(gw.do(t, http.MethodDelete, "/locks/"+res, "", append(bearer(wrongKey), "Lock-Token", ctok)...)), 401, "unauthorized")
+	wantProblem(t, rec(gw.do(t, http.MethodGet, "/locks/"+res, "", "Authorization", wrongKey)), 401, "unauthorized")
+	wantStatus(t, rec(gw.do(t, http.MethodGet, "/locks/"+res, "", auth...)), http.StatusOK)
+	wantStatus(t, rec(gw.do(t, http.MethodPatch, "/locks/"+res, `{"ttl_ms":10000}`, with("Lock-Token", ctok)...)), http.StatusOK)
+	wantProblem(t, rec(gw.do(t, http.MethodPatch, "/locks/"+res, "", with("Lock-Token", clientToken(t))...)), 409, "not-owner")
+	wantProblem(t, rec(gw.do(t, http.MethodDelete, "/locks/"+res, "", with("Lock-Token", ctok+"!")...)), 400, "invalid-request")
+	wantProblem(t, rec(gw.do(t, http.MethodPut, "/locks/"+res, "", with("Lock-Token", ctok)...)), 405, "method-not-allowed")
+	wantProblem(t, rec(gw.do(t, http.MethodPost, "/locks/"+res, `{"token":"`+ctok+`","owner":"`+strings.Repeat("o", 17<<10)+`"}`, auth...)), 413, "payload-too-large")
+	wantStatus(t, rec(gw.do(t, http.MethodDelete, "/locks/"+res, "", with("Lock-Token", ctok)...)), http.StatusNoContent)
+	wantProblem(t, rec(gw.do(t, http.MethodDelete, "/locks/"+res, "", with("Lock-Token", ctok)...)), 409, "not-owner")
+	wantProblem(t, rec(gw.do(t, http.MethodGet, "/locks/"+res, "", auth...)), 404, "not-found")
+	gtok := rec(gw.do(t, http.MethodPost, "/locks/"+res, "", auth...)).str(t, "token") // a gateway-made token
+	wantStatus(t, rec(gw.do(t, http.MethodDelete, "/locks/"+res, "", with("Lock-Token", gtok)...)), http.StatusNoContent)
+	wantProblem(t, rec(gw.do(t, http.MethodGet, "/nope?key="+k.Key, "", auth...)), 404, "not-found")
+	for _, path := range []string{"/healthz", "/openapi.yaml", "/metrics"} {
+		wantStatus(t, rec(gw.do(t, http.MethodGet, path, "", auth...)), http.StatusOK)
+	}
+	r := rec(gw.do(t, http.MethodGet, "/readyz", "", auth...))
 	wantStatus(t, r, http.StatusOK)
 	checkReadyNodes(t, r, nodes, nil)
-	for _, resp := range []*Resp{r, acquire(t, gw, res, ""), inspect(t, gw, res)} {
-		wantNoSecret(t, resp, password)
-		wantNoSecret(t, resp, tok)
+
+	for _, resp := range resps {
+		secrets := []string{password, k.Key, wrongKey}
+		if !(resp.Status == http.StatusCreated || (resp.Method == http.MethodPatch && resp.Status == http.StatusOK)) {
+			secrets = append(secrets, ctok, gtok) // only the holder's own acquire and extend answers carry its token
+		}
+		for _, secret := range secrets {
+			wantNoSecret(t, resp, secret)
+		}
 	}
-	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
 
 	// A node with a wrong password is down, and the error says nothing of it.
 	bad := startRedisPassword(t, "another-password-1")
 	bad.Password = "wrong-password-Xy7"
-	gw2 := startGateway(t, append(nodes[:4:4], bad))
+	gw2 := startGateway(t, append(nodes[:4:4], bad), "--log-level", "debug")
 	var r2 *Resp
 	eventually(t, 10*time.Second, "/readyz shows the node with a wrong password down", func() bool {
 		r2 = gw2.do(t, http.MethodGet, "/readyz", "")
 		return countUp(r2) == 4
 	})
-	wantNoSecret(t, r2, "wrong-password-Xy7")
-	wantNoSecret(t, r2, password)
+	lock(t, gw2, resourceName(t), "")
+	m2 := gw2.do(t, http.MethodGet, "/metrics", "")
+	for _, resp := range []*Resp{r2, m2} {
+		wantNoSecret(t, resp, "wrong-password-Xy7")
+		wantNoSecret(t, resp, "another-password-1")
+		wantNoSecret(t, resp, password)
+	}
 
 	gw.Stop()
 	gw2.Stop()
-	for _, s := range []string{password, "wrong-password-Xy7", tok} {
-		if strings.Contains(gw.Stderr()+gw2.Stderr(), s) {
+	logs := gw.Stderr() + gw2.Stderr()
+	for _, s := range []string{password, "wrong-password-Xy7", k.Key, wrongKey, ctok, gtok} {
+		if strings.Contains(logs, s) {
 			t.Errorf("secret %s… appears in the logs", s[:6])
 		}
+	}
+	if !strings.Contains(logs, `"level":"debug"`) && !strings.Contains(logs, `"status":401`) {
+		t.Errorf("the logs look empty:\n%s", tail(logs, 20))
 	}
 }
 

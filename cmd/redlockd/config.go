@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,12 +9,14 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlockd/redlockd/redlock"
+	"github.com/redlockd/redlockd/server"
 	"github.com/rs/zerolog"
 )
 
@@ -41,10 +44,22 @@ type Config struct {
 	DriftFactor float64
 	// KeyPrefix is put before every Redis key.
 	KeyPrefix string
-	// APIKeysFile is the API keys file (not supported yet: Validate refuses it).
+	// APIKeysFile is the JSON file of API keys (see server.ParseKeys); with
+	// it every /locks request needs a key. Empty: no authentication.
 	APIKeysFile string
+	// MetricsAuth makes GET /metrics need an API key too.
+	MetricsAuth bool
 	// TLSCert and TLSKey are PEM files; with both, redlockd serves HTTPS.
 	TLSCert, TLSKey string
+	// RedisCAFile is a PEM file of the CA certificates that rediss:// nodes
+	// are verified against. Empty: the system's roots (SSL_CERT_FILE and
+	// SSL_CERT_DIR are honoured).
+	RedisCAFile string
+	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once.
+	MaxWaiters int
+	// ReadHeaderTimeout bounds reading a request's headers; IdleTimeout
+	// bounds an idle keep-alive connection.
+	ReadHeaderTimeout, IdleTimeout time.Duration
 	// LogLevel is debug, info, warn or error; LogFormat is json or console.
 	LogLevel, LogFormat string
 	// RestartQuarantine keeps a restarted node from voting for MaxTTL.
@@ -64,6 +79,9 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		LogFormat:         "json",
 		RestartQuarantine: true,
+		MaxWaiters:        server.DefaultMaxWaiters,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       120 * time.Second,
 	}
 }
 
@@ -104,9 +122,20 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor,
 		"clock drift allowed per unit of TTL, a `factor` in [0, 0.5): validity = ttl - elapsed - (ttl*factor + 2ms)")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
-	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile, "JSON `file` of API keys (not supported yet: redlockd refuses to start with it)")
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile,
+		`JSON `+"`file`"+` of API keys, {"keys":[{"name":N,"namespace":S,"sha256":HEX}]}, holding only their SHA-256 (make entries with 'redlockd keygen'); `+
+			`with it every /locks request needs Authorization: Bearer <key> and reaches only its key's namespace; empty: no authentication`)
+	fs.Var((*onOff)(&c.MetricsAuth), "metrics-auth", "on: GET /metrics needs an API key too (any key of --api-keys-file)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file`; with --tls-key, serve HTTPS")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file`; with --tls-cert, serve HTTPS")
+	fs.StringVar(&c.RedisCAFile, "redis-ca-file", c.RedisCAFile,
+		"PEM `file` of the CA certificates to verify rediss:// nodes with; empty: the system's roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured)")
+	fs.IntVar(&c.MaxWaiters, "max-waiters", c.MaxWaiters,
+		"largest `number` of acquires with wait_ms > 0 in progress at once on this gateway; one more gets 503 too-many-waiters")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout,
+		"time a client has to send a request's headers (slow clients are cut off); the body gets 5s more")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout,
+		"how long an idle keep-alive connection is kept open; behind a load balancer, make it longer than the balancer's own idle timeout")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "`level` of the logs: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format` of the logs: json (one object per line) or console (for humans)")
 	fs.Var((*onOff)(&c.RestartQuarantine), "restart-quarantine",
@@ -143,7 +172,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 		return c, &UsageError{Err: err}
 	}
 	if fs.NArg() > 0 {
-		return c, usageErrorf("serve takes no arguments, got %q", fs.Arg(0))
+		return c, usageErrorf("serve takes no arguments, got %q", redactArg(fs.Arg(0)))
 	}
 	return c, nil
 }
@@ -151,7 +180,8 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 // serveFlagOrder is the order of the flags in the help: SPEC §4's.
 var serveFlagOrder = []string{
 	"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout", "drift-factor", "key-prefix",
-	"api-keys-file", "tls-cert", "tls-key", "log-level", "log-format", "restart-quarantine",
+	"api-keys-file", "metrics-auth", "tls-cert", "tls-key", "redis-ca-file", "log-level", "log-format", "restart-quarantine",
+	"max-waiters", "read-header-timeout", "idle-timeout",
 }
 
 // printServeFlags writes the help of every serve flag, with its environment
@@ -234,11 +264,23 @@ func (c Config) Validate() error {
 	if c.KeyPrefix == "" {
 		add("--key-prefix must not be empty: it keeps redlockd's keys apart from other data")
 	}
-	if c.APIKeysFile != "" {
-		add("--api-keys-file is not supported yet by this version; refusing to start without the authentication it asks for")
+	if c.MetricsAuth && c.APIKeysFile == "" {
+		add("--metrics-auth on needs --api-keys-file: there would be no key to check")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		add("--tls-cert and --tls-key go together: give both or neither")
+	}
+	if c.RedisCAFile != "" && !c.anyRediss() {
+		add("--redis-ca-file is given but no --redis URL is rediss:// (TLS)")
+	}
+	if c.MaxWaiters < 1 {
+		add("--max-waiters %d must be at least 1", c.MaxWaiters)
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		add("--read-header-timeout %v must be positive", c.ReadHeaderTimeout)
+	}
+	if c.IdleTimeout <= 0 {
+		add("--idle-timeout %v must be positive", c.IdleTimeout)
 	}
 	if _, ok := logLevels[c.LogLevel]; !ok {
 		add("--log-level %q must be debug, info, warn or error", c.LogLevel)
@@ -274,6 +316,50 @@ func validListen(addr string) error {
 // DevMode reports whether no Redis URL is given: redlockd then runs embedded
 // in-memory nodes.
 func (c Config) DevMode() bool { return len(c.Redis) == 0 }
+
+// anyRediss reports whether a Redis URL has the rediss:// (TLS) scheme.
+func (c Config) anyRediss() bool {
+	for _, raw := range c.Redis {
+		if u, err := url.Parse(raw); err == nil && u.Scheme == "rediss" {
+			return true
+		}
+	}
+	return false
+}
+
+// loadKeys reads and validates the API keys file; nil without one. May
+// return a *UsageError.
+func (c Config) loadKeys() (*server.Keys, error) {
+	if c.APIKeysFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(c.APIKeysFile)
+	if err != nil {
+		return nil, usageErrorf("--api-keys-file: %v", err)
+	}
+	keys, err := server.ParseKeys(data)
+	if err != nil {
+		return nil, usageErrorf("--api-keys-file %s: %w", c.APIKeysFile, err)
+	}
+	return keys, nil
+}
+
+// redisRoots reads --redis-ca-file; nil (the system's roots) without one.
+// May return a *UsageError.
+func (c Config) redisRoots() (*x509.CertPool, error) {
+	if c.RedisCAFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(c.RedisCAFile)
+	if err != nil {
+		return nil, usageErrorf("--redis-ca-file: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageErrorf("--redis-ca-file %s: no PEM certificate found", c.RedisCAFile)
+	}
+	return pool, nil
+}
 
 // redisOptions parses the Redis URLs with redis.ParseURL (user, password,
 // TLS and db come from the URL). Its errors never contain a password.
@@ -336,6 +422,20 @@ func parseRedisURL(raw string) (*redis.Options, error) {
 	return o, nil
 }
 
+// redactArg returns a stray command-line argument fit to be shown: a URL
+// with user info (maybe a password) is redacted, or hidden if it does not
+// parse.
+func redactArg(arg string) string {
+	if !strings.Contains(arg, "@") {
+		return arg
+	}
+	u, err := url.Parse(arg)
+	if err != nil || u.User == nil {
+		return "<not shown: it may contain a password>"
+	}
+	return redact(u)
+}
+
 // redactURL returns raw with its password replaced by xxxxx and its query
 // and fragment left out, or a placeholder when raw does not parse.
 func redactURL(raw string) string {
@@ -361,9 +461,11 @@ func redact(u *url.URL) string {
 // String returns the configuration as flags, Redis passwords redacted.
 func (c Config) String() string {
 	return fmt.Sprintf("--listen=%s --redis=%s --default-ttl=%v --max-ttl=%v --max-wait=%v --node-timeout=%v "+
-		"--drift-factor=%v --key-prefix=%q --api-keys-file=%q --tls-cert=%q --tls-key=%q --log-level=%s --log-format=%s --restart-quarantine=%v",
+		"--drift-factor=%v --key-prefix=%q --api-keys-file=%q --metrics-auth=%v --tls-cert=%q --tls-key=%q --redis-ca-file=%q "+
+		"--log-level=%s --log-format=%s --restart-quarantine=%v --max-waiters=%d --read-header-timeout=%v --idle-timeout=%v",
 		c.Listen, urlList(c.Redis), c.DefaultTTL, c.MaxTTL, c.MaxWait, c.NodeTimeout,
-		c.DriftFactor, c.KeyPrefix, c.APIKeysFile, c.TLSCert, c.TLSKey, c.LogLevel, c.LogFormat, onOff(c.RestartQuarantine))
+		c.DriftFactor, c.KeyPrefix, c.APIKeysFile, onOff(c.MetricsAuth), c.TLSCert, c.TLSKey, c.RedisCAFile,
+		c.LogLevel, c.LogFormat, onOff(c.RestartQuarantine), c.MaxWaiters, c.ReadHeaderTimeout, c.IdleTimeout)
 }
 
 // GoString redacts like String, so that %#v shows no password either.

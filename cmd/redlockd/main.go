@@ -61,9 +61,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 		return exitOK
 	case "run":
 		return runRun(ctx, args, stdout, stderr, lookupEnv)
+	case "bench":
+		return runBench(ctx, args, stdout, stderr)
 	case "keygen":
-		// Later: runKeygen (keygen.go), per SPEC §4.
-		return usage(stderr, fmt.Errorf("%q is not implemented yet in this version", cmd))
+		return runKeygen(args, stdout, stderr)
+	case "probe":
+		return runProbe(ctx, args, stdout, stderr, lookupEnv)
 	default:
 		return usage(stderr, fmt.Errorf("unknown command %q", cmd))
 	}
@@ -114,6 +117,10 @@ Usage:
   redlockd [serve] [flags]   run the gateway (serve is the default command)
   redlockd run [flags] -- CMD [ARGS...]
                              hold a lock around a command (redlockd run --help)
+  redlockd bench [flags]     measure a gateway and the library (redlockd bench --help)
+  redlockd keygen --name N --namespace S
+                             make an API key (line 1) and its keys-file entry (line 2)
+  redlockd probe [--url URL] exit 0 iff GET URL (default: local /healthz) answers 2xx
   redlockd version           print the version
   redlockd help              print this help (also: --help, -h)
 

@@ -21,11 +21,12 @@ import (
 )
 
 // HTTP server limits. The write timeout is MaxWait + writeTimeoutMargin, so
-// that a request held open for the longest allowed wait still gets its answer.
+// that a request held open for the longest allowed wait still gets its
+// answer; the read timeout (headers and body) is the read header timeout
+// (--read-header-timeout) + bodyReadTimeout. The idle timeout is
+// --idle-timeout.
 const (
-	readHeaderTimeout      = 5 * time.Second
-	readTimeout            = 10 * time.Second
-	idleTimeout            = 60 * time.Second
+	bodyReadTimeout        = 5 * time.Second
 	writeTimeoutMargin     = 10 * time.Second
 	maxHeaderBytes         = 16 << 10
 	defaultShutdownTimeout = 10 * time.Second
@@ -80,7 +81,13 @@ func (m *Main) Open() (err error) {
 	if err != nil {
 		return err
 	}
+	keys, err := c.loadKeys()
+	if err != nil {
+		return err
+	}
 	m.Log = newLogger(m.stderr(), c)
+	// go-redis logs dial failures on its own: make them JSON lines too.
+	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
 		if err != nil {
 			m.closeAll()
@@ -92,7 +99,10 @@ func (m *Main) Open() (err error) {
 	if err != nil {
 		return err
 	}
-	m.coord, err = redlock.New(nodes, m.redlockOptions())
+	metrics := server.NewMetrics()
+	opts := m.redlockOptions()
+	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
+	m.coord, err = redlock.New(nodes, opts)
 	if err != nil {
 		if errors.Is(err, redlock.ErrInvalid) {
 			return &UsageError{Err: err}
@@ -103,20 +113,28 @@ func (m *Main) Open() (err error) {
 	// Dial every node before listening, so the first requests do not pay for it.
 	m.coord.Warm(context.Background(), time.Second)
 
+	if keys.Len() > 0 {
+		m.Log.Info().Int("keys", keys.Len()).Bool("metrics_auth", c.MetricsAuth).
+			Msg("API keys loaded: every /locks request needs Authorization: Bearer <key>")
+	}
 	m.srv = server.New(server.Config{
-		Locker:     m.coord,
-		Log:        m.Log,
-		DefaultTTL: c.DefaultTTL,
-		MaxTTL:     c.MaxTTL,
-		MaxWait:    c.MaxWait,
+		Locker:      m.coord,
+		Log:         m.Log,
+		DefaultTTL:  c.DefaultTTL,
+		MaxTTL:      c.MaxTTL,
+		MaxWait:     c.MaxWait,
+		MaxWaiters:  c.MaxWaiters,
+		Keys:        keys,
+		MetricsAuth: c.MetricsAuth,
+		Metrics:     metrics,
 	})
 	m.http = &http.Server{
 		Handler:           m.srv.Handler(),
 		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
 		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
-		IdleTimeout:       idleTimeout,
+		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
 	}
@@ -127,9 +145,9 @@ func (m *Main) Open() (err error) {
 	}
 	m.ln = ln
 	m.Log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConfig != nil).Msg("listening")
-	if !isLoopback(ln.Addr()) {
+	if !isLoopback(ln.Addr()) && keys.Len() == 0 {
 		m.Log.Warn().Str("addr", ln.Addr().String()).
-			Msg("listening beyond loopback without API keys (not supported yet): anyone who can reach this port can take and release locks")
+			Msg("listening beyond loopback without API keys: anyone who can reach this port can take and release locks; give --api-keys-file (make keys with 'redlockd keygen')")
 	}
 
 	m.served = make(chan struct{})
@@ -233,7 +251,20 @@ func (m *Main) stderr() io.Writer {
 // or those of freshly started dev nodes.
 func (m *Main) startNodes() ([]*redis.Options, error) {
 	if !m.Config.DevMode() {
-		return m.Config.redisOptions()
+		opts, err := m.Config.redisOptions()
+		if err != nil {
+			return nil, err
+		}
+		roots, err := m.Config.redisRoots()
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range opts {
+			if o.TLSConfig != nil && roots != nil {
+				o.TLSConfig.RootCAs = roots
+			}
+		}
+		return opts, nil
 	}
 	d, err := startDevNodes(devNodeCount)
 	if err != nil {
@@ -352,4 +383,13 @@ func (l httpErrorLog) Write(p []byte) (int, error) {
 		l.log.Warn().Str("component", "http").Msg(msg)
 	}
 	return len(p), nil
+}
+
+// redisLog sends go-redis's own log lines (dial failures to a node that is
+// down, ...) to zerolog as warnings. They name nodes by host:port, never
+// with credentials.
+type redisLog struct{ log zerolog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -1,0 +1,219 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// API keys.
+//
+// An API keys file is JSON, {"keys":[{"name":"ci","namespace":"ci",
+// "sha256":"<hex>"}]}: it stores the SHA-256 of each key, never the key. A
+// request presents its key as "Authorization: Bearer <key>"; the server
+// hashes it and compares the hash with every entry in constant time, without
+// stopping at a match, so the time taken says nothing about which entry (if
+// any) matched. The key's namespace is then the request's: the same resource
+// name in two namespaces is two independent locks.
+
+// Errors of authentication, mapped by problemFor to 401 unauthorized.
+var (
+	// errNoKey means the request has no Authorization header.
+	errNoKey = errors.New("server: no API key")
+	// errBadKey means the Authorization header is not "Bearer <key>" or the
+	// key is unknown.
+	errBadKey = errors.New("server: unknown API key")
+)
+
+// APIKey is one entry of an API keys file.
+type APIKey struct {
+	// Name identifies the key in logs; it is not secret.
+	Name string `json:"name"`
+	// Namespace is the lock namespace the key reaches.
+	Namespace string `json:"namespace"`
+	// SHA256 is the hex SHA-256 of the key.
+	SHA256 string `json:"sha256"`
+}
+
+// keysFile is the JSON document of an API keys file.
+type keysFile struct {
+	Keys []APIKey `json:"keys"`
+}
+
+// Keys is a validated set of API keys. The zero value and nil hold no key.
+type Keys struct {
+	entries []keyEntry
+}
+
+type keyEntry struct {
+	name, namespace string
+	sum             [sha256.Size]byte
+}
+
+// maxKeysFileBytes bounds the size of an API keys file.
+const maxKeysFileBytes = 1 << 20
+
+// ParseKeys parses and validates an API keys file: a JSON object with one
+// member "keys", a non-empty list of entries with exactly the members name,
+// namespace (both valid names per redlock.ValidName) and sha256 (64 hex
+// digits); names and hashes must be unique. The error lists every problem;
+// it quotes no hash.
+func ParseKeys(data []byte) (*Keys, error) {
+	if len(data) > maxKeysFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxKeysFileBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f keysFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf(`not a JSON object {"keys":[{"name":…,"namespace":…,"sha256":…}]}: %v`, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("unexpected data after the JSON object")
+	}
+	if len(f.Keys) == 0 {
+		return nil, errors.New(`no keys: "keys" must list at least one key (make one with 'redlockd keygen')`)
+	}
+	var (
+		errs   []error
+		names  = map[string]int{}
+		hashes = map[[sha256.Size]byte]int{}
+		k      = &Keys{entries: make([]keyEntry, 0, len(f.Keys))}
+	)
+	for i, e := range f.Keys {
+		n := i + 1
+		if !redlock.ValidName(e.Name) {
+			errs = append(errs, fmt.Errorf("key #%d: name %q must be 1-200 characters of [A-Za-z0-9._:-]", n, truncate(e.Name, 64)))
+		} else if j, dup := names[e.Name]; dup {
+			errs = append(errs, fmt.Errorf("key #%d: name %q is already key #%d's", n, e.Name, j))
+		} else {
+			names[e.Name] = n
+		}
+		if !redlock.ValidName(e.Namespace) {
+			errs = append(errs, fmt.Errorf("key #%d (%s): namespace %q must be 1-200 characters of [A-Za-z0-9._:-]", n, truncate(e.Name, 64), truncate(e.Namespace, 64)))
+		}
+		b, err := hex.DecodeString(e.SHA256)
+		if err != nil || len(b) != sha256.Size {
+			// Not quoted: it may be the key itself, pasted by mistake.
+			errs = append(errs, fmt.Errorf("key #%d (%s): sha256 must be 64 hex digits, the SHA-256 of the key (not the key itself)", n, truncate(e.Name, 64)))
+			continue
+		}
+		sum := [sha256.Size]byte(b)
+		if j, dup := hashes[sum]; dup {
+			errs = append(errs, fmt.Errorf("key #%d (%s): same sha256 as key #%d: one key cannot have two names", n, truncate(e.Name, 64), j))
+			continue
+		}
+		hashes[sum] = n
+		k.entries = append(k.entries, keyEntry{name: e.Name, namespace: e.Namespace, sum: sum})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return k, nil
+}
+
+// HashKey returns the hex SHA-256 of key, as stored in an API keys file.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// Len returns the number of keys.
+func (k *Keys) Len() int {
+	if k == nil {
+		return 0
+	}
+	return len(k.entries)
+}
+
+// lookup returns the entry whose hash is key's. It compares with every entry
+// in constant time and does not stop at a match.
+func (k *Keys) lookup(key string) (keyEntry, bool) {
+	if k == nil {
+		return keyEntry{}, false
+	}
+	sum := sha256.Sum256([]byte(key))
+	found, idx := 0, 0
+	for i := range k.entries {
+		eq := subtle.ConstantTimeCompare(sum[:], k.entries[i].sum[:])
+		idx = subtle.ConstantTimeSelect(eq, i, idx)
+		found |= eq
+	}
+	if found == 0 {
+		return keyEntry{}, false
+	}
+	return k.entries[idx], true
+}
+
+// caller is who made a request: the API key's name and namespace.
+type caller struct {
+	name, namespace string
+}
+
+type callerKey struct{}
+
+// namespaceFrom returns the lock namespace of the authenticated caller, or
+// the default namespace "" when the server runs without API keys.
+func namespaceFrom(ctx context.Context) string {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c.namespace
+}
+
+// needsKey reports whether a request to path needs an API key: every /locks
+// path, and /metrics with Config.MetricsAuth. Both the raw and the decoded
+// path are checked, so that no spelling reaches a lock unauthenticated.
+func (s *Server) needsKey(r *http.Request) bool {
+	for _, p := range []string{r.URL.Path, r.URL.RawPath} {
+		if p == "/locks" || strings.HasPrefix(p, "/locks/") || (s.metricsAuth && p == "/metrics") {
+			return true
+		}
+	}
+	return false
+}
+
+// authenticate checks the API key of requests that need one (see needsKey)
+// when the server has keys: "Authorization: Bearer <key>", else 401
+// unauthorized. It puts the key's namespace in the context and its name in
+// the request's log lines. It runs before routing, body limits and decoding,
+// so an unauthenticated client learns nothing about locks or request syntax.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.keys.Len() == 0 || !s.needsKey(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		hdr := r.Header.Values("Authorization")
+		if len(hdr) == 0 {
+			s.writeProblem(w, r, errNoKey)
+			return
+		}
+		scheme, key, _ := strings.Cut(hdr[0], " ")
+		key = strings.TrimSpace(key)
+		if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			s.writeProblem(w, r, errBadKey)
+			return
+		}
+		e, ok := s.keys.lookup(key)
+		if !ok {
+			s.writeProblem(w, r, errBadKey)
+			return
+		}
+		zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
+			return c.Str("key", e.name)
+		})
+		ctx := context.WithValue(r.Context(), callerKey{}, caller{name: e.name, namespace: e.namespace})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}

@@ -1,0 +1,291 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/expfmt"
+	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// Metrics are the Prometheus metrics of a Server and of its coordinator, in a
+// registry of their own (not the global one). Create them with NewMetrics
+// before the coordinator, so that its hooks (ObserveWait, ObserveNodeCommand)
+// can feed them, and give them to one Server in Config.Metrics, which serves
+// them at GET /metrics. Labels never hold tokens, keys or credentials: routes
+// are patterns, nodes are host:port.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests     *prometheus.CounterVec   // route, method, status
+	requestTime  *prometheus.HistogramVec // route, method
+	opTime       *prometheus.HistogramVec // op
+	acquisitions *prometheus.CounterVec   // outcome
+	waitTime     *prometheus.HistogramVec // acquired
+	nodeTime     *prometheus.HistogramVec // node
+	nodeErrors   *prometheus.CounterVec   // node
+
+	watchOnce sync.Once
+}
+
+// nodeStatusTimeout bounds how long a scrape waits for the nodes' status.
+const nodeStatusTimeout = 500 * time.Millisecond
+
+// Histogram buckets, in seconds.
+var (
+	// requestBuckets cover a sub-millisecond round trip to waits of a minute.
+	requestBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	// nodeBuckets cover one node call, bounded by the node timeout.
+	nodeBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	// waitBuckets cover waits up to the largest max wait one would set.
+	waitBuckets = []float64{.005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+)
+
+// acquireOutcomes are the values of redlockd_acquisitions_total's outcome
+// label, by the outcome the request ended with (a problem kind, or
+// "acquired").
+var acquireOutcomes = map[string]string{
+	"acquired":           "acquired",
+	"lock-held":          "held",
+	"quorum-unavailable": "unavailable",
+	"invalid-request":    "invalid",
+	"payload-too-large":  "invalid",
+	"unauthorized":       "unauthorized",
+	"too-many-waiters":   "too_many_waiters",
+	"shutting-down":      "shutting_down",
+	"internal":           "error",
+}
+
+// lockOps are the values of redlockd_lock_operation_duration_seconds's op
+// label.
+var lockOps = []string{"acquire", "release", "extend", "inspect"}
+
+// NewMetrics returns the metrics with nothing observed yet, and the Go
+// runtime and process collectors registered.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "redlockd_http_requests_total",
+			Help: "HTTP requests by route pattern (\"unmatched\" when none), method and status code.",
+		}, []string{"route", "method", "status"}),
+		requestTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "redlockd_http_request_duration_seconds",
+			Help:    "Time from reading an HTTP request to its last byte written, by route pattern and method; includes the wait of waiting acquires.",
+			Buckets: requestBuckets,
+		}, []string{"route", "method"}),
+		opTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "redlockd_lock_operation_duration_seconds",
+			Help:    "Time of lock operations against the Redis nodes, whatever their outcome, by op (acquire, release, extend, inspect); acquires that asked to wait are in redlockd_wait_duration_seconds instead.",
+			Buckets: requestBuckets,
+		}, []string{"op"}),
+		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "redlockd_acquisitions_total",
+			Help: "Acquire requests by outcome: acquired, held (409 lock-held), unavailable (503 quorum-unavailable), invalid (400, 413), unauthorized (401), too_many_waiters, shutting_down, error (500).",
+		}, []string{"outcome"}),
+		waitTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "redlockd_wait_duration_seconds",
+			Help:    "How long acquires with wait_ms > 0 waited, by whether they got the lock.",
+			Buckets: waitBuckets,
+		}, []string{"acquired"}),
+		nodeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "redlockd_node_command_duration_seconds",
+			Help:    "Time of each call to one Redis node in a lock operation (bounded by the node timeout), by node host:port, failures included.",
+			Buckets: nodeBuckets,
+		}, []string{"node"}),
+		nodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "redlockd_node_command_errors_total",
+			Help: "Calls to one Redis node in a lock operation that failed or timed out, by node host:port.",
+		}, []string{"node"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.requestTime, m.opTime, m.acquisitions, m.waitTime, m.nodeTime, m.nodeErrors,
+	)
+	for _, o := range acquireOutcomes {
+		m.acquisitions.WithLabelValues(o)
+	}
+	for _, op := range lockOps {
+		m.opTime.WithLabelValues(op)
+	}
+	for _, a := range []string{"true", "false"} {
+		m.waitTime.WithLabelValues(a)
+	}
+	return m
+}
+
+// ObserveWait records a waiting acquire that ended; it is
+// redlock.Options.OnWait. Nil-safe.
+func (m *Metrics) ObserveWait(waited time.Duration, acquired bool) {
+	if m == nil {
+		return
+	}
+	m.waitTime.WithLabelValues(strconv.FormatBool(acquired)).Observe(waited.Seconds())
+}
+
+// ObserveNodeCommand records one call to one node; it is
+// redlock.Options.OnNodeCommand. node must be host:port, without
+// credentials. Nil-safe.
+func (m *Metrics) ObserveNodeCommand(node string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.nodeTime.WithLabelValues(node).Observe(d.Seconds())
+	if err != nil {
+		m.nodeErrors.WithLabelValues(node).Inc()
+	}
+}
+
+// statser is what the coordinator offers beyond Locker for metrics.
+type statser interface {
+	Stats() redlock.Stats
+}
+
+// watch registers the metrics read at scrape time from the server and its
+// Locker: waiters, acquire rounds, quorum, and each node's up and quarantine
+// state. Only the first call registers anything.
+func (m *Metrics) watch(s *Server) {
+	m.watchOnce.Do(func() {
+		waiting := func() float64 { return float64(s.waiting.Load()) }
+		if st, ok := s.locker.(statser); ok {
+			waiting = func() float64 { return float64(st.Stats().Waiting) }
+			m.reg.MustRegister(
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "redlockd_acquire_rounds_total",
+					Help: "Acquire rounds sent to the nodes (a waiting acquire may send several).",
+				}, func() float64 { return float64(st.Stats().Attempts) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{
+					Name: "redlockd_split_votes_total",
+					Help: "Failed acquire rounds where contention split the votes so that no owner may have won a quorum.",
+				}, func() float64 { return float64(st.Stats().SplitVotes) }),
+			)
+		}
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "redlockd_waiters",
+				Help: "Acquires waiting for a lock on this gateway now.",
+			}, waiting),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "redlockd_quorum",
+				Help: "Nodes a lock needs (N/2+1).",
+			}, func() float64 { return float64(s.locker.Quorum()) }),
+			nodeCollector{locker: s.locker},
+		)
+	})
+}
+
+// nodeCollector reports each node's state from Locker.Status at scrape time.
+type nodeCollector struct {
+	locker Locker
+}
+
+var (
+	nodeUpDesc = prometheus.NewDesc("redlockd_node_up",
+		"1 if the node answered its last health check or command, else 0; by node host:port.", []string{"node"}, nil)
+	nodeQuarantinedDesc = prometheus.NewDesc("redlockd_node_quarantined",
+		"1 while the node is in restart quarantine (it does not vote), else 0; by node host:port.", []string{"node"}, nil)
+)
+
+func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- nodeUpDesc
+	ch <- nodeQuarantinedDesc
+}
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), nodeStatusTimeout)
+	defer cancel()
+	now := time.Now()
+	for _, n := range c.locker.Status(ctx) {
+		ch <- prometheus.MustNewConstMetric(nodeUpDesc, prometheus.GaugeValue, boolValue(n.Up), n.Addr)
+		ch <- prometheus.MustNewConstMetric(nodeQuarantinedDesc, prometheus.GaugeValue, boolValue(n.QuarantinedUntil.After(now)), n.Addr)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// metricMethods are the methods counted under their own name; any other is
+// "other", so that clients cannot grow the label set.
+var metricMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
+// observeRequest records one HTTP request. route is its pattern ("" when
+// none matched); outcome is what the access log shows.
+func (m *Metrics) observeRequest(route, method string, status int, d time.Duration, outcome string) {
+	if m == nil {
+		return
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	if !metricMethods[method] {
+		method = "other"
+	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.requestTime.WithLabelValues(route, method).Observe(d.Seconds())
+	if route == "/locks/{resource}" && method == http.MethodPost {
+		o, ok := acquireOutcomes[outcome]
+		if !ok {
+			o = "error"
+		}
+		m.acquisitions.WithLabelValues(o).Inc()
+	}
+}
+
+// observeOp records the time of one lock operation that started at start.
+func (m *Metrics) observeOp(op string, start time.Time) {
+	if m == nil {
+		return
+	}
+	m.opTime.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// GetMetrics serves the metrics in the Prometheus text format, or 404
+// not-found when the server has none.
+func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
+	if s.metrics == nil {
+		return nil, errNoMetrics
+	}
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		// Gather returns what it could collect; serve that.
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("gathering metrics")
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return nil, err
+		}
+	}
+	setOutcome(ctx, "metrics")
+	return metricsResponse(buf.Bytes()), nil
+}
+
+// metricsResponse is a Prometheus text exposition, with its exact
+// Content-Type (the generated 200 response says only text/plain).
+type metricsResponse []byte
+
+func (b metricsResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(b)
+	return err
+}

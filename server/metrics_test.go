@@ -1,0 +1,282 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// sample is one line of the Prometheus text format.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// parseMetrics parses the Prometheus text format (enough of it for these
+// tests: no timestamps, label values without escapes other than \" and \\).
+func parseMetrics(t testing.TB, text string) []sample {
+	t.Helper()
+	var out []sample
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := sample{labels: map[string]string{}}
+		i := strings.IndexAny(line, "{ ")
+		if i < 0 {
+			t.Fatalf("bad metrics line %q", line)
+		}
+		s.name, line = line[:i], line[i:]
+		if line[0] == '{' {
+			line = line[1:]
+			for line[0] != '}' {
+				eq := strings.Index(line, `="`)
+				if eq < 0 {
+					t.Fatalf("bad labels in %q", line)
+				}
+				name := line[:eq]
+				line = line[eq+2:]
+				var v strings.Builder
+				for line[0] != '"' {
+					if line[0] == '\\' {
+						line = line[1:]
+					}
+					v.WriteByte(line[0])
+					line = line[1:]
+				}
+				s.labels[name] = v.String()
+				line = strings.TrimPrefix(line[1:], ",")
+			}
+			line = line[1:]
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
+		if err != nil {
+			t.Fatalf("bad value in %q: %v", line, err)
+		}
+		s.value = v
+		out = append(out, s)
+	}
+	return out
+}
+
+// metricValue returns the sum of the samples called name whose labels
+// include labels (name=value pairs), and whether there was any.
+func metricValue(samples []sample, name string, labels ...string) (float64, bool) {
+	sum, found := 0.0, false
+next:
+	for _, s := range samples {
+		if s.name != name {
+			continue
+		}
+		for i := 0; i+1 < len(labels); i += 2 {
+			if s.labels[labels[i]] != labels[i+1] {
+				continue next
+			}
+		}
+		sum += s.value
+		found = true
+	}
+	return sum, found
+}
+
+// scrape gets /metrics from h and parses it.
+func scrape(t testing.TB, h http.Handler, headers ...string) []sample {
+	t.Helper()
+	w := serve(t, h, request{method: "GET", target: "/metrics", headers: headers})
+	if w.Code != 200 {
+		t.Fatalf("GET /metrics: %d %s", w.Code, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	return parseMetrics(t, w.Body.String())
+}
+
+// statsLocker is a fakeLocker with Stats, like the coordinator.
+type statsLocker struct {
+	*fakeLocker
+	waiting int64
+}
+
+func (l *statsLocker) Stats() redlock.Stats {
+	return redlock.Stats{Waiting: l.waiting, Attempts: 7, SplitVotes: 2}
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFake(t)
+	f.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		if resource == "held" {
+			return redlock.Lock{}, &redlock.HeldError{Remaining: time.Second}
+		}
+		if resource == "down" {
+			return redlock.Lock{}, redlock.ErrQuorumUnavailable
+		}
+		return testLock(resource, tokenA, o.TTL), nil
+	}
+	f.ReleaseFn = func(context.Context, string, string, string) error { return nil }
+	f.StatusFn = func(context.Context) []redlock.NodeStatus {
+		return []redlock.NodeStatus{
+			{Addr: "10.0.0.1:6379", Up: true},
+			{Addr: "10.0.0.2:6379", Up: false},
+			{Addr: "10.0.0.3:6379", Up: true, QuarantinedUntil: time.Now().Add(time.Minute)},
+		}
+	}
+	m := NewMetrics()
+	l := &statsLocker{fakeLocker: f, waiting: 4}
+	h := New(Config{Locker: l, Metrics: m}).Handler()
+
+	before := scrape(t, h)
+	for _, name := range []string{
+		"redlockd_acquisitions_total", "redlockd_lock_operation_duration_seconds_count", "redlockd_waiters",
+		"redlockd_wait_duration_seconds_count", "redlockd_node_up", "redlockd_node_quarantined", "redlockd_quorum",
+		"redlockd_acquire_rounds_total", "redlockd_split_votes_total", "go_goroutines", "process_cpu_seconds_total",
+	} {
+		if _, ok := metricValue(before, name); !ok {
+			t.Errorf("no %s before any request", name)
+		}
+	}
+	if v, _ := metricValue(before, "redlockd_waiters"); v != 4 {
+		t.Errorf("waiters %v, want 4 (from Stats)", v)
+	}
+	for node, want := range map[string][2]float64{"10.0.0.1:6379": {1, 0}, "10.0.0.2:6379": {0, 0}, "10.0.0.3:6379": {1, 1}} {
+		up, _ := metricValue(before, "redlockd_node_up", "node", node)
+		q, _ := metricValue(before, "redlockd_node_quarantined", "node", node)
+		if up != want[0] || q != want[1] {
+			t.Errorf("node %s: up %v quarantined %v, want %v", node, up, q, want)
+		}
+	}
+
+	serve(t, h, request{method: "POST", target: "/locks/job"})
+	serve(t, h, request{method: "POST", target: "/locks/held"})
+	serve(t, h, request{method: "POST", target: "/locks/down"})
+	serve(t, h, request{method: "POST", target: "/locks/bad", body: "{"})
+	serve(t, h, request{method: "DELETE", target: "/locks/job", headers: []string{"Lock-Token", tokenA}})
+	serve(t, h, request{method: "BREW", target: "/locks/job"})
+	serve(t, h, request{method: "GET", target: "/no/such/path"})
+	m.ObserveWait(1500*time.Millisecond, true)
+	m.ObserveNodeCommand("10.0.0.1:6379", time.Millisecond, nil)
+	m.ObserveNodeCommand("10.0.0.1:6379", 50*time.Millisecond, context.DeadlineExceeded)
+
+	after := scrape(t, h)
+	delta := func(name string, labels ...string) float64 {
+		a, _ := metricValue(after, name, labels...)
+		b, _ := metricValue(before, name, labels...)
+		return a - b
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"redlockd_acquisitions_total", []string{"outcome", "acquired"}, 1},
+		{"redlockd_acquisitions_total", []string{"outcome", "held"}, 1},
+		{"redlockd_acquisitions_total", []string{"outcome", "unavailable"}, 1},
+		{"redlockd_acquisitions_total", []string{"outcome", "invalid"}, 1},
+		{"redlockd_http_requests_total", []string{"route", "/locks/{resource}", "method", "POST", "status", "201"}, 1},
+		{"redlockd_http_requests_total", []string{"route", "/locks/{resource}", "method", "POST", "status", "409"}, 1},
+		{"redlockd_http_requests_total", []string{"route", "/locks/{resource}", "method", "DELETE", "status", "204"}, 1},
+		{"redlockd_http_requests_total", []string{"route", "/locks/{resource}", "method", "other", "status", "405"}, 1},
+		{"redlockd_http_requests_total", []string{"route", "unmatched", "method", "GET", "status", "404"}, 1},
+		{"redlockd_http_requests_total", []string{"route", "/metrics", "method", "GET", "status", "200"}, 1},
+		{"redlockd_http_request_duration_seconds_count", []string{"route", "/locks/{resource}", "method", "POST"}, 4},
+		{"redlockd_lock_operation_duration_seconds_count", []string{"op", "acquire"}, 3},
+		{"redlockd_lock_operation_duration_seconds_count", []string{"op", "release"}, 1},
+		{"redlockd_wait_duration_seconds_count", []string{"acquired", "true"}, 1},
+		{"redlockd_wait_duration_seconds_sum", []string{"acquired", "true"}, 1.5},
+		{"redlockd_node_command_duration_seconds_count", []string{"node", "10.0.0.1:6379"}, 2},
+		{"redlockd_node_command_errors_total", []string{"node", "10.0.0.1:6379"}, 1},
+	} {
+		if got := delta(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v moved by %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	for _, s := range after {
+		if v := s.labels["method"]; v == "BREW" {
+			t.Errorf("client method in a label: %+v", s)
+		}
+	}
+}
+
+// TestMetricsOff checks /metrics answers 404 without Metrics.
+func TestMetricsOff(t *testing.T) {
+	_, h := newHandler(newFake(t), nil)
+	checkProblem(t, serve(t, h, request{method: "GET", target: "/metrics"}), 404, "not-found")
+}
+
+// TestMetricsSlowStatus checks that a scrape does not wait for a Locker
+// whose Status hangs longer than nodeStatusTimeout.
+func TestMetricsSlowStatus(t *testing.T) {
+	f := newFake(t)
+	f.StatusFn = func(ctx context.Context) []redlock.NodeStatus {
+		<-ctx.Done()
+		return []redlock.NodeStatus{{Addr: "a:1", Err: "not checked yet"}}
+	}
+	h := New(Config{Locker: f, Metrics: NewMetrics()}).Handler()
+	start := time.Now()
+	s := scrape(t, h)
+	if d := time.Since(start); d > nodeStatusTimeout+2*time.Second {
+		t.Errorf("scrape took %v", d)
+	}
+	if v, ok := metricValue(s, "redlockd_node_up", "node", "a:1"); !ok || v != 0 {
+		t.Errorf("node_up %v %v", v, ok)
+	}
+}
+
+func TestMaxWaiters(t *testing.T) {
+	f := newFake(t)
+	entered := make(chan struct{}, 10)
+	release := make(chan struct{})
+	f.AcquireFn = func(ctx context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		if o.Wait > 0 {
+			entered <- struct{}{}
+			<-release
+		}
+		return testLock(resource, tokenA, o.TTL), nil
+	}
+	f.StatusFn = func(context.Context) []redlock.NodeStatus { return nil }
+	h := New(Config{Locker: f, MaxWaiters: 2, Metrics: NewMetrics()}).Handler()
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for range 2 {
+		wg.Go(func() {
+			codes <- serve(t, h, request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`}).Code
+		})
+	}
+	<-entered
+	<-entered
+	if v, _ := metricValue(scrape(t, h), "redlockd_waiters"); v != 2 {
+		t.Errorf("waiters gauge %v, want 2 (the server's count: the Locker has no Stats)", v)
+	}
+	w := serve(t, h, request{method: "POST", target: "/locks/y", body: `{"wait_ms": 5000}`})
+	p := checkProblem(t, w, 503, "too-many-waiters")
+	if w.Header().Get("Retry-After") == "" || p.RetryAfterMs == nil {
+		t.Errorf("no retry hint: %+v", p)
+	}
+	// Acquires that do not wait are not limited.
+	decode[map[string]any](t, serve(t, h, request{method: "POST", target: "/locks/z"}), 201)
+	close(release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 201 {
+			t.Errorf("waiter got %d", c)
+		}
+	}
+	// The slots are free again.
+	release = make(chan struct{})
+	close(release)
+	decode[map[string]any](t, serve(t, h, request{method: "POST", target: "/locks/y", body: `{"wait_ms": 5000}`}), 201)
+	<-entered
+	if v, _ := metricValue(scrape(t, h), "redlockd_acquisitions_total", "outcome", "too_many_waiters"); v != 1 {
+		t.Errorf("too_many_waiters outcomes %v, want 1", v)
+	}
+}

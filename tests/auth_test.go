@@ -1,0 +1,170 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// apiKey is a key made by `redlockd keygen`.
+type apiKey struct {
+	Key, Entry, Name, Namespace string
+}
+
+// keygen runs `redlockd keygen` and returns its key and keys-file entry.
+func keygen(t testing.TB, name, namespace string) apiKey {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatalf("redlockd binary not built: %v", buildErr)
+	}
+	out, err := exec.Command(binPath, "keygen", "--name", name, "--namespace", namespace).Output()
+	if err != nil {
+		t.Fatalf("redlockd keygen: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("keygen printed %q, want 2 lines", out)
+	}
+	var e struct{ Name, Namespace, SHA256 string }
+	if err := json.Unmarshal([]byte(lines[1]), &e); err != nil || e.Name != name || e.Namespace != namespace || len(e.SHA256) != 64 {
+		t.Fatalf("keygen entry %q: %+v %v", lines[1], e, err)
+	}
+	if strings.Contains(lines[1], lines[0]) {
+		t.Fatal("the keys-file entry holds the key itself")
+	}
+	return apiKey{Key: lines[0], Entry: lines[1], Name: name, Namespace: namespace}
+}
+
+// keysFile writes a keys file with the entries of keys and returns its path.
+func keysFile(t testing.TB, keys ...apiKey) string {
+	t.Helper()
+	entries := make([]string, len(keys))
+	for i, k := range keys {
+		entries[i] = k.Entry
+	}
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(path, []byte(`{"keys":[`+strings.Join(entries, ",")+"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// bearer returns the Authorization header pair of key.
+func bearer(key string) []string { return []string{"Authorization", "Bearer " + key} }
+
+// TestAuth runs the gateway with an API keys file made with `redlockd
+// keygen`: no key and a bad key get 401 and touch nothing, a good key works,
+// the same resource name under two keys of two namespaces is two independent
+// locks (in Redis too), a key cannot release or see another namespace's
+// lock even with its token, health endpoints stay open, and /metrics needs a
+// key with --metrics-auth on.
+func TestAuth(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
+	a2 := keygen(t, "svc-a2", "team-a") // a second key of team a
+	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a, b, a2))
+	res := resourceName(t)
+	before := keySnapshot(t, nodes)
+
+	for name, hdr := range map[string][]string{
+		"no key":           nil,
+		"unknown key":      bearer("not-a-key-0123456789abcdefghijkl"),
+		"key's hash":       bearer(a.Entry[strings.Index(a.Entry, `"sha256":"`)+10 : len(a.Entry)-2]),
+		"basic":            {"Authorization", "Basic " + a.Key},
+		"key with a space": bearer(a.Key + " x"),
+	} {
+		for _, call := range []struct{ method, body string }{{"POST", `{"ttl_ms":5000}`}, {"GET", ""}, {"PATCH", ""}, {"DELETE", ""}} {
+			h := append([]string{"Lock-Token", clientToken(t)}, hdr...)
+			r := gw.do(t, call.method, "/locks/"+res, call.body, h...)
+			wantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+			if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s, %s: WWW-Authenticate %q", name, call.method, r.Header.Get("WWW-Authenticate"))
+			}
+			wantNoSecret(t, r, a.Key)
+		}
+	}
+	if after := keySnapshot(t, nodes); after != before {
+		t.Fatalf("unauthorized requests changed Redis:\nbefore %s\nafter %s", before, after)
+	}
+
+	// Same name, two namespaces: two locks.
+	ra := gw.do(t, http.MethodPost, "/locks/"+res, `{"ttl_ms":10000,"owner":"a"}`, bearer(a.Key)...)
+	wantStatus(t, ra, http.StatusCreated)
+	rb := gw.do(t, http.MethodPost, "/locks/"+res, `{"ttl_ms":10000,"owner":"b"}`, bearer(b.Key)...)
+	wantStatus(t, rb, http.StatusCreated)
+	tokA, tokB := ra.str(t, "token"), rb.str(t, "token")
+	wantProblem(t, gw.do(t, http.MethodPost, "/locks/"+res, "", bearer(a2.Key)...), http.StatusConflict, "lock-held")
+	if got := gw.do(t, http.MethodGet, "/locks/"+res, "", bearer(b.Key)...); got.Status != 200 || got.str(t, "owner") != "b" {
+		t.Errorf("key b sees %s", got)
+	}
+	for i, n := range nodes {
+		for ns, tok := range map[string]string{"team-a": tokA, "team-b": tokB} {
+			if v, err := n.Client().Get(context.Background(), "redlockd:lock:"+ns+"/"+res).Result(); err != nil || v != tok {
+				t.Errorf("node %d: lock of %s: %q, %v", i, ns, v, err)
+			}
+		}
+		if n, _ := n.Client().Exists(context.Background(), lockKey(res)).Result(); n != 0 {
+			t.Errorf("node %d: a lock in the default namespace", i)
+		}
+	}
+	// Key b cannot release team a's lock, even with its token.
+	rel := gw.do(t, http.MethodDelete, "/locks/"+res, "", append(bearer(b.Key), "Lock-Token", tokA)...)
+	wantProblem(t, rel, http.StatusConflict, "not-owner")
+	wantStatus(t, gw.do(t, http.MethodGet, "/locks/"+res, "", bearer(a.Key)...), http.StatusOK)
+	// Another key of the same namespace can.
+	wantStatus(t, gw.do(t, http.MethodDelete, "/locks/"+res, "", append(bearer(a2.Key), "Lock-Token", tokA)...), http.StatusNoContent)
+	wantStatus(t, gw.do(t, http.MethodDelete, "/locks/"+res, "", append(bearer(b.Key), "Lock-Token", tokB)...), http.StatusNoContent)
+
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.yaml", "/metrics"} {
+		wantStatus(t, gw.do(t, http.MethodGet, path, ""), http.StatusOK)
+	}
+
+	gw2 := startGateway(t, nodes, "--api-keys-file", keysFile(t, a), "--metrics-auth", "on")
+	wantProblem(t, gw2.do(t, http.MethodGet, "/metrics", ""), http.StatusUnauthorized, "unauthorized")
+	wantStatus(t, gw2.do(t, http.MethodGet, "/metrics", "", bearer(a.Key)...), http.StatusOK)
+	wantStatus(t, gw2.do(t, http.MethodGet, "/healthz", ""), http.StatusOK)
+
+	gw.Stop()
+	gw2.Stop()
+	checkNoSecrets(t, gw.Stderr()+gw2.Stderr(), "stderr", a.Key, b.Key, a2.Key, tokA, tokB)
+	if !strings.Contains(gw.Stderr(), `"key":"svc-b"`) {
+		t.Error("the access log does not name the key")
+	}
+}
+
+// TestAuthKeysFileErrors checks that a bad keys file stops start-up with
+// exit 64 and a clear message that quotes no key.
+func TestAuthKeysFileErrors(t *testing.T) {
+	a := keygen(t, "a", "a")
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, tc := range map[string]struct{ file, want string }{
+		"missing":        {filepath.Join(dir, "none.json"), "no such file"},
+		"key not hashed": {write("k1", `{"keys":[{"name":"a","namespace":"a","sha256":"`+a.Key+`"}]}`), "sha256 must be 64 hex digits"},
+		"duplicate":      {write("k2", `{"keys":[`+a.Entry+`,`+a.Entry+`]}`), "already key #1"},
+		"empty":          {write("k3", `{"keys":[]}`), "no keys"},
+	} {
+		cmd := exec.Command(binPath, "serve", "--listen", "127.0.0.1:0", "--api-keys-file", tc.file)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 64 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s: %v, output %s", name, err, out)
+		}
+		if strings.Contains(string(out), a.Key) {
+			t.Errorf("%s: the key is echoed: %s", name, out)
+		}
+	}
+}

@@ -1,0 +1,728 @@
+package tests
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlockd/redlockd/internal/faultproxy"
+)
+
+// The mutual-exclusion checker.
+//
+// Many HTTP clients contend for a few resources through the gateway while a
+// seeded fault schedule kills, restarts, pauses and cuts off nodes. Every
+// client records, on its own monotonic clock, when it sent each acquire, when
+// the answer arrived, the validity and fencing token it got, the extends it
+// made and when it sent its release. A holder may rely on the lock from the
+// moment it reads the answer until the earlier of (acquire sent + validity)
+// and (release sent); a successful extend sent before that end moves it to
+// (extend sent + the extend's validity). The checker then proves, per
+// resource, that no two such exclusive windows overlap and that fencing
+// tokens increase in window order. (Clients never extend with a TTL shorter
+// than the lock's: an extend sets the keys' TTL, so a shorter one ends the
+// lock sooner, also on the nodes it reached when it fails as a whole.)
+//
+// REDLOCKD_SOAK_SEED replays a schedule (the seed is printed at start),
+// REDLOCKD_SOAK_DURATION sets the length (default 20s; e.g. 5m for a soak).
+
+// window is one holder's exclusive window on a resource, in time since the
+// run's start.
+type window struct {
+	ID         string // client and acquisition, e.g. "c3#17"
+	Resource   string
+	Fence      int64
+	Start, End time.Duration
+	Note       string // how the window came about, for a report
+}
+
+func (w window) String() string {
+	s := fmt.Sprintf("%s [%v, %v] fence %d", w.ID, w.Start.Round(time.Millisecond), w.End.Round(time.Millisecond), w.Fence)
+	if w.Note != "" {
+		s += " (" + w.Note + ")"
+	}
+	return s
+}
+
+// violation is one broken promise found by checkWindows.
+type violation struct {
+	Kind string // "overlap" or "fence"
+	A, B window // A starts no later than B
+}
+
+func (v violation) String() string {
+	switch v.Kind {
+	case "overlap":
+		return fmt.Sprintf("overlap on %s: %v and %v hold it together for %v",
+			v.A.Resource, v.A, v.B, (min(v.A.End, v.B.End) - v.B.Start).Round(time.Millisecond))
+	default:
+		return fmt.Sprintf("fence not increasing on %s: %v, then %v", v.A.Resource, v.A, v.B)
+	}
+}
+
+// checkWindows returns every violation in ws: two non-empty windows of one
+// resource that overlap (touching ends do not), and a fencing token not
+// greater than the one of the window before it on the resource (windows in
+// order of start). Empty windows (the answer came after the validity was
+// over) give the holder nothing and are skipped.
+func checkWindows(ws []window) []violation {
+	byRes := map[string][]window{}
+	for _, w := range ws {
+		if w.End > w.Start {
+			byRes[w.Resource] = append(byRes[w.Resource], w)
+		}
+	}
+	var out []violation
+	for _, res := range slices.Sorted(maps.Keys(byRes)) {
+		list := byRes[res]
+		slices.SortStableFunc(list, func(a, b window) int { return cmp.Compare(a.Start, b.Start) })
+		var reach window // the window reaching furthest so far
+		for i, w := range list {
+			if i > 0 {
+				if reach.End > w.Start {
+					out = append(out, violation{Kind: "overlap", A: reach, B: w})
+				}
+				if prev := list[i-1]; w.Fence <= prev.Fence {
+					out = append(out, violation{Kind: "fence", A: prev, B: w})
+				}
+			}
+			if i == 0 || w.End > reach.End {
+				reach = w
+			}
+		}
+	}
+	return out
+}
+
+// report formats violations, at most limit of them.
+func report(vs []violation, limit int) string {
+	var b strings.Builder
+	for i, v := range vs {
+		if i == limit {
+			fmt.Fprintf(&b, "… and %d more\n", len(vs)-limit)
+			break
+		}
+		b.WriteString(v.String() + "\n")
+	}
+	return b.String()
+}
+
+// TestChecker runs the checker on synthetic histories.
+func TestChecker(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	w := func(id, res string, fence int64, start, end int) window {
+		return window{ID: id, Resource: res, Fence: fence, Start: ms(start), End: ms(end)}
+	}
+	for name, tc := range map[string]struct {
+		ws   []window
+		want []string // kinds, in order
+	}{
+		"empty":                  {nil, nil},
+		"sequential":             {[]window{w("a", "r", 1, 0, 100), w("b", "r", 2, 150, 300), w("c", "r", 5, 300, 400)}, nil},
+		"unsorted input":         {[]window{w("c", "r", 5, 300, 400), w("a", "r", 1, 0, 100), w("b", "r", 2, 150, 300)}, nil},
+		"touching is no overlap": {[]window{w("a", "r", 1, 0, 100), w("b", "r", 2, 100, 200)}, nil},
+		"other resources":        {[]window{w("a", "r", 1, 0, 100), w("b", "s", 1, 50, 150)}, nil},
+		"overlap":                {[]window{w("a", "r", 1, 0, 100), w("b", "r", 2, 99, 200)}, []string{"overlap"}},
+		"contained":              {[]window{w("a", "r", 1, 0, 500), w("b", "r", 2, 100, 200), w("c", "r", 3, 300, 400)}, []string{"overlap", "overlap"}},
+		// c overlaps a (the window reaching furthest), not b.
+		"overlap past a short one": {[]window{w("a", "r", 1, 0, 500), w("b", "r", 2, 10, 20), w("c", "r", 3, 400, 600)}, []string{"overlap", "overlap"}},
+		"fence equal":              {[]window{w("a", "r", 7, 0, 100), w("b", "r", 7, 200, 300)}, []string{"fence"}},
+		"fence down":               {[]window{w("a", "r", 7, 0, 100), w("b", "r", 3, 200, 300)}, []string{"fence"}},
+		"overlap and fence":        {[]window{w("a", "r", 7, 0, 100), w("b", "r", 1, 50, 300)}, []string{"overlap", "fence"}},
+		// An empty window (answer after validity) is skipped, fence and all.
+		"empty window skipped": {[]window{w("a", "r", 1, 0, 100), w("x", "r", 9, 120, 110), w("b", "r", 2, 150, 300)}, nil},
+		"zero-length skipped":  {[]window{w("a", "r", 1, 0, 100), w("x", "r", 0, 50, 50)}, nil},
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			vs := checkWindows(tc.ws)
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.Kind)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("violations %q, want %q:\n%s", got, tc.want, report(vs, 10))
+			}
+			for _, v := range vs {
+				if v.A.Start > v.B.Start || v.A.Resource != v.B.Resource {
+					t.Errorf("malformed violation %v", v)
+				}
+			}
+		})
+	}
+	// The report names both holders and the overlap.
+	vs := checkWindows([]window{w("c1#1", "r", 1, 0, 100), w("c2#1", "r", 2, 60, 200)})
+	if got := vs[0].String(); !strings.Contains(got, "c1#1") || !strings.Contains(got, "c2#1") || !strings.Contains(got, "40ms") {
+		t.Errorf("report %q", got)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// fault schedules
+
+// faultEvent is one step of a fault schedule.
+type faultEvent struct {
+	At    time.Duration
+	Kind  string // kill restart pause resume cut blackhole restore latency bandwidth heal
+	Nodes []int
+	Arg   int // latency in ms, bandwidth in bytes/s
+}
+
+func (e faultEvent) String() string {
+	s := fmt.Sprintf("%v %s n%v", e.At.Round(time.Millisecond), e.Kind, e.Nodes)
+	if e.Arg != 0 {
+		s += " " + strconv.Itoa(e.Arg)
+	}
+	return s
+}
+
+// faultBegins reports whether the event injects a fault (rather than
+// removing one); faults are counted by their beginning.
+func (e faultEvent) begins() bool {
+	switch e.Kind {
+	case "kill", "restart", "pause", "cut", "blackhole", "latency", "bandwidth":
+		return true
+	}
+	return false
+}
+
+// safeSchedule draws a fault schedule that stays within the assumptions of
+// the safety claims: at any time at most a minority (2 of 5) of the nodes
+// is faulty, a restarted node counting as faulty until its quarantine is
+// over; now and then, with no other fault on, a majority is paused briefly
+// (which costs availability, not safety).
+func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL time.Duration, proxies bool) []faultEvent {
+	var evs []faultEvent
+	busy := make([]time.Duration, n) // faulty until
+	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	end := d - 300*time.Millisecond
+	clip := func(t time.Duration) time.Duration { return min(t, end) }
+	for t := 300 * time.Millisecond; ; {
+		t += span(50*time.Millisecond, 550*time.Millisecond)
+		if t >= end {
+			break
+		}
+		var free []int
+		for i := range n {
+			if busy[i] <= t {
+				free = append(free, i)
+			}
+		}
+		faulty := n - len(free)
+		if faulty >= (n-1)/2 {
+			continue
+		}
+		node := free[rng.IntN(len(free))]
+		k := rng.IntN(100)
+		if !proxies && k >= 55 && k < 95 {
+			k = rng.IntN(55) // no proxy: process faults only
+		}
+		switch {
+		case k < 20: // crash and immediate restart, empty
+			evs = append(evs, faultEvent{At: t, Kind: "restart", Nodes: []int{node}})
+			busy[node] = t + maxTTL + 1500*time.Millisecond
+		case k < 30: // down for a while, then back empty
+			up := clip(t + span(100*time.Millisecond, 800*time.Millisecond))
+			evs = append(evs, faultEvent{At: t, Kind: "kill", Nodes: []int{node}}, faultEvent{At: up, Kind: "restart", Nodes: []int{node}})
+			busy[node] = up + maxTTL + 1500*time.Millisecond
+		case k < 50: // SIGSTOP / SIGCONT
+			back := clip(t + span(100*time.Millisecond, 1500*time.Millisecond))
+			evs = append(evs, faultEvent{At: t, Kind: "pause", Nodes: []int{node}}, faultEvent{At: back, Kind: "resume", Nodes: []int{node}})
+			busy[node] = back + 100*time.Millisecond
+		case k < 55 && faulty == 0: // a majority paused briefly
+			perm := rng.Perm(n)[:n/2+1]
+			slices.Sort(perm)
+			back := clip(t + span(100*time.Millisecond, 600*time.Millisecond))
+			evs = append(evs, faultEvent{At: t, Kind: "pause", Nodes: perm}, faultEvent{At: back, Kind: "resume", Nodes: perm})
+			for _, i := range perm {
+				busy[i] = back + 100*time.Millisecond
+			}
+		case k < 55:
+			continue
+		case k < 70: // connections reset, new ones refused
+			back := clip(t + span(100*time.Millisecond, 1500*time.Millisecond))
+			evs = append(evs, faultEvent{At: t, Kind: "cut", Nodes: []int{node}}, faultEvent{At: back, Kind: "restore", Nodes: []int{node}})
+			busy[node] = back + 100*time.Millisecond
+		case k < 78: // partition: nothing comes back
+			back := clip(t + span(100*time.Millisecond, time.Second))
+			evs = append(evs, faultEvent{At: t, Kind: "blackhole", Nodes: []int{node}}, faultEvent{At: back, Kind: "restore", Nodes: []int{node}})
+			busy[node] = back + 100*time.Millisecond
+		case k < 88: // latency each way, sometimes beyond the node timeout
+			back := clip(t + span(300*time.Millisecond, 2*time.Second))
+			evs = append(evs, faultEvent{At: t, Kind: "latency", Nodes: []int{node}, Arg: 5 + rng.IntN(120)},
+				faultEvent{At: back, Kind: "heal", Nodes: []int{node}})
+			busy[node] = back + 100*time.Millisecond
+		case k < 95: // thin pipe
+			back := clip(t + span(300*time.Millisecond, 2*time.Second))
+			evs = append(evs, faultEvent{At: t, Kind: "bandwidth", Nodes: []int{node}, Arg: 300 + rng.IntN(20000)},
+				faultEvent{At: back, Kind: "heal", Nodes: []int{node}})
+			busy[node] = back + 100*time.Millisecond
+		default: // restart right after a pause: a node stopped holding locks comes back empty
+			evs = append(evs, faultEvent{At: t, Kind: "pause", Nodes: []int{node}},
+				faultEvent{At: clip(t + span(50*time.Millisecond, 500*time.Millisecond)), Kind: "restart", Nodes: []int{node}})
+			busy[node] = t + 500*time.Millisecond + maxTTL + 1500*time.Millisecond
+		}
+	}
+	slices.SortStableFunc(evs, func(a, b faultEvent) int { return cmp.Compare(a.At, b.At) })
+	return evs
+}
+
+// majorityRestarts restarts a random majority of the nodes at once, every
+// 300–600 ms: with quarantine off, a lock held on them is lost while its
+// holder still relies on it.
+func majorityRestarts(rng *rand.Rand, d time.Duration, n int) []faultEvent {
+	var evs []faultEvent
+	for t := 400 * time.Millisecond; t < d-300*time.Millisecond; t += 300*time.Millisecond + time.Duration(rng.Int64N(int64(300*time.Millisecond))) {
+		perm := rng.Perm(n)[:n/2+1]
+		slices.Sort(perm)
+		evs = append(evs, faultEvent{At: t, Kind: "restart", Nodes: perm})
+	}
+	return evs
+}
+
+// formatSchedule prints a schedule, a few events a line.
+func formatSchedule(evs []faultEvent) string {
+	var b strings.Builder
+	for i, e := range evs {
+		if i%6 == 0 {
+			b.WriteString("\n  ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.String())
+	}
+	return b.String()
+}
+
+// ---------------------------------------------------------------------------
+// the contention run
+
+// contention describes one run.
+type contention struct {
+	Nodes      int
+	Proxies    bool
+	Flags      []string // gateway flags
+	Clients    int
+	Resources  int
+	TTL        [2]int // ms, range of ttl_ms
+	Waits      []int  // ms, wait_ms values drawn from
+	Duration   time.Duration
+	Seed       uint64
+	Schedule   func(rng *rand.Rand, d time.Duration) []faultEvent
+	nodes      []*RedisNode
+	proxies    []*faultproxy.Proxy
+	gw         *Gateway
+	start      time.Time
+	httpClient *http.Client
+
+	mu      sync.Mutex
+	windows []window
+	stats   map[string]int
+	lost    []string      // holders told not-owner before their window ended
+	maxLost time.Duration // the most window left among them
+	// fenceChanged lists extends whose answer carried another fencing
+	// token than the acquire's (the API says they keep it).
+	fenceChanged []string
+}
+
+func (c *contention) count(k string, n int) {
+	c.mu.Lock()
+	c.stats[k] += n
+	c.mu.Unlock()
+}
+
+// lockAnswer is the part of an acquire or extend answer the clients use.
+type lockAnswer struct {
+	Token        string `json:"token"`
+	FencingToken int64  `json:"fencing_token"`
+	ValidityMs   int64  `json:"validity_ms"`
+}
+
+// call sends one request and decodes a 200/201 answer into out.
+func (c *contention) call(ctx context.Context, method, res, body, token string, out *lockAnswer) (int, error) {
+	var hdr []string
+	if token != "" {
+		hdr = []string{"Lock-Token", token}
+	}
+	req, err := newRequest(c.gw.URL+"/locks/"+res, method, body, hdr...)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.httpClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 && out != nil && resp.StatusCode != http.StatusNoContent {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// sleepCtx sleeps d or until ctx ends; it reports whether it slept it all.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// client contends until ctx ends: acquire a random resource, then release
+// it, extend it a few times, or let it expire.
+func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
+	since := func(t time.Time) time.Duration { return t.Sub(c.start) }
+	for seq := 1; ctx.Err() == nil; seq++ {
+		res := fmt.Sprintf("soak-%d", rng.IntN(c.Resources))
+		ttl := c.TTL[0] + rng.IntN(c.TTL[1]-c.TTL[0]+1)
+		wait := c.Waits[rng.IntN(len(c.Waits))]
+		var a lockAnswer
+		sent := time.Now()
+		status, err := c.call(ctx, http.MethodPost, res, fmt.Sprintf(`{"ttl_ms":%d,"wait_ms":%d}`, ttl, wait), "", &a)
+		got := time.Now()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return // the run is over; an answer we did not read gives no window
+		case err != nil:
+			c.count("acquire error", 1)
+			sleepCtx(ctx, 20*time.Millisecond)
+			continue
+		case status != http.StatusCreated:
+			c.count("acquire "+strconv.Itoa(status), 1)
+			sleepCtx(ctx, time.Duration(5+rng.IntN(30))*time.Millisecond)
+			continue
+		}
+		c.count("acquired", 1)
+		end := sent.Add(time.Duration(a.ValidityMs) * time.Millisecond)
+		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Fence: a.FencingToken, Start: since(got)}
+		note := []string{fmt.Sprintf("acquire sent %v ttl %d wait %d validity %d", since(sent).Round(time.Millisecond), ttl, wait, a.ValidityMs)}
+		if !got.Before(end) {
+			c.count("empty window", 1)
+		}
+		release := false
+		switch k := rng.IntN(10); {
+		case k < 4: // hold a while, release
+			sleepCtx(ctx, time.Duration(rng.Float64()*0.9*float64(time.Until(end))))
+			release = true
+		case k < 7: // extend a few times, then release or let it expire
+			cur := ttl // the longest TTL the keys were given
+			for range 1 + rng.IntN(3) {
+				if !sleepCtx(ctx, time.Duration(rng.Float64()*0.7*float64(time.Until(end)))) {
+					break
+				}
+				if time.Until(end) < 10*time.Millisecond {
+					break // too late to rely on an extend
+				}
+				var e lockAnswer
+				// Never shorter than before: an extend sets the keys' TTL, so
+				// a shorter one would cut the lock short on the nodes that
+				// took it, even when the extend as a whole fails.
+				eTTL := cur + rng.IntN(c.TTL[1]-cur+1)
+				eSent := time.Now()
+				status, err := c.call(ctx, http.MethodPatch, res, fmt.Sprintf(`{"ttl_ms":%d}`, eTTL), a.Token, &e)
+				if err != nil {
+					c.count("extend error", 1)
+					break
+				}
+				c.count("extend "+strconv.Itoa(status), 1)
+				n := fmt.Sprintf("extend sent %v ttl %d → %d", since(eSent).Round(time.Millisecond), eTTL, status)
+				if status == http.StatusOK {
+					n += fmt.Sprintf(" validity %d", e.ValidityMs)
+				}
+				note = append(note, n)
+				if status != http.StatusOK {
+					if status == http.StatusConflict {
+						c.lostEarly(w.ID, res, "extend", end.Sub(eSent))
+					}
+					break
+				}
+				cur = eTTL
+				if e.FencingToken != a.FencingToken {
+					c.count("extend changed the fence", 1)
+					c.mu.Lock()
+					c.fenceChanged = append(c.fenceChanged, fmt.Sprintf("%s on %s: acquired with fencing token %d, extend sent %v answered %d",
+						w.ID, res, a.FencingToken, since(eSent).Round(time.Millisecond), e.FencingToken))
+					c.mu.Unlock()
+				}
+				if ext := eSent.Add(time.Duration(e.ValidityMs) * time.Millisecond); eSent.Before(end) && ext.After(end) {
+					end = ext
+				}
+			}
+			release = rng.IntN(2) == 0
+		default: // let it expire
+			sleepCtx(ctx, time.Until(end)+time.Duration(rng.IntN(50))*time.Millisecond)
+		}
+		if release && ctx.Err() == nil {
+			dSent := time.Now()
+			status, err := c.call(ctx, http.MethodDelete, res, "", a.Token, nil)
+			if err != nil {
+				c.count("release error", 1)
+			} else {
+				c.count("release "+strconv.Itoa(status), 1)
+			}
+			if status == http.StatusConflict {
+				c.lostEarly(w.ID, res, "release", end.Sub(dSent))
+			}
+			note = append(note, fmt.Sprintf("release sent %v → %d", since(dSent).Round(time.Millisecond), status))
+			end = minTime(end, dSent)
+		}
+		w.End = since(end)
+		w.Note = strings.Join(note, "; ")
+		c.mu.Lock()
+		c.windows = append(c.windows, w)
+		c.mu.Unlock()
+	}
+}
+
+// lostEarly records a 409 not-owner to an extend or release sent with left
+// of the holder's safe window to go. Near 0 it is the request's own transit
+// (the keys expired while it travelled); far from 0 the lock vanished early,
+// which no overlap shows when nobody else took it meanwhile.
+func (c *contention) lostEarly(id, res, call string, left time.Duration) {
+	if left <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lost = append(c.lost, fmt.Sprintf("%s on %s: %s sent %v before its window ended → 409", id, res, call, left.Round(time.Millisecond)))
+	c.maxLost = max(c.maxLost, left)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// apply carries out one fault event.
+func (c *contention) apply(t *testing.T, e faultEvent) {
+	t.Helper()
+	label := e.Kind
+	if e.Kind == "restart" && c.nodes[e.Nodes[0]].PID() == 0 {
+		label = "" // a killed node coming back (empty): part of its "kill"
+	}
+	for _, i := range e.Nodes {
+		n := c.nodes[i]
+		var p *faultproxy.Proxy
+		if c.proxies != nil {
+			p = c.proxies[i]
+		}
+		switch e.Kind {
+		case "kill":
+			n.Kill()
+		case "restart":
+			n.Restart()
+		case "pause":
+			n.Pause()
+		case "resume":
+			n.Resume()
+		case "cut":
+			p.Cut()
+		case "blackhole":
+			p.Blackhole()
+		case "restore":
+			p.Restore()
+		case "latency":
+			p.SetLatency(time.Duration(e.Arg) * time.Millisecond)
+		case "bandwidth":
+			p.SetBandwidth(e.Arg)
+		case "heal":
+			p.SetLatency(0)
+			p.SetBandwidth(0)
+		default:
+			t.Fatalf("unknown fault %q", e.Kind)
+		}
+	}
+	if e.begins() && label != "" {
+		if e.Kind == "restart" {
+			label = "crash+restart" // killed and started again, empty, at once
+		}
+		if len(e.Nodes) > 1 {
+			label += " (majority)"
+		}
+		c.count("fault "+label, 1)
+		c.count("faults", 1)
+	}
+}
+
+// run starts the nodes (behind proxies if asked) and the gateway, runs the
+// clients and the schedule (faults on the test goroutine), and returns the
+// violations found.
+func (c *contention) run(t *testing.T) []violation {
+	t.Helper()
+	c.stats = map[string]int{}
+	c.nodes = startCluster(t, c.Nodes)
+	addrs := make([]string, c.Nodes)
+	for i, n := range c.nodes {
+		addrs[i] = n.Addr
+	}
+	if c.Proxies {
+		c.proxies = startProxies(t, c.nodes)
+		addrs = proxyAddrs(c.proxies)
+	}
+	c.gw = startGatewayAt(t, addrs, c.Flags...)
+	c.gw.waitReady(t)
+	tr := &http.Transport{MaxIdleConnsPerHost: 2 * c.Clients}
+	defer tr.CloseIdleConnections()
+	c.httpClient = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+
+	schedule := c.Schedule(rand.New(rand.NewPCG(c.Seed, 0)), c.Duration)
+	t.Logf("seed %d (replay with REDLOCKD_SOAK_SEED=%d), %v, %d clients on %d resources, %d nodes, gateway %q; schedule of %d events:%s",
+		c.Seed, c.Seed, c.Duration, c.Clients, c.Resources, c.Nodes, c.Flags, len(schedule), formatSchedule(schedule))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.start = time.Now()
+	var wg sync.WaitGroup
+	// Redis expires keys on the wall clock, the gateway and the clients
+	// measure on the monotonic clock: a wall-clock step is outside the
+	// assumptions, so watch for one.
+	var clockStep time.Duration
+	wg.Go(func() {
+		prev := time.Now()
+		for sleepCtx(ctx, 10*time.Millisecond) {
+			now := time.Now()
+			step := now.Round(0).Sub(prev.Round(0)) - now.Sub(prev)
+			if step < 0 {
+				step = -step
+			}
+			c.mu.Lock()
+			clockStep = max(clockStep, step)
+			c.mu.Unlock()
+			prev = now
+		}
+	})
+	for id := range c.Clients {
+		rng := rand.New(rand.NewPCG(c.Seed, uint64(id)+1))
+		wg.Go(func() { c.client(ctx, id, rng) })
+	}
+	for _, e := range schedule {
+		sleepCtx(t.Context(), time.Until(c.start.Add(e.At)))
+		c.apply(t, e)
+	}
+	sleepCtx(t.Context(), time.Until(c.start.Add(c.Duration)))
+	cancel()
+	wg.Wait()
+
+	vs := checkWindows(c.windows)
+	keys := slices.Sorted(maps.Keys(c.stats))
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%d", k, c.stats[k])
+	}
+	t.Logf("seed %d: %d windows checked; violations %d;%s; largest wall-clock step %v", c.Seed, len(c.windows), len(vs), b.String(), clockStep)
+	if len(c.fenceChanged) > 0 {
+		t.Logf("%d extends answered another fencing token than their acquire (windows are checked with the acquire's): %s",
+			len(c.fenceChanged), strings.Join(c.fenceChanged, "; "))
+	}
+	if len(c.lost) > 0 {
+		t.Logf("holders told not-owner before their window ended: %d, at most %v before; e.g. %s",
+			len(c.lost), c.maxLost, c.lost[0])
+	}
+	return vs
+}
+
+// soakSeed is REDLOCKD_SOAK_SEED, or a fresh seed.
+func soakSeed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("REDLOCKD_SOAK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("REDLOCKD_SOAK_SEED=%q: %v", s, err)
+		}
+		return v
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// soakDuration is REDLOCKD_SOAK_DURATION, or def.
+func soakDuration(t *testing.T, def time.Duration) time.Duration {
+	t.Helper()
+	if s := os.Getenv("REDLOCKD_SOAK_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 2*time.Second {
+			t.Fatalf("REDLOCKD_SOAK_DURATION=%q: want a Go duration ≥ 2s", s)
+		}
+		return d
+	}
+	return def
+}
+
+// TestMutualExclusion is the checker run: 5 nodes behind fault proxies,
+// restart quarantine on, 12 clients on 5 resources, and a seeded schedule of
+// kills, immediate restarts, pauses (sometimes of a majority), cuts,
+// partitions, latency and thin pipes on a minority of nodes at a time. No
+// two holders may overlap and fencing tokens must increase.
+func TestMutualExclusion(t *testing.T) {
+	const maxTTL = time.Second
+	c := &contention{
+		Nodes: 5, Proxies: true,
+		Flags: []string{"--restart-quarantine", "on", "--max-ttl", maxTTL.String(), "--default-ttl", maxTTL.String(),
+			"--node-timeout", "100ms"},
+		Clients: 12, Resources: 5,
+		TTL: [2]int{200, 800}, Waits: []int{0, 0, 50, 200},
+		Duration: soakDuration(t, 20*time.Second),
+		Seed:     soakSeed(t),
+	}
+	c.Schedule = func(rng *rand.Rand, d time.Duration) []faultEvent {
+		return safeSchedule(rng, d, c.Nodes, maxTTL, c.Proxies)
+	}
+	vs := c.run(t)
+	if len(vs) > 0 {
+		t.Errorf("seed %d: %d violations:\n%s", c.Seed, len(vs), report(vs, 30))
+	}
+	if len(c.fenceChanged) > 0 {
+		t.Errorf("seed %d: %d extends answered another fencing token than their acquire: %s",
+			c.Seed, len(c.fenceChanged), strings.Join(c.fenceChanged, "; "))
+	}
+	if c.stats["acquired"] < 5*int(c.Duration/time.Second) {
+		t.Errorf("only %d acquisitions in %v: the run proves little", c.stats["acquired"], c.Duration)
+	}
+}
+
+// TestCheckerCatchesUnsafeConfig runs the same clients with restart
+// quarantine off, 3 nodes, and a schedule that restarts a majority of them
+// at once every few hundred milliseconds: locks are lost while their holders
+// rely on them, and the checker must say so.
+func TestCheckerCatchesUnsafeConfig(t *testing.T) {
+	seed := soakSeed(t)
+	for attempt := range 3 {
+		c := &contention{
+			Nodes:   3,
+			Flags:   []string{"--restart-quarantine", "off", "--node-timeout", "100ms"},
+			Clients: 6, Resources: 2,
+			TTL: [2]int{1000, 2000}, Waits: []int{0, 300, 1000},
+			Duration: 5 * time.Second,
+			Seed:     seed + uint64(attempt),
+		}
+		c.Schedule = func(rng *rand.Rand, d time.Duration) []faultEvent { return majorityRestarts(rng, d, c.Nodes) }
+		vs := c.run(t)
+		if len(vs) > 0 {
+			t.Logf("the checker caught the unsafe configuration (seed %d):\n%s", c.Seed, report(vs, 10))
+			return
+		}
+		t.Logf("attempt %d (seed %d): no violation this time", attempt, c.Seed)
+	}
+	t.Fatal("the checker found no violation in an unsafe configuration: it cannot fail")
+}

@@ -1,0 +1,206 @@
+package tests
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// metrics is a parsed Prometheus text exposition.
+type metrics struct {
+	text    string
+	samples []metricSample
+}
+
+type metricSample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// scrapeMetrics gets /metrics (with header pairs hdr) and parses it.
+func scrapeMetrics(t testing.TB, g *Gateway, hdr ...string) *metrics {
+	t.Helper()
+	r := g.do(t, http.MethodGet, "/metrics", "", hdr...)
+	wantStatus(t, r, http.StatusOK)
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("/metrics Content-Type %q", ct)
+	}
+	return parseMetrics(t, string(r.Body))
+}
+
+// parseMetrics parses the Prometheus text format as redlockd writes it.
+func parseMetrics(t testing.TB, text string) *metrics {
+	t.Helper()
+	m := &metrics{text: text}
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := metricSample{labels: map[string]string{}}
+		i := strings.IndexAny(line, "{ ")
+		if i < 0 {
+			t.Fatalf("bad metrics line %q", line)
+		}
+		s.name, line = line[:i], line[i:]
+		if line[0] == '{' {
+			end := strings.LastIndexByte(line, '}')
+			for pair := range strings.SplitSeq(line[1:end], `",`) {
+				k, v, ok := strings.Cut(pair, `="`)
+				if !ok {
+					t.Fatalf("bad label %q in %q", pair, line)
+				}
+				s.labels[k] = strings.TrimSuffix(v, `"`)
+			}
+			line = line[end+1:]
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
+		if err != nil {
+			t.Fatalf("bad value in %q: %v", line, err)
+		}
+		s.value = v
+		m.samples = append(m.samples, s)
+	}
+	return m
+}
+
+// get returns the sum of the samples called name whose labels include the
+// name=value pairs of labels, and whether there was any.
+func (m *metrics) get(name string, labels ...string) (float64, bool) {
+	sum, found := 0.0, false
+next:
+	for _, s := range m.samples {
+		if s.name != name {
+			continue
+		}
+		for i := 0; i+1 < len(labels); i += 2 {
+			if s.labels[labels[i]] != labels[i+1] {
+				continue next
+			}
+		}
+		sum += s.value
+		found = true
+	}
+	return sum, found
+}
+
+// value is get without the found flag.
+func (m *metrics) value(name string, labels ...string) float64 {
+	v, _ := m.get(name, labels...)
+	return v
+}
+
+// TestMetrics scrapes /metrics of a gateway over three nodes: every metric
+// of SPEC §3 is there, counters and histograms move with the requests that
+// feed them, the waiters gauge follows a waiting acquire, node gauges follow
+// a node's death, and no token shows.
+func TestMetrics(t *testing.T) {
+	nodes := startCluster(t, 3)
+	gw := startGateway(t, nodes)
+	before := scrapeMetrics(t, gw)
+	for _, name := range []string{
+		"redlockd_acquisitions_total", "redlockd_lock_operation_duration_seconds_bucket", "redlockd_waiters",
+		"redlockd_wait_duration_seconds_bucket", "redlockd_node_up", "redlockd_node_quarantined",
+		"redlockd_quorum", "redlockd_acquire_rounds_total",
+		"go_goroutines", "process_resident_memory_bytes",
+	} {
+		if _, ok := before.get(name); !ok {
+			t.Errorf("no %s in /metrics", name)
+		}
+	}
+	for _, n := range nodes {
+		if up, ok := before.get("redlockd_node_up", "node", n.Addr); !ok || up != 1 {
+			t.Errorf("node_up{node=%s} = %v, %v", n.Addr, up, ok)
+		}
+		if q, ok := before.get("redlockd_node_quarantined", "node", n.Addr); !ok || q != 0 {
+			t.Errorf("node_quarantined{node=%s} = %v, %v", n.Addr, q, ok)
+		}
+	}
+
+	res := resourceName(t)
+	tok := lock(t, gw, res, `{"ttl_ms":20000}`).str(t, "token")
+	wantProblem(t, acquire(t, gw, res, ""), http.StatusConflict, "lock-held")
+	wantProblem(t, acquire(t, gw, res, `{"wait_ms":200}`), http.StatusConflict, "lock-held")
+	wantStatus(t, inspect(t, gw, res), http.StatusOK)
+
+	// A waiter shows in the gauge until it gets the lock.
+	waiter := make(chan *Resp, 1)
+	go func() {
+		r, err := gw.try(http.MethodPost, "/locks/"+res, `{"wait_ms":20000}`)
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- r
+	}()
+	eventually(t, 10*time.Second, "redlockd_waiters = 1", func() bool {
+		return scrapeMetrics(t, gw).value("redlockd_waiters") == 1
+	})
+	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
+	select {
+	case r := <-waiter:
+		wantStatus(t, r, http.StatusCreated)
+		tok = r.str(t, "token")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not get the lock")
+	}
+	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
+
+	after := scrapeMetrics(t, gw)
+	for _, name := range []string{"redlockd_node_command_duration_seconds_bucket", "redlockd_http_requests_total", "redlockd_http_request_duration_seconds_bucket"} {
+		if _, ok := after.get(name); !ok {
+			t.Errorf("no %s in /metrics after requests", name)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"redlockd_acquisitions_total", []string{"outcome", "acquired"}, 2},
+		{"redlockd_acquisitions_total", []string{"outcome", "held"}, 2},
+		{"redlockd_http_requests_total", []string{"route", "/locks/{resource}", "method", "POST", "status", "201"}, 2},
+		{"redlockd_http_requests_total", []string{"route", "/locks/{resource}", "method", "DELETE", "status", "204"}, 2},
+		{"redlockd_http_requests_total", []string{"route", "/locks/{resource}", "method", "GET", "status", "200"}, 1},
+		{"redlockd_http_request_duration_seconds_count", []string{"route", "/locks/{resource}", "method", "POST"}, 4},
+		{"redlockd_lock_operation_duration_seconds_count", []string{"op", "acquire"}, 2},
+		{"redlockd_lock_operation_duration_seconds_count", []string{"op", "release"}, 2},
+		{"redlockd_lock_operation_duration_seconds_count", []string{"op", "inspect"}, 1},
+		{"redlockd_wait_duration_seconds_count", []string{"acquired", "false"}, 1},
+		{"redlockd_wait_duration_seconds_count", []string{"acquired", "true"}, 1},
+	} {
+		if got := after.value(c.name, c.labels...) - before.value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v moved by %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if got := after.value("redlockd_waiters"); got != 0 {
+		t.Errorf("redlockd_waiters = %v after the wait", got)
+	}
+	for _, n := range nodes {
+		// Each acquire, release and inspect sent at least one command to each node.
+		if d := after.value("redlockd_node_command_duration_seconds_count", "node", n.Addr) -
+			before.value("redlockd_node_command_duration_seconds_count", "node", n.Addr); d < 5 {
+			t.Errorf("node %s: %v commands timed, want >= 5", n.Addr, d)
+		}
+	}
+	if strings.Contains(after.text, tok) {
+		t.Error("a token appears in /metrics")
+	}
+
+	// A dead node: up 0, and its failed commands are counted.
+	dead := nodes[0]
+	dead.Kill()
+	lock(t, gw, resourceName(t), "")
+	eventually(t, 10*time.Second, "node_up 0 for the killed node", func() bool {
+		return scrapeMetrics(t, gw).value("redlockd_node_up", "node", dead.Addr) == 0
+	})
+	final := scrapeMetrics(t, gw)
+	if final.value("redlockd_node_command_errors_total", "node", dead.Addr) < 1 {
+		t.Errorf("no command error counted for the killed node")
+	}
+	if final.value("redlockd_node_up", "node", nodes[1].Addr) != 1 {
+		t.Errorf("a live node is shown down")
+	}
+}

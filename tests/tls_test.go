@@ -1,0 +1,363 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ---------------------------------------------------------------------------
+// a throwaway certificate authority
+
+// testCA is a certificate authority made for one test. Its certificates are
+// for 127.0.0.1 and localhost.
+type testCA struct {
+	dir    string
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	File   string // the CA certificate, PEM
+	Pool   *x509.CertPool
+	serial int64
+}
+
+func newTestCA(t testing.TB) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "redlockd test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &testCA{dir: t.TempDir(), cert: cert, key: key, Pool: x509.NewCertPool(), serial: 1}
+	ca.Pool.AddCert(cert)
+	ca.File = filepath.Join(ca.dir, "ca.pem")
+	writePEM(t, ca.File, "CERTIFICATE", der)
+	return ca
+}
+
+// issue makes a server certificate for 127.0.0.1 and localhost and returns
+// the paths of its PEM certificate and key.
+func (ca *testCA) issue(t testing.TB, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(ca.dir, name+".pem"), filepath.Join(ca.dir, name+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
+	return certFile, keyFile
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// redis-server with TLS
+
+// tlsRedis is a redis-server that accepts only TLS connections, on a free
+// port of 127.0.0.1, killed by PID at cleanup.
+type tlsRedis struct {
+	Addr string
+	// User and Password authenticate to it: Password alone is requirepass,
+	// User with Password an ACL user (the default user is then off).
+	User, Password string
+	pool           *x509.CertPool
+	client         *redis.Client
+}
+
+// startTLSRedis starts a TLS-only redis-server with a certificate of ca.
+func startTLSRedis(t testing.TB, ca *testCA, user, password string) *tlsRedis {
+	t.Helper()
+	certFile, keyFile := ca.issue(t, "redis")
+	dir := t.TempDir()
+	var lastErr error
+	for range 10 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []string{
+			"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", ca.File,
+			"--tls-auth-clients", "no", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", dir,
+		}
+		switch {
+		case user != "":
+			args = append(args, "--user", "default", "off", "--user", user, "on", ">"+password, "~*", "&*", "+@all")
+		case password != "":
+			args = append(args, "--requirepass", password)
+		}
+		cmd := exec.Command(redisServerPath, args...)
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start redis-server: %v", err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		})
+		n := &tlsRedis{Addr: fmt.Sprintf("127.0.0.1:%d", port), User: user, Password: password, pool: ca.Pool}
+		if lastErr = n.waitPing(done, out); lastErr == nil {
+			t.Cleanup(func() { _ = n.client.Close() })
+			return n
+		}
+	}
+	t.Fatalf("start a TLS redis-server: %v", lastErr)
+	return nil
+}
+
+// waitPing waits until the node answers PING over TLS, or its process
+// exited (done).
+func (n *tlsRedis) waitPing(done <-chan struct{}, out *syncBuffer) error {
+	n.client = redis.NewClient(&redis.Options{
+		Addr: n.Addr, Username: n.User, Password: n.Password, MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		TLSConfig: &tls.Config{RootCAs: n.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-done:
+			_ = n.client.Close()
+			return fmt.Errorf("redis-server exited: %s", out.String())
+		default:
+		}
+		err := n.client.Ping(context.Background()).Err()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = n.client.Close()
+			return fmt.Errorf("no PING answer over TLS within 10s: %v: %s", err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// URL is the node's rediss:// URL, with its credentials.
+func (n *tlsRedis) URL() string {
+	switch {
+	case n.User != "":
+		return "rediss://" + n.User + ":" + n.Password + "@" + n.Addr
+	case n.Password != "":
+		return "rediss://:" + n.Password + "@" + n.Addr
+	}
+	return "rediss://" + n.Addr
+}
+
+// ---------------------------------------------------------------------------
+// HTTP with a client of one's own
+
+// doWith sends method url with body (JSON) and header pairs through c.
+func doWith(t testing.TB, c *http.Client, method, url, body string, hdr ...string) *Resp {
+	t.Helper()
+	req, err := newRequest(url, method, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sendWith(c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// sendWith is trySend through c.
+func sendWith(c *http.Client, req *http.Request) (*Resp, error) {
+	start := time.Now()
+	res, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read body: %w", req.Method, req.URL, err)
+	}
+	r := &Resp{
+		Method: req.Method, Path: req.URL.RequestURI(), Status: res.StatusCode, Header: res.Header,
+		Body: body, Elapsed: time.Since(start),
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) == nil {
+		r.JSON = m
+	}
+	return r, nil
+}
+
+// waitReadyWith polls url/readyz through c until it answers 200.
+func waitReadyWith(t testing.TB, c *http.Client, base string, g *Gateway) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, base+"/readyz", nil)
+		r, err := sendWith(c, req)
+		if err == nil && r.Status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redlockd not ready within 15s (last: %v, %v):\n%s", r, err, g.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ---------------------------------------------------------------------------
+
+// TestTLS runs the gateway with an HTTPS listener against three TLS-only
+// redis-servers (rediss://): one open, one with requirepass, one with an ACL
+// user and password, all trusting a CA made here and given with
+// --redis-ca-file. Locks go through HTTPS and land on every node; plain
+// HTTP to the HTTPS port is refused; the passwords show nowhere. Then the
+// CA given through SSL_CERT_FILE instead, and no CA at all (every node is
+// down: its certificate is not trusted).
+func TestTLS(t *testing.T) {
+	ca := newTestCA(t)
+	nodes := []*tlsRedis{
+		startTLSRedis(t, ca, "", ""),
+		startTLSRedis(t, ca, "", "tls-requirepass-Q7w2"),
+		startTLSRedis(t, ca, "alice", "tls-aclpass-Z9k4"),
+	}
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.URL()
+	}
+	certFile, keyFile := ca.issue(t, "gateway")
+	g := startProcess(t, nil, "serve", "--listen", "127.0.0.1:0", "--restart-quarantine", "off",
+		"--redis", strings.Join(urls, ","), "--redis-ca-file", ca.File, "--tls-cert", certFile, "--tls-key", keyFile)
+	base := strings.Replace(g.URL, "http://", "https://", 1)
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12},
+	}}
+	waitReadyWith(t, c, base, g)
+
+	res := resourceName(t)
+	a := doWith(t, c, http.MethodPost, base+"/locks/"+res, `{"ttl_ms":10000}`)
+	wantStatus(t, a, http.StatusCreated)
+	tok := a.str(t, "token")
+	if got := a.num(t, "locked_nodes"); got != 3 {
+		t.Errorf("locked_nodes %d, want 3", got)
+	}
+	for i, n := range nodes {
+		v, err := n.client.Get(context.Background(), lockKey(res)).Result()
+		if err != nil || v != tok {
+			t.Errorf("node %d (%s): lock key %q, %v; want the token", i, n.Addr, v, err)
+		}
+	}
+	ready := doWith(t, c, http.MethodGet, base+"/readyz", "")
+	wantStatus(t, ready, http.StatusOK)
+	if countUp(ready) != 3 {
+		t.Errorf("readyz: %s", ready.Body)
+	}
+	wantStatus(t, doWith(t, c, http.MethodDelete, base+"/locks/"+res, "", "Lock-Token", tok), http.StatusNoContent)
+
+	// Plain HTTP to the HTTPS listener gets no lock.
+	plain := doWith(t, &http.Client{Timeout: 10 * time.Second}, http.MethodPost, g.URL+"/locks/"+res, "")
+	if plain.Status != http.StatusBadRequest {
+		t.Errorf("plain HTTP to the HTTPS port: %d, want 400", plain.Status)
+	}
+
+	t.Run("SSL_CERT_FILE", func(t *testing.T) {
+		g2 := startProcess(t, []string{"SSL_CERT_FILE=" + ca.File}, "serve", "--listen", "127.0.0.1:0",
+			"--restart-quarantine", "off", "--redis", strings.Join(urls, ","))
+		g2.waitReady(t)
+		r := lock(t, g2, resourceName(t), "")
+		if got := r.num(t, "locked_nodes"); got != 3 {
+			t.Errorf("locked_nodes %d, want 3", got)
+		}
+		g2.Stop()
+		checkNoSecrets(t, g2.Stderr(), "stderr", nodes[1].Password, nodes[2].Password)
+	})
+
+	t.Run("untrusted", func(t *testing.T) {
+		g3 := startProcess(t, []string{"SSL_CERT_FILE=" + filepath.Join(t.TempDir(), "none.pem")}, "serve",
+			"--listen", "127.0.0.1:0", "--restart-quarantine", "off", "--redis", strings.Join(urls, ","))
+		var r *Resp
+		eventually(t, 10*time.Second, "/readyz shows every node down", func() bool {
+			r = g3.do(t, http.MethodGet, "/readyz", "")
+			return r.Status == http.StatusServiceUnavailable && countUp(r) == 0
+		})
+		wantProblem(t, acquire(t, g3, resourceName(t), ""), http.StatusServiceUnavailable, "quorum-unavailable")
+		g3.Stop()
+		checkNoSecrets(t, g3.Stderr()+string(r.Body), "stderr and /readyz", nodes[1].Password, nodes[2].Password)
+	})
+
+	g.Stop()
+	checkNoSecrets(t, g.Stderr(), "stderr", nodes[1].Password, nodes[2].Password)
+}
+
+// checkNoSecrets fails if any secret appears in s (what).
+func checkNoSecrets(t testing.TB, s, what string, secrets ...string) {
+	t.Helper()
+	for _, secret := range secrets {
+		if secret != "" && strings.Contains(s, secret) {
+			t.Errorf("secret %.6s… appears in %s", secret, what)
+		}
+	}
+}
