@@ -548,9 +548,12 @@ func send(t testing.TB, req *http.Request) *Resp {
 }
 
 // trySend is send for use off the test goroutine.
-func trySend(req *http.Request) (*Resp, error) {
+func trySend(req *http.Request) (*Resp, error) { return sendWith(httpClient, req) }
+
+// sendWith is trySend through c.
+func sendWith(c *http.Client, req *http.Request) (*Resp, error) {
 	start := time.Now()
-	res, err := httpClient.Do(req)
+	res, err := c.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
 	}

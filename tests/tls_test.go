@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -224,31 +222,6 @@ func doWith(t testing.TB, c *http.Client, method, url, body string, hdr ...strin
 		t.Fatal(err)
 	}
 	return r
-}
-
-// sendWith is trySend through c.
-func sendWith(c *http.Client, req *http.Request) (*Resp, error) {
-	start := time.Now()
-	res, err := c.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read body: %w", req.Method, req.URL, err)
-	}
-	r := &Resp{
-		Method: req.Method, Path: req.URL.RequestURI(), Status: res.StatusCode, Header: res.Header,
-		Body: body, Elapsed: time.Since(start),
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var m map[string]any
-	if dec.Decode(&m) == nil {
-		r.JSON = m
-	}
-	return r, nil
 }
 
 // waitReadyWith polls url/readyz through c until it answers 200.
