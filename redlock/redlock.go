@@ -270,18 +270,20 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	if a.chosen {
 		undo = fresh
 	}
+	// Nodes that answered are undone before returning, so that the caller's
+	// next request finds them free. Nodes that did not answer may be slow:
+	// after a last round (no round follows with this token) they are undone
+	// in the background, so the caller waits for them once, not twice.
+	var later []int
+	if a.last && !a.chosen {
+		undo, later = partition(undo, answered)
+	}
+	undoCtx := context.WithoutCancel(ctx)
 	if len(undo) > 0 {
-		undoCtx := context.WithoutCancel(ctx)
-		run := func() {
-			runScript(undoCtx, c, undo, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
-		}
-		if a.last && !a.chosen {
-			// No round follows with this token: the caller need not wait for
-			// slow nodes a second time.
-			go run()
-		} else {
-			run() // before the next round with the same token
-		}
+		runScript(undoCtx, c, undo, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
+	}
+	if len(later) > 0 {
+		go runScript(undoCtx, c, later, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
 	}
 	if ok > 0 && len(pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -309,6 +311,18 @@ func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committe
 		}
 	}
 	return committed, held
+}
+
+// partition splits idxs into those in set and the others.
+func partition(idxs, set []int) (in, out []int) {
+	for _, i := range idxs {
+		if slices.Contains(set, i) {
+			in = append(in, i)
+		} else {
+			out = append(out, i)
+		}
+	}
+	return in, out
 }
 
 // freeIn estimates when a lock held on the nodes with these remaining TTLs
