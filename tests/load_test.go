@@ -78,6 +78,7 @@ func TestLoad(t *testing.T) {
 		client.CloseIdleConnections()
 	}
 	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the naive library at the same C:\n%s", d, load.Table(results))
+	t.Logf("gateway process: RSS %s, peak %s", procStatus(t, gw.cmd.Process.Pid, "VmRSS"), procStatus(t, gw.cmd.Process.Pid, "VmHWM"))
 	for _, r := range results {
 		if r.Cycles == 0 || r.Errors > r.Cycles/100 {
 			t.Errorf("%s C=%d: %d cycles, %d errors", r.Name, r.C, r.Cycles, r.Errors)
