@@ -143,11 +143,13 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 	if c.Contended {
 		wait = 10 * time.Second
 	}
-	resource := func(w int) string {
+	// Each mode has its own resources, so that a lock one mode's last cycle
+	// left behind cannot hold up the next.
+	resource := func(mode string, w int) string {
 		if c.Contended {
-			return prefix + "contended"
+			return prefix + mode + "-contended"
 		}
-		return prefix + strconv.Itoa(w)
+		return prefix + mode + "-" + strconv.Itoa(w)
 	}
 	var modes []mode
 	for _, naive := range []bool{true, false} {
@@ -171,12 +173,16 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 			if err != nil {
 				return nil, nil, err
 			}
+			mode := map[bool]string{true: "naive", false: "batching"}[naive]
 			return func(ctx context.Context, w int) error {
-				l, err := lib.Acquire(ctx, resource(w), redlock.AcquireOptions{TTL: 10 * time.Second, Wait: wait})
+				l, err := lib.Acquire(ctx, resource(mode, w), redlock.AcquireOptions{TTL: 10 * time.Second, Wait: wait})
 				if err != nil {
 					return err
 				}
-				return lib.Release(ctx, "", resource(w), l.Token)
+				// Release even when the run ends meanwhile.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				return lib.Release(rctx, "", resource(mode, w), l.Token)
 			}, func() { lib.Close() }, nil
 		}})
 	}

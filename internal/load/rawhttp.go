@@ -161,7 +161,10 @@ func RawHTTPCycle(baseURL, prefix string, c int, wait time.Duration, contended b
 		if token == "" {
 			return fmt.Errorf("acquire: no token in %q", body)
 		}
-		status, _, err = rc.do(ctx, "DELETE", path, "Lock-Token: "+token+"\r\n", "")
+		// Release even when the run ends meanwhile.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		status, _, err = rc.do(rctx, "DELETE", path, "Lock-Token: "+token+"\r\n", "")
 		if err != nil {
 			return err
 		}
