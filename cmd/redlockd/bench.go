@@ -143,8 +143,9 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 	if c.Contended {
 		wait = 10 * time.Second
 	}
-	// Each mode has its own resources, so that a lock one mode's last cycle
-	// left behind cannot hold up the next.
+	// Each mode and concurrency has its own resources, so that a lock a
+	// run's last cycle left behind (a request cut off at the end of the run
+	// may still be granted) cannot hold up the next run.
 	resource := func(mode string, w int) string {
 		if c.Contended {
 			return prefix + mode + "-contended"
@@ -160,7 +161,7 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 		if naive {
 			name = "library, naive"
 		}
-		modes = append(modes, mode{name, func(int) (load.Cycle, func(), error) {
+		modes = append(modes, mode{name, func(workers int) (load.Cycle, func(), error) {
 			var nodes []*redis.Options
 			for _, u := range c.Redis {
 				o, err := redis.ParseURL(u)
@@ -173,7 +174,7 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 			if err != nil {
 				return nil, nil, err
 			}
-			mode := map[bool]string{true: "naive", false: "batching"}[naive]
+			mode := fmt.Sprintf("%s-c%d", map[bool]string{true: "naive", false: "batching"}[naive], workers)
 			return func(ctx context.Context, w int) error {
 				l, err := lib.Acquire(ctx, resource(mode, w), redlock.AcquireOptions{TTL: 10 * time.Second, Wait: wait})
 				if err != nil {
@@ -187,7 +188,7 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 		}})
 	}
 	modes = append(modes, mode{"gateway over HTTP", func(workers int) (load.Cycle, func(), error) {
-		cycle, err := load.RawHTTPCycle(c.URL, prefix+"http-", workers, wait, c.Contended)
+		cycle, err := load.RawHTTPCycle(c.URL, fmt.Sprintf("%shttp-c%d-", prefix, workers), workers, wait, c.Contended)
 		return cycle, func() {}, err
 	}})
 	var results []load.Result

@@ -44,7 +44,8 @@ func (c *rawConn) do(ctx context.Context, method, path, header, body string) (in
 		c.conn, c.r = conn, bufio.NewReaderSize(conn, 4096)
 	}
 	conn := c.conn
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) }) // the run is over
+	// The run is over: hang up, so that the server drops a waiting request.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	c.buf = c.buf[:0]
 	c.buf = fmt.Appendf(c.buf, "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %d\r\n", method, path, c.host, header, len(body))
