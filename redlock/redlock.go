@@ -78,7 +78,7 @@ func (c *Coordinator) Close() error {
 func (c *Coordinator) keys(namespace, resource string) []string {
 	base := namespace + "/" + resource
 	p := c.opts.KeyPrefix
-	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base}
+	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base}
 }
 
 // validity is what is left of ttl after elapsed time and clock drift.
@@ -151,6 +151,22 @@ func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOpt
 	return c.acquireWaiting(ctx, &a, o.Wait)
 }
 
+// interest tells acquire.lua whether to ask for release announcements: 0
+// no (nobody waits), 1 when refused (this acquire will wait), 2 also when
+// granted (others wait behind it here).
+func (a *attempt) interest() int {
+	switch {
+	case !a.waiting:
+		return 0
+	case a.queued != nil && a.queued():
+		return 2
+	}
+	return 1
+}
+
+// releaseKeys are the keys release.lua takes: lock, meta and waiting.
+func releaseKeys(keys []string) []string { return []string{keys[0], keys[1], keys[3]} }
+
 // jitter returns a duration uniformly in [d/2, 3d/2).
 func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
@@ -168,8 +184,14 @@ type attempt struct {
 	token    string
 	chosen   bool // the caller chose the token (idempotent acquire)
 	last     bool // no round follows this one
-	ttl      time.Duration
-	owner    string
+	// waiting is set for a waiting acquire: its rounds ask the nodes to
+	// announce the lock's release (see interest).
+	waiting bool
+	// queued reports whether others wait behind this acquire on this
+	// coordinator; nil when not waiting.
+	queued func() bool
+	ttl    time.Duration
+	owner  string
 }
 
 // acqReply is one node's answer to acquire.lua.
@@ -187,7 +209,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	replies := runScript(ctx, c, c.all(), scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner}, func(cmd *redis.Cmd) (acqReply, error) {
+	replies := runScript(ctx, c, c.all(), scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd *redis.Cmd) (acqReply, error) {
 		v, err := cmd.Slice()
 		if err != nil {
 			return acqReply{}, err
@@ -280,10 +302,10 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	}
 	undoCtx := context.WithoutCancel(ctx)
 	if len(undo) > 0 {
-		runScript(undoCtx, c, undo, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
+		runScript(undoCtx, c, undo, scriptRelease, releaseKeys(a.keys), []any{a.token, c.channel()}, int64Reply)
 	}
 	if len(later) > 0 {
-		go runScript(undoCtx, c, later, scriptRelease, a.keys[:2], []any{a.token, c.channel()}, int64Reply)
+		go runScript(undoCtx, c, later, scriptRelease, releaseKeys(a.keys), []any{a.token, c.channel()}, int64Reply)
 	}
 	if ok > 0 && len(pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -360,7 +382,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	if !ValidToken(token) {
 		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
-	keys := c.keys(namespace, resource)[:2]
+	keys := releaseKeys(c.keys(namespace, resource))
 	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel()}, int64Reply)
 	var matched, other, silent int
 	var errs []error

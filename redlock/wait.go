@@ -27,10 +27,10 @@ import (
 //   - a slow jittered fallback poll (Options.PollInterval), in case a message
 //     was lost; a re-made subscription also wakes every head;
 //   - the end of the wait or of ctx.
-// When the head acquires the lock it leaves the queue and hands the head over
-// with the lock's validity, so the next waiter sleeps until a release (or
-// that validity) without sending a command. A waiter that gives up leaves at
-// once and, if it was the head, the next waiter tries at once.
+// When the head acquires the lock it leaves the queue and the next waiter
+// becomes the head and tries at once: refused, its round asks the nodes to
+// announce the release (release.lua publishes only for locks someone waits
+// for). A waiter that gives up leaves at once, and so does its goroutine.
 
 // counters are the coordinator's statistics, read by Stats.
 type counters struct {
@@ -85,13 +85,17 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	}
 
 	w := c.hub.join(c, a.keys[0], fingerprint(a.token))
+	a.waiting = true
+	a.queued = func() bool { return c.hub.queuedBehind(a.keys[0]) }
 	var took time.Duration // validity of the lock taken, handed to the next waiter
 	defer func() { c.hub.leave(a.keys[0], w, took) }()
 
 	err = &HeldError{}
 	var sleep time.Duration // before the next round; 0: at once
 	select {
-	case sleep = <-w.head:
+	case <-w.head:
+		// Try at once, even when the previous head just took the lock: a
+		// refused round asks the nodes to announce its release.
 	case <-ctx.Done():
 		return Lock{}, errors.Join(err, ctx.Err())
 	case <-deadline.C:
@@ -239,6 +243,14 @@ func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
 	} else {
 		h.queues[key] = q
 	}
+}
+
+// queuedBehind reports whether more than one waits for key (the head and
+// someone behind it).
+func (h *waitHub) queuedBehind(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.queues[key]) > 1
 }
 
 // queued reports whether anyone waits for key.

@@ -232,3 +232,41 @@ func TestWaitNoBusyPolling(t *testing.T) {
 		t.Fatalf("a waiter sent %d rounds in 1s on a lock held for 30s, want 1", n)
 	}
 }
+
+// TestWaitHandOffToLaterWaiters: waiters that queue after the holder took
+// the lock (so nobody had asked for release announcements yet) still wake at
+// once when it is released.
+func TestWaitHandOffToLaterWaiters(t *testing.T) {
+	cl := newCluster(t, 3, waitOpts)
+	ctx := t.Context()
+	res := uniq(t)
+	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second, Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second, Wait: 20 * time.Second})
+			if err == nil {
+				err = cl.c.Release(ctx, "", res, l.Token)
+			}
+			got <- err
+		}()
+		eventually(t, 5*time.Second, "waiter to queue", func() bool { return cl.c.Stats().Waiting == int64(i+1) })
+	}
+	time.Sleep(50 * time.Millisecond) // let the head's refused round finish
+	released := time.Now()
+	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Neither the holders' TTL (30s) nor the poll (1m) can have woken them.
+	if d := time.Since(released); d > 3*time.Second {
+		t.Fatalf("two hand-offs took %v", d)
+	}
+}
