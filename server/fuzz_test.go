@@ -44,7 +44,7 @@ func FuzzHandlers(f *testing.F) {
 		for _, withKeys := range []bool{false, true} {
 			r, err := http.NewRequest(method, "http://redlockd.test"+path, strings.NewReader(body))
 			if err != nil {
-				t.Skip()
+				return // not a request net/http would build: nothing to serve
 			}
 			for line := range strings.Lines(headers) {
 				if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {

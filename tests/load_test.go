@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,43 +16,45 @@ import (
 )
 
 // TestLoad measures acquire+release cycles against 5 local redis-servers:
-// through the gateway over HTTP and through the in-process redlock library,
-// in the same run, at C = 1, 16 and 64 (REDLOCKD_LOAD_C, comma-separated),
-// for REDLOCKD_LOAD_DURATION each (10s). It reports; it asserts only that
-// cycles completed. Run it with:
+// through the gateway over HTTP and through the in-process redlock library
+// (naive and with batching), in the same run, and asserts that every mode
+// completed cycles. In CI it is a short smoke run (C = 1 and 4, 300ms per
+// mode); the measurement runs at C = 1, 16 and 64 (REDLOCKD_LOAD_C,
+// comma-separated) for REDLOCKD_LOAD_DURATION each (10s):
 //
-//	REDLOCKD_LOAD=1 go test ./tests -run TestLoad -v -timeout 10m
+//	REDLOCKD_LOAD=1 go test ./tests -run 'TestLoad$' -v -timeout 10m
 func TestLoad(t *testing.T) {
-	if os.Getenv("REDLOCKD_LOAD") == "" {
-		t.Skip("set REDLOCKD_LOAD=1 to run the load measurement")
+	d := loadDuration(t, 300*time.Millisecond)
+	cs := []int{1, 4}
+	if fullLoad() {
+		cs = []int{1, 16, 64}
 	}
-	d := 10 * time.Second
-	if s := os.Getenv("REDLOCKD_LOAD_DURATION"); s != "" {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cs := []int{1, 16, 64}
 	if s := os.Getenv("REDLOCKD_LOAD_C"); s != "" {
 		cs = nil
 		for _, f := range strings.Split(s, ",") {
-			var c int
-			for _, r := range f {
-				c = c*10 + int(r-'0')
+			c, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || c < 1 {
+				t.Fatalf("REDLOCKD_LOAD_C: %q is not a worker count", f)
 			}
 			cs = append(cs, c)
 		}
 	}
 	nodes := startCluster(t, 5)
-	gw := startGateway(t, nodes) // default: one access log line per request
+	// The measurement uses the default node timeout (50ms). A smoke run
+	// shares the CPU with the rest of the suite under -race: a longer one
+	// keeps a slow moment from failing it.
+	timeout := 50 * time.Millisecond
+	if !fullLoad() {
+		timeout = time.Second
+	}
+	gw := startGateway(t, nodes, "--node-timeout", timeout.String()) // one access log line per request
 
 	var opts []*redis.Options
 	for _, n := range nodes {
 		opts = append(opts, &redis.Options{Addr: n.Addr})
 	}
 	libCycle := func(noBatching bool) load.Cycle {
-		lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: noBatching})
+		lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: noBatching, NodeTimeout: timeout})
 		if err != nil {
 			t.Fatal(err)
 		}

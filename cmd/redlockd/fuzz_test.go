@@ -46,7 +46,7 @@ func FuzzParseServeFlags(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, args, env, pw string) {
 		if strings.Contains(args+env, fuzzSecret) {
-			t.Skip() // the secret comes only from the placeholders
+			return // the secret comes only from the placeholders
 		}
 		secret := fuzzSecret + pw
 		encoded := url.QueryEscape(secret)
