@@ -180,7 +180,7 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		v, err := parse(cmd)
 		c.noteCommand(i, time.Since(start), err)
 		if err != nil {
-			err = &NodeError{Node: i, Addr: c.nodes[i].addr, Err: err}
+			err = c.nodes[i].fail(err)
 		}
 		out = append(out, reply[T]{node: i, val: v, err: err})
 	}
@@ -208,7 +208,7 @@ wait:
 		if !got[i] {
 			c.noteCommand(i, time.Since(start), nctx.Err())
 			c.nodes[i].noteReply(ctx, nctx.Err())
-			out = append(out, reply[T]{node: i, err: &NodeError{Node: i, Addr: c.nodes[i].addr, Err: nctx.Err()}})
+			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(nctx.Err())})
 		}
 	}
 	return out

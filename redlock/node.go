@@ -217,7 +217,7 @@ func fanout[T any](ctx context.Context, c *Coordinator, idxs []int, fn func(ctx 
 			c.noteCommand(n.idx, time.Since(start), err)
 			n.noteReply(ctx, err)
 			if err != nil {
-				err = &NodeError{Node: n.idx, Addr: n.addr, Err: err}
+				err = n.fail(err)
 			}
 			ch <- reply[T]{node: n.idx, val: v, err: err}
 		}(c.nodes[i])
@@ -236,6 +236,9 @@ func (c *Coordinator) noteCommand(i int, d time.Duration, err error) {
 		h(c.nodes[i].addr, d, err)
 	}
 }
+
+// fail wraps err as this node's *NodeError.
+func (n *node) fail(err error) error { return &NodeError{Node: n.idx, Addr: n.addr, Err: err} }
 
 // all returns the indexes of every node.
 func (c *Coordinator) all() []int {

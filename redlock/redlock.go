@@ -246,7 +246,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			continue
 		case r.val.ok && quarantined:
 			silent++ // its SET landed but it does not vote: undo it on failure
-			errs = append(errs, &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined})
+			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 			if !r.val.existing {
 				fresh = append(fresh, r.node)
 			}
@@ -397,7 +397,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 		case c.nodes[r.node].quarantined(now):
 			// It may have lost the lock in its restart: its "no" proves nothing.
 			silent++
-			errs = append(errs, &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined})
+			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 		case r.val == -1:
 			other++
 		}
@@ -462,7 +462,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			errs = append(errs, r.err)
 		case c.nodes[r.node].quarantined(now):
 			silent++
-			errs = append(errs, &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined})
+			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 			if r.val.state == 0 {
 				absent = append(absent, r.node) // put it back, though it does not vote
 			}
@@ -542,7 +542,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	now := time.Now()
 	for _, r := range replies {
 		if r.err == nil && c.nodes[r.node].quarantined(now) {
-			r.err = &NodeError{Node: r.node, Addr: c.nodes[r.node].addr, Err: errQuarantined}
+			r.err = c.nodes[r.node].fail(errQuarantined)
 		}
 		if r.err != nil {
 			silent++

@@ -72,13 +72,11 @@ func TestLoad(t *testing.T) {
 	var results []load.Result
 	ctx := t.Context()
 	for _, c := range cs {
-		client := load.NewHTTPClient(c)
 		results = append(results,
 			load.Run(ctx, "library naive (no batching)", c, d, naive),
 			load.Run(ctx, "library with batching", c, d, batched),
 			load.Run(ctx, "gateway over HTTP", c, d, rawCycle(t, gw.URL, c)),
 		)
-		client.CloseIdleConnections()
 	}
 	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the naive library at the same C:\n%s", d, load.Table(results))
 	t.Logf("gateway process: RSS %s, peak %s", procStatus(t, gw.cmd.Process.Pid, "VmRSS"), procStatus(t, gw.cmd.Process.Pid, "VmHWM"))

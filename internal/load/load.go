@@ -5,11 +5,8 @@
 package load
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -106,40 +103,6 @@ func Table(results []Result) string {
 		}
 	}
 	return b.String()
-}
-
-// HTTPCycle returns a cycle that acquires /locks/<prefix><worker> on the
-// gateway at baseURL and releases it.
-func HTTPCycle(client *http.Client, baseURL, prefix string) Cycle {
-	return func(ctx context.Context, w int) error {
-		u := fmt.Sprintf("%s/locks/%s%d", baseURL, prefix, w)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader([]byte(`{"ttl_ms":10000}`)))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		var body struct {
-			Token string `json:"token"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated || err != nil {
-			return fmt.Errorf("acquire: status %d: %v", resp.StatusCode, err)
-		}
-		req, _ = http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
-		req.Header.Set("Lock-Token", body.Token)
-		resp, err = client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			return fmt.Errorf("release: status %d", resp.StatusCode)
-		}
-		return nil
-	}
 }
 
 // NewHTTPClient returns a client that keeps c connections alive.
