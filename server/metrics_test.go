@@ -3,92 +3,33 @@ package server
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redlockd/redlockd/internal/promtest"
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// sample is one line of the Prometheus text format.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-// parseMetrics parses the Prometheus text format (enough of it for these
-// tests: no timestamps, label values without escapes other than \" and \\).
-func parseMetrics(t testing.TB, text string) []sample {
+// parseMetrics parses a Prometheus text exposition.
+func parseMetrics(t testing.TB, text string) promtest.Samples {
 	t.Helper()
-	var out []sample
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		s := sample{labels: map[string]string{}}
-		i := strings.IndexAny(line, "{ ")
-		if i < 0 {
-			t.Fatalf("bad metrics line %q", line)
-		}
-		s.name, line = line[:i], line[i:]
-		if line[0] == '{' {
-			line = line[1:]
-			for line[0] != '}' {
-				eq := strings.Index(line, `="`)
-				if eq < 0 {
-					t.Fatalf("bad labels in %q", line)
-				}
-				name := line[:eq]
-				line = line[eq+2:]
-				var v strings.Builder
-				for line[0] != '"' {
-					if line[0] == '\\' {
-						line = line[1:]
-					}
-					v.WriteByte(line[0])
-					line = line[1:]
-				}
-				s.labels[name] = v.String()
-				line = strings.TrimPrefix(line[1:], ",")
-			}
-			line = line[1:]
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
-		if err != nil {
-			t.Fatalf("bad value in %q: %v", line, err)
-		}
-		s.value = v
-		out = append(out, s)
+	ss, err := promtest.Parse(text)
+	if err != nil {
+		t.Fatalf("bad metrics: %v", err)
 	}
-	return out
+	return ss
 }
 
 // metricValue returns the sum of the samples called name whose labels
 // include labels (name=value pairs), and whether there was any.
-func metricValue(samples []sample, name string, labels ...string) (float64, bool) {
-	sum, found := 0.0, false
-next:
-	for _, s := range samples {
-		if s.name != name {
-			continue
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if s.labels[labels[i]] != labels[i+1] {
-				continue next
-			}
-		}
-		sum += s.value
-		found = true
-	}
-	return sum, found
+func metricValue(samples promtest.Samples, name string, labels ...string) (float64, bool) {
+	return samples.Sum(name, labels...)
 }
 
 // scrape gets /metrics from h and parses it.
-func scrape(t testing.TB, h http.Handler, headers ...string) []sample {
+func scrape(t testing.TB, h http.Handler, headers ...string) promtest.Samples {
 	t.Helper()
 	w := serve(t, h, request{method: "GET", target: "/metrics", headers: headers})
 	if w.Code != 200 {
@@ -199,7 +140,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	for _, s := range after {
-		if v := s.labels["method"]; v == "BREW" {
+		if v := s.Labels["method"]; v == "BREW" {
 			t.Errorf("client method in a label: %+v", s)
 		}
 	}

@@ -2,22 +2,17 @@ package tests
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/promtest"
 )
 
 // metrics is a parsed Prometheus text exposition.
 type metrics struct {
 	text    string
-	samples []metricSample
-}
-
-type metricSample struct {
-	name   string
-	labels map[string]string
-	value  float64
+	samples promtest.Samples
 }
 
 // scrapeMetrics gets /metrics (with header pairs hdr) and parses it.
@@ -31,60 +26,20 @@ func scrapeMetrics(t testing.TB, g *Gateway, hdr ...string) *metrics {
 	return parseMetrics(t, string(r.Body))
 }
 
-// parseMetrics parses the Prometheus text format as redlockd writes it.
+// parseMetrics parses a Prometheus text exposition.
 func parseMetrics(t testing.TB, text string) *metrics {
 	t.Helper()
-	m := &metrics{text: text}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		s := metricSample{labels: map[string]string{}}
-		i := strings.IndexAny(line, "{ ")
-		if i < 0 {
-			t.Fatalf("bad metrics line %q", line)
-		}
-		s.name, line = line[:i], line[i:]
-		if line[0] == '{' {
-			end := strings.LastIndexByte(line, '}')
-			for pair := range strings.SplitSeq(line[1:end], `",`) {
-				k, v, ok := strings.Cut(pair, `="`)
-				if !ok {
-					t.Fatalf("bad label %q in %q", pair, line)
-				}
-				s.labels[k] = strings.TrimSuffix(v, `"`)
-			}
-			line = line[end+1:]
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
-		if err != nil {
-			t.Fatalf("bad value in %q: %v", line, err)
-		}
-		s.value = v
-		m.samples = append(m.samples, s)
+	ss, err := promtest.Parse(text)
+	if err != nil {
+		t.Fatalf("bad metrics: %v", err)
 	}
-	return m
+	return &metrics{text: text, samples: ss}
 }
 
 // get returns the sum of the samples called name whose labels include the
 // name=value pairs of labels, and whether there was any.
 func (m *metrics) get(name string, labels ...string) (float64, bool) {
-	sum, found := 0.0, false
-next:
-	for _, s := range m.samples {
-		if s.name != name {
-			continue
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if s.labels[labels[i]] != labels[i+1] {
-				continue next
-			}
-		}
-		sum += s.value
-		found = true
-	}
-	return sum, found
+	return m.samples.Sum(name, labels...)
 }
 
 // value is get without the found flag.
