@@ -53,25 +53,35 @@ func TestLoad(t *testing.T) {
 	for _, n := range nodes {
 		opts = append(opts, &redis.Options{Addr: n.Addr})
 	}
-	libCycle := func(noBatching bool) load.Cycle {
+	libs := map[bool]*redlock.Coordinator{}
+	for _, noBatching := range []bool{true, false} {
 		lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: noBatching, NodeTimeout: timeout})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { lib.Close() })
+		libs[noBatching] = lib
+	}
+	// Each mode and concurrency locks its own resources, and releases even
+	// when the run ends meanwhile, so that a cycle cut off at the end of a
+	// run cannot hold up the next.
+	libCycle := func(noBatching bool, c int) load.Cycle {
+		lib := libs[noBatching]
 		return func(ctx context.Context, w int) error {
-			res := fmt.Sprintf("lib-%t-%d", noBatching, w)
+			res := fmt.Sprintf("lib-%t-c%d-%d", noBatching, c, w)
 			l, err := lib.Acquire(ctx, res, redlock.AcquireOptions{TTL: 10 * time.Second})
 			if err != nil {
 				return err
 			}
-			return lib.Release(ctx, "", res, l.Token)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return lib.Release(rctx, "", res, l.Token)
 		}
 	}
-	naive, batched := libCycle(true), libCycle(false)
 	var results []load.Result
 	ctx := t.Context()
 	for _, c := range cs {
+		naive, batched := libCycle(true, c), libCycle(false, c)
 		results = append(results,
 			load.Run(ctx, "library naive (no batching)", c, d, naive),
 			load.Run(ctx, "library with batching", c, d, batched),
@@ -89,7 +99,7 @@ func TestLoad(t *testing.T) {
 
 func rawCycle(t *testing.T, url string, c int) load.Cycle {
 	t.Helper()
-	cycle, err := load.RawHTTPCycle(url, "http-", c, 0, false)
+	cycle, err := load.RawHTTPCycle(url, fmt.Sprintf("http-c%d-", c), c, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
