@@ -111,44 +111,60 @@ func (c *Coordinator) ttlOrDefault(ttl time.Duration) (time.Duration, error) {
 // while o.Wait lasts. May return ErrInvalid, a *HeldError (ErrLockHeld) or
 // ErrQuorumUnavailable, joined with ctx.Err() when the context ended the wait.
 func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
-	if err := c.checkName(o.Namespace, resource); err != nil {
-		return Lock{}, err
-	}
-	ttl, err := c.ttlOrDefault(o.TTL)
+	a, err := c.newAttempt(resource, o)
 	if err != nil {
 		return Lock{}, err
 	}
+	if o.Wait == 0 {
+		return c.acquireOnce(ctx, a)
+	}
+	return c.acquireWaiting(ctx, a, o.Wait)
+}
+
+// newAttempt checks o and resource and returns the attempt to take the lock.
+// (A waiting acquire keeps only what it needs on its stack: see
+// acquireWaiting.)
+func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, error) {
+	if err := c.checkName(o.Namespace, resource); err != nil {
+		return nil, err
+	}
+	ttl, err := c.ttlOrDefault(o.TTL)
+	if err != nil {
+		return nil, err
+	}
 	if o.Wait < 0 || o.Wait > c.opts.MaxWait {
-		return Lock{}, invalid("wait must be within [0, %d] ms", c.opts.MaxWait.Milliseconds())
+		return nil, invalid("wait must be within [0, %d] ms", c.opts.MaxWait.Milliseconds())
 	}
 	if o.Token != "" && !ValidToken(o.Token) {
-		return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+		return nil, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	if utf8.RuneCountInString(o.Owner) > MaxOwnerLen {
-		return Lock{}, invalid("owner must be at most %d characters", MaxOwnerLen)
+		return nil, invalid("owner must be at most %d characters", MaxOwnerLen)
 	}
-	a := attempt{c: c, ns: o.Namespace, resource: resource, keys: c.keys(o.Namespace, resource),
+	a := &attempt{c: c, ns: o.Namespace, resource: resource, keys: c.keys(o.Namespace, resource),
 		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner}
 	if !a.chosen {
 		a.token = NewToken()
 	}
-	if o.Wait == 0 {
-		if c.hub.queued(a.keys[0]) {
-			// Others are waiting for this lock here: it is theirs first.
-			c.stats.held.Add(1)
-			return Lock{}, &HeldError{}
-		}
-		if err := ctx.Err(); err != nil {
-			return Lock{}, errors.Join(ErrQuorumUnavailable, err)
-		}
-		a.last = true
-		lock, err := a.run(ctx)
-		if err != nil && ctx.Err() != nil {
-			err = errors.Join(err, ctx.Err())
-		}
-		return lock, err
+	return a, nil
+}
+
+// acquireOnce is Acquire without a wait: one round.
+func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error) {
+	if c.hub.queued(a.keys[0]) {
+		// Others are waiting for this lock here: it is theirs first.
+		c.stats.held.Add(1)
+		return Lock{}, &HeldError{}
 	}
-	return c.acquireWaiting(ctx, &a, o.Wait)
+	if err := ctx.Err(); err != nil {
+		return Lock{}, errors.Join(ErrQuorumUnavailable, err)
+	}
+	a.last = true
+	lock, err := a.run(ctx)
+	if err != nil && ctx.Err() != nil {
+		err = errors.Join(err, ctx.Err())
+	}
+	return lock, err
 }
 
 // interest tells acquire.lua whether to ask for release announcements: 0

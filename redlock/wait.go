@@ -74,6 +74,10 @@ func fingerprint(token string) string {
 }
 
 // acquireWaiting is Acquire with a wait: see the comment at the top.
+//
+// Most waiters of a busy lock sit in turn, behind the head, for a long time,
+// with this frame and their callers' on their stack: thousands of them are
+// why it keeps few locals and leaves the rounds to contend.
 func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.Duration) (lock Lock, err error) {
 	start := time.Now()
 	deadline := time.NewTimer(wait)
@@ -90,17 +94,36 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	var took time.Duration // validity of the lock taken, handed to the next waiter
 	defer func() { c.hub.leave(a.keys[0], w, took) }()
 
-	err = &HeldError{}
-	var sleep time.Duration // before the next round; 0: at once
+	if err := w.turn(ctx, deadline.C); err != nil {
+		return Lock{}, err
+	}
+	lock, err = c.contend(ctx, a, w, deadline)
+	if err == nil {
+		took = lock.Validity
+	}
+	return lock, err
+}
+
+// turn waits until w is the head of its queue, or returns a *HeldError
+// (joined with ctx's error when ctx ended) if the wait ends first.
+func (w *waiter) turn(ctx context.Context, deadline <-chan time.Time) error {
 	select {
 	case <-w.head:
 		// Try at once, even when the previous head just took the lock: a
 		// refused round asks the nodes to announce its release.
+		return nil
 	case <-ctx.Done():
-		return Lock{}, errors.Join(err, ctx.Err())
-	case <-deadline.C:
-		return Lock{}, err
+		return errors.Join(&HeldError{}, ctx.Err())
+	case <-deadline:
+		return &HeldError{}
 	}
+}
+
+// contend makes rounds for the head waiter w until it takes the lock or the
+// wait ends, pausing between refused rounds until a release or the holder's
+// TTL.
+func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
+	var sleep time.Duration // before the next round; 0: at once
 	for {
 		if sleep > 0 {
 			done, werr := c.pause(ctx, w, sleep, deadline)
@@ -114,7 +137,6 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		w.drain()
 		lock, err = a.run(ctx)
 		if err == nil {
-			took = lock.Validity
 			return lock, nil
 		}
 		if ctx.Err() != nil {

@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/rs/zerolog"
-
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -162,13 +160,13 @@ type caller struct {
 	name, namespace string
 }
 
-type callerKey struct{}
-
 // namespaceFrom returns the lock namespace of the authenticated caller, or
 // the default namespace "" when the server runs without API keys.
 func namespaceFrom(ctx context.Context) string {
-	c, _ := ctx.Value(callerKey{}).(caller)
-	return c.namespace
+	if rq := reqInfoOf(ctx); rq != nil && rq.caller != nil {
+		return rq.caller.namespace
+	}
+	return ""
 }
 
 // needsKey reports whether a request to path needs an API key: every /locks
@@ -184,36 +182,28 @@ func (s *Server) needsKey(r *http.Request) bool {
 }
 
 // authenticate checks the API key of requests that need one (see needsKey)
-// when the server has keys: "Authorization: Bearer <key>", else 401
-// unauthorized. It puts the key's namespace in the context and its name in
-// the request's log lines. It runs before routing, body limits and decoding,
-// so an unauthenticated client learns nothing about locks or request syntax.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.keys.Len() == 0 || !s.needsKey(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		hdr := r.Header.Values("Authorization")
-		if len(hdr) == 0 {
-			s.writeProblem(w, r, errNoKey)
-			return
-		}
-		scheme, key, _ := strings.Cut(hdr[0], " ")
-		key = strings.TrimSpace(key)
-		if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" {
-			s.writeProblem(w, r, errBadKey)
-			return
-		}
-		e, ok := s.keys.lookup(key)
-		if !ok {
-			s.writeProblem(w, r, errBadKey)
-			return
-		}
-		zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
-			return c.Str("key", e.name)
-		})
-		ctx := context.WithValue(r.Context(), callerKey{}, caller{name: e.name, namespace: e.namespace})
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
+// when the server has keys: "Authorization: Bearer <key>", else it returns
+// errNoKey or errBadKey (401 unauthorized). It records the key's name and
+// namespace as the request's caller. It runs before routing, body limits and
+// decoding, so an unauthenticated client learns nothing about locks or
+// request syntax.
+func (s *Server) authenticate(r *http.Request, rq *reqInfo) error {
+	if s.keys.Len() == 0 || !s.needsKey(r) {
+		return nil
+	}
+	hdr := r.Header.Values("Authorization")
+	if len(hdr) == 0 {
+		return errNoKey
+	}
+	scheme, key, _ := strings.Cut(hdr[0], " ")
+	key = strings.TrimSpace(key)
+	if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return errBadKey
+	}
+	e, ok := s.keys.lookup(key)
+	if !ok {
+		return errBadKey
+	}
+	rq.caller = &caller{name: e.name, namespace: e.namespace}
+	return nil
 }

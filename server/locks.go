@@ -22,58 +22,79 @@ const (
 // turns into a problem response. A waiting acquire is cut short by
 // BeginShutdown.
 func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
-	if err := s.admit(ctx, req.Resource); err != nil {
+	o, err := s.acquireOptions(ctx, req)
+	if err != nil {
 		return nil, err
 	}
-	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.defaultTTL}
-	if b := req.Body; b != nil {
-		var err error
-		if o.TTL, err = s.ttl(b.TTLMs); err != nil {
-			return nil, err
-		}
-		if b.WaitMs != nil {
-			if *b.WaitMs < 0 || *b.WaitMs > s.maxWait.Milliseconds() {
-				return nil, badRequest("wait_ms must be within [0, %d]", s.maxWait.Milliseconds())
-			}
-			o.Wait = time.Duration(*b.WaitMs) * time.Millisecond
-		}
-		if b.Token != nil {
-			if !redlock.ValidToken(*b.Token) {
-				return nil, badRequest(tokenRule)
-			}
-			o.Token = *b.Token
-		}
-		if b.Owner != nil {
-			if utf8.RuneCountInString(*b.Owner) > redlock.MaxOwnerLen {
-				return nil, badRequest("owner must be at most %d characters", redlock.MaxOwnerLen)
-			}
-			o.Owner = *b.Owner
-		}
-	}
-
 	if o.Wait > 0 {
-		if s.waiting.Add(1) > s.maxWaiters {
-			s.waiting.Add(-1)
-			return nil, errTooManyWaiters
-		}
-		defer s.waiting.Add(-1)
-		var cancel context.CancelFunc
-		ctx, cancel = s.withDrain(ctx)
-		defer cancel()
-	} else {
-		defer s.metrics.observeOp("acquire", time.Now())
+		return s.acquireWaiting(ctx, req.Resource, o)
 	}
-	lock, err := s.locker.Acquire(ctx, req.Resource, o)
-	if err != nil {
-		if errors.Is(context.Cause(ctx), errShuttingDown) {
-			err = errors.Join(errShuttingDown, err)
+	defer s.metrics.observeOp("acquire", time.Now())
+	return s.acquire(ctx, req.Resource, o)
+}
+
+// acquireOptions checks an acquire request and returns its options.
+func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestObject) (redlock.AcquireOptions, error) {
+	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.defaultTTL}
+	if err := s.admit(ctx, req.Resource); err != nil {
+		return o, err
+	}
+	b := req.Body
+	if b == nil {
+		return o, nil
+	}
+	var err error
+	if o.TTL, err = s.ttl(b.TTLMs); err != nil {
+		return o, err
+	}
+	if b.WaitMs != nil {
+		if *b.WaitMs < 0 || *b.WaitMs > s.maxWait.Milliseconds() {
+			return o, badRequest("wait_ms must be within [0, %d]", s.maxWait.Milliseconds())
 		}
+		o.Wait = time.Duration(*b.WaitMs) * time.Millisecond
+	}
+	if b.Token != nil {
+		if !redlock.ValidToken(*b.Token) {
+			return o, badRequest(tokenRule)
+		}
+		o.Token = *b.Token
+	}
+	if b.Owner != nil {
+		if utf8.RuneCountInString(*b.Owner) > redlock.MaxOwnerLen {
+			return o, badRequest("owner must be at most %d characters", redlock.MaxOwnerLen)
+		}
+		o.Owner = *b.Owner
+	}
+	return o, nil
+}
+
+// acquireWaiting is AcquireLock with a wait: it counts towards MaxWaiters
+// and ends with 503 shutting-down when BeginShutdown is called.
+func (s *Server) acquireWaiting(ctx context.Context, resource string, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
+	if s.waiting.Add(1) > s.maxWaiters {
+		s.waiting.Add(-1)
+		return nil, errTooManyWaiters
+	}
+	defer s.waiting.Add(-1)
+	ctx, cancel := s.withDrain(ctx)
+	defer cancel()
+	resp, err := s.acquire(ctx, resource, o)
+	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+		err = errors.Join(errShuttingDown, err)
+	}
+	return resp, err
+}
+
+// acquire takes the lock and makes the 201 response.
+func (s *Server) acquire(ctx context.Context, resource string, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
+	lock, err := s.locker.Acquire(ctx, resource, o)
+	if err != nil {
 		return nil, err
 	}
 	setOutcome(ctx, "acquired")
 	return api.AcquireLock201JSONResponse{
-		Body:    lockResponse(req.Resource, lock),
-		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(req.Resource)},
+		Body:    lockResponse(resource, lock),
+		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(resource)},
 	}, nil
 }
 
@@ -146,7 +167,7 @@ func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObje
 // also refuses a request that authenticate did not let through (a safety
 // net: authenticate runs before routing and answers those itself).
 func (s *Server) admit(ctx context.Context, resource string) error {
-	if _, ok := ctx.Value(callerKey{}).(caller); s.keys.Len() > 0 && !ok {
+	if rq := reqInfoOf(ctx); s.keys.Len() > 0 && (rq == nil || rq.caller == nil) {
 		return errNoKey
 	}
 	if s.draining() {

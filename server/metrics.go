@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
-	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -265,7 +264,7 @@ func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) 
 	mfs, err := s.metrics.reg.Gather()
 	if err != nil {
 		// Gather returns what it could collect; serve that.
-		zerolog.Ctx(ctx).Warn().Err(err).Msg("gathering metrics")
+		s.logger(ctx).Warn().Err(err).Msg("gathering metrics")
 	}
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))

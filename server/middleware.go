@@ -33,81 +33,128 @@ const maxBodyBytes = 16 << 10
 // requestIDRe matches an incoming X-Request-Id that is kept as it is.
 var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// withLogger gives every request its own copy of log, which the handlers
-// find with zerolog.Ctx. (zerolog's hlog.NewHandler does the same, but hlog
-// needs github.com/rs/xid, which is not a dependency.)
-func withLogger(log zerolog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			l := log.With().Logger()
-			next.ServeHTTP(w, r.WithContext(l.WithContext(r.Context())))
-		})
-	}
-}
-
-// requestID gives every request an id: a well-formed incoming X-Request-Id,
-// or a new random one. It is sent back in X-Request-Id on every response and
-// added to the request's logger as req_id.
-func requestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if !requestIDRe.MatchString(id) {
-			id = rand.Text()
-		}
-		w.Header().Set("X-Request-Id", id)
-		zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
-			return c.Str("req_id", id)
-		})
-		next.ServeHTTP(w, r)
-	})
-}
-
-// reqInfo collects what the access log tells about a request beyond what
-// the router knows.
+// reqInfo is what the server knows of a request beyond *http.Request: its
+// id, its caller and, for the access log, its outcome. front puts one in
+// the request's context.
 type reqInfo struct {
+	id      string
+	caller  *caller // nil when not authenticated
 	outcome string
 }
 
 type reqInfoKey struct{}
 
+// reqInfoOf returns ctx's request, or nil outside front.
+func reqInfoOf(ctx context.Context) *reqInfo {
+	rq, _ := ctx.Value(reqInfoKey{}).(*reqInfo)
+	return rq
+}
+
 // setOutcome records the outcome of the request for the access log.
 func setOutcome(ctx context.Context, outcome string) {
-	if ri, ok := ctx.Value(reqInfoKey{}).(*reqInfo); ok {
-		ri.outcome = outcome
+	if rq := reqInfoOf(ctx); rq != nil {
+		rq.outcome = outcome
 	}
 }
 
-// accessLog logs one line per request: method, route pattern, resource,
-// status, latency and outcome (plus req_id, and the API key's name, from the
-// logger), and records the request in the metrics. It never logs headers,
-// tokens or bodies.
-func (s *Server) accessLog(next http.Handler) http.Handler {
+// logger returns the logger for lines about the request of ctx: s.log with
+// its req_id and, when authenticated, the API key's name.
+func (s *Server) logger(ctx context.Context) *zerolog.Logger {
+	l := s.log
+	if rq := reqInfoOf(ctx); rq != nil {
+		l = rq.with(l.With()).Logger()
+	}
+	return &l
+}
+
+// with adds the request's id and API key name to a log context.
+func (rq *reqInfo) with(c zerolog.Context) zerolog.Context {
+	c = c.Str("req_id", rq.id)
+	if rq.caller != nil {
+		c = c.Str("key", rq.caller.name)
+	}
+	return c
+}
+
+// front is the first handler of every request. It gives the request an id,
+// answers a panic with 500, checks the API key and the body size (see
+// begin), and logs one line and records the metrics of the request when it
+// is done.
+//
+// It is one function, not a chain of middlewares, because a waiting acquire
+// blocks below it for up to --max-wait, and with thousands of waiters every
+// frame on that stack is memory: the stack must stay within 8 KiB.
+func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		ri := &reqInfo{}
-		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
-
-		next.ServeHTTP(ww, r)
-
-		elapsed := time.Since(start)
-		status := cmp.Or(ww.Status(), http.StatusOK)
-		route, resource := routeOf(r)
-		outcome := cmp.Or(ri.outcome, strings.ToLower(http.StatusText(status)))
-		level := zerolog.InfoLevel
-		if status >= http.StatusInternalServerError {
-			level = zerolog.ErrorLevel
+		rq := &reqInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, rq))
+		defer s.finish(ww, r, time.Now())
+		if s.begin(ww, r, rq) {
+			next.ServeHTTP(ww, r)
 		}
-		zerolog.Ctx(r.Context()).WithLevel(level).
-			Str("method", r.Method).
-			Str("route", route).
-			Str("resource", resource).
-			Int("status", status).
-			Float64("latency_ms", float64(elapsed.Microseconds())/1000).
-			Str("outcome", outcome).
-			Msg("request")
-		s.metrics.observeRequest(route, r.Method, status, elapsed, outcome)
 	})
+}
+
+// begin gives the request its id, sent back in X-Request-Id: a well-formed
+// incoming X-Request-Id or a new random one. Then it checks the API key (see
+// authenticate) and caps the body at maxBodyBytes: a larger Content-Length
+// is refused at once, and reading more than that fails with
+// *http.MaxBytesError, which problemFor maps to 413. It reports whether the
+// request goes on; if not, it answered it.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, rq *reqInfo) bool {
+	rq.id = r.Header.Get("X-Request-Id")
+	if !requestIDRe.MatchString(rq.id) {
+		rq.id = rand.Text()
+	}
+	w.Header().Set("X-Request-Id", rq.id)
+	if err := s.authenticate(r, rq); err != nil {
+		s.writeProblem(w, r, err)
+		return false
+	}
+	if r.ContentLength > maxBodyBytes {
+		s.writeProblem(w, r, &http.MaxBytesError{Limit: maxBodyBytes})
+		return false
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	}
+	return true
+}
+
+// finish, deferred by front, turns a panic into a 500 internal problem and
+// logs it, then logs one line for the request: method, route pattern,
+// resource, status, latency and outcome (plus req_id, and the API key's
+// name), and records the request in the metrics. It never logs headers,
+// tokens or bodies.
+func (s *Server) finish(w middleware.WrapResponseWriter, r *http.Request, start time.Time) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		s.writeProblem(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+	}
+	elapsed := time.Since(start)
+	rq := reqInfoOf(r.Context())
+	status := cmp.Or(w.Status(), http.StatusOK)
+	route, resource := routeOf(r)
+	outcome := cmp.Or(rq.outcome, strings.ToLower(http.StatusText(status)))
+	level := zerolog.InfoLevel
+	if status >= http.StatusInternalServerError {
+		level = zerolog.ErrorLevel
+	}
+	e := s.log.WithLevel(level).Str("req_id", rq.id)
+	if rq.caller != nil {
+		e = e.Str("key", rq.caller.name)
+	}
+	e.Str("method", r.Method).
+		Str("route", route).
+		Str("resource", resource).
+		Int("status", status).
+		Float64("latency_ms", float64(elapsed.Microseconds())/1000).
+		Str("outcome", outcome).
+		Msg("request")
+	s.metrics.observeRequest(route, r.Method, status, elapsed, outcome)
 }
 
 // routeOf returns the route pattern of a served request and its loggable
@@ -148,39 +195,6 @@ func loggableResource(r *http.Request, raw string) string {
 		return ""
 	}
 	return raw
-}
-
-// recoverer turns a panic into a 500 internal problem and logs it.
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.writeProblem(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
-
-// limitBody caps request bodies at maxBodyBytes: a larger Content-Length is
-// refused at once, and reading more than that fails with
-// *http.MaxBytesError, which problemFor maps to 413.
-func (s *Server) limitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > maxBodyBytes {
-			s.writeProblem(w, r, &http.MaxBytesError{Limit: maxBodyBytes})
-			return
-		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // methodNotAllowed answers 405 with the Allow header listing the methods the

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
 )
@@ -138,7 +136,7 @@ func (s *Server) problemFor(err error) problem {
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := s.problemFor(err)
 	setOutcome(r.Context(), p.kind)
-	log := zerolog.Ctx(r.Context())
+	log := s.logger(r.Context())
 	switch p.kind {
 	case "internal":
 		log.Error().Err(err).Msg("internal error")

@@ -102,7 +102,7 @@ func New(cfg Config) *Server {
 // the one table in problem.go.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(withLogger(s.log), requestID, s.accessLog, s.recoverer, s.authenticate, s.limitBody)
+	r.Use(s.front)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
 	r.MethodNotAllowed(s.methodNotAllowed)
 
