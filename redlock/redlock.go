@@ -78,7 +78,19 @@ func (c *Coordinator) Close() error {
 func (c *Coordinator) keys(namespace, resource string) []string {
 	base := namespace + "/" + resource
 	p := c.opts.KeyPrefix
-	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base}
+	return []string{c.lockKey(namespace, resource), p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base}
+}
+
+// lockKey is the first of keys: the lock's own key, which also names its
+// queue of waiters.
+func (c *Coordinator) lockKey(namespace, resource string) string {
+	return c.opts.KeyPrefix + "lock:" + namespace + "/" + resource
+}
+
+// Queued reports whether acquires wait for the lock on resource in namespace
+// on this coordinator: a waiting Acquire made now would queue behind them.
+func (c *Coordinator) Queued(namespace, resource string) bool {
+	return c.hub.queued(c.lockKey(namespace, resource))
 }
 
 // validity is what is left of ttl after elapsed time and clock drift.

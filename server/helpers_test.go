@@ -28,6 +28,7 @@ type fakeLocker struct {
 	ExtendFn  func(ctx context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error)
 	InspectFn func(ctx context.Context, namespace, resource string) (redlock.Info, error)
 	StatusFn  func(ctx context.Context) []redlock.NodeStatus
+	QueuedFn  func(namespace, resource string) bool // nil: false
 
 	// Counters kept by validatingLocker (see there).
 	calls, mutations, changed atomic.Int64
@@ -72,6 +73,10 @@ func (f *fakeLocker) Extend(ctx context.Context, namespace, resource, token stri
 
 func (f *fakeLocker) Inspect(ctx context.Context, namespace, resource string) (redlock.Info, error) {
 	return f.InspectFn(ctx, namespace, resource)
+}
+
+func (f *fakeLocker) Queued(namespace, resource string) bool {
+	return f.QueuedFn != nil && f.QueuedFn(namespace, resource)
 }
 
 func (f *fakeLocker) Status(ctx context.Context) []redlock.NodeStatus { return f.StatusFn(ctx) }

@@ -26,11 +26,21 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 	if err != nil {
 		return nil, err
 	}
-	if o.Wait > 0 {
-		return s.acquireWaiting(ctx, req.Resource, o)
+	if o.Wait == 0 {
+		defer s.metrics.observeOp("acquire", time.Now())
+		return s.acquire(ctx, req.Resource, o)
 	}
-	defer s.metrics.observeOp("acquire", time.Now())
-	return s.acquire(ctx, req.Resource, o)
+	if s.waiting.Add(1) > s.maxWaiters {
+		s.waiting.Add(-1)
+		return nil, errTooManyWaiters
+	}
+	if s.locker.Queued(o.Namespace, req.Resource) && reqInfoOf(ctx) != nil {
+		// It will wait behind others: park it (see park.go), which
+		// counts it out of s.waiting when it is answered.
+		return &parkedAcquire{s: s, ctx: ctx, resource: req.Resource, o: o}, nil
+	}
+	defer s.waiting.Add(-1)
+	return s.acquireWaiting(ctx, req.Resource, o)
 }
 
 // acquireOptions checks an acquire request and returns its options.
@@ -68,14 +78,9 @@ func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestO
 	return o, nil
 }
 
-// acquireWaiting is AcquireLock with a wait: it counts towards MaxWaiters
-// and ends with 503 shutting-down when BeginShutdown is called.
+// acquireWaiting is acquire with a wait, which ends with 503 shutting-down
+// when BeginShutdown is called.
 func (s *Server) acquireWaiting(ctx context.Context, resource string, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
-	if s.waiting.Add(1) > s.maxWaiters {
-		s.waiting.Add(-1)
-		return nil, errTooManyWaiters
-	}
-	defer s.waiting.Add(-1)
 	ctx, cancel := s.withDrain(ctx)
 	defer cancel()
 	resp, err := s.acquire(ctx, resource, o)

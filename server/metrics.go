@@ -175,6 +175,10 @@ func (m *Metrics) watch(s *Server) {
 				Help: "Acquires waiting for a lock on this gateway now.",
 			}, waiting),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "redlockd_parked_waiters",
+				Help: "Waiting acquires parked off the HTTP server (their HTTP/1.x connections taken over while they wait behind others, to save memory).",
+			}, func() float64 { return float64(s.parkedNow.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "redlockd_quorum",
 				Help: "Nodes a lock needs (N/2+1).",
 			}, func() float64 { return float64(s.locker.Quorum()) }),

@@ -37,9 +37,16 @@ var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // id, its caller and, for the access log, its outcome. front puts one in
 // the request's context.
 type reqInfo struct {
+	start   time.Time
 	id      string
 	caller  *caller // nil when not authenticated
 	outcome string
+	r       *http.Request // the request, with this in its context
+	// parked is set when the request is answered off the HTTP server (see
+	// park.go), which logs it with the route and resource it was routed
+	// to: chi reuses its routing context once the handler returned.
+	parked          bool
+	route, resource string
 }
 
 type reqInfoKey struct{}
@@ -87,9 +94,10 @@ func (rq *reqInfo) with(c zerolog.Context) zerolog.Context {
 func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		rq := &reqInfo{}
+		rq := &reqInfo{start: time.Now()}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, rq))
-		defer s.finish(ww, r, time.Now())
+		rq.r = r
+		defer s.finish(ww, r)
 		if s.begin(ww, r, rq) {
 			next.ServeHTTP(ww, r)
 		}
@@ -122,22 +130,38 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rq *reqInfo) bool
 	return true
 }
 
-// finish, deferred by front, turns a panic into a 500 internal problem and
-// logs it, then logs one line for the request: method, route pattern,
-// resource, status, latency and outcome (plus req_id, and the API key's
-// name), and records the request in the metrics. It never logs headers,
-// tokens or bodies.
-func (s *Server) finish(w middleware.WrapResponseWriter, r *http.Request, start time.Time) {
+// finish, deferred by front, turns a panic into a 500 internal problem,
+// then logs the request (unless it was parked: see park.go).
+func (s *Server) finish(w middleware.WrapResponseWriter, r *http.Request) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
 			panic(v)
 		}
-		s.writeProblem(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+		s.recovered(w, r, v)
 	}
-	elapsed := time.Since(start)
+	if !reqInfoOf(r.Context()).parked {
+		s.logRequest(r, w.Status())
+	}
+}
+
+// recovered answers a recovered panic v with a 500 internal problem, and
+// logs it with its stack.
+func (s *Server) recovered(w http.ResponseWriter, r *http.Request, v any) {
+	s.writeProblem(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+}
+
+// logRequest logs one line for a request answered with status: method,
+// route pattern, resource, status, latency and outcome (plus req_id, and the
+// API key's name), and records the request in the metrics. It never logs
+// headers, tokens or bodies.
+func (s *Server) logRequest(r *http.Request, status int) {
 	rq := reqInfoOf(r.Context())
-	status := cmp.Or(w.Status(), http.StatusOK)
-	route, resource := routeOf(r)
+	elapsed := time.Since(rq.start)
+	status = cmp.Or(status, http.StatusOK)
+	route, resource := rq.route, rq.resource
+	if !rq.parked {
+		route, resource = routeOf(r)
+	}
 	outcome := cmp.Or(rq.outcome, strings.ToLower(http.StatusText(status)))
 	level := zerolog.InfoLevel
 	if status >= http.StatusInternalServerError {

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,11 @@ type Server struct {
 
 	// waiting counts the acquires with wait_ms > 0 in progress.
 	waiting atomic.Int64
+	// parked counts the parked acquires not answered yet, and returned
+	// takes their connections back to the HTTP server (see park.go).
+	parked    sync.WaitGroup
+	parkedNow atomic.Int64
+	returned  *returned
 
 	// drain is cancelled by BeginShutdown.
 	drain     context.Context
@@ -89,6 +95,7 @@ func New(cfg Config) *Server {
 		keys:        cfg.Keys,
 		metricsAuth: cfg.MetricsAuth,
 		metrics:     cfg.Metrics,
+		returned:    newReturned(),
 	}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
 	if s.metrics != nil {

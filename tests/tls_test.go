@@ -8,11 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -320,8 +322,74 @@ func TestTLS(t *testing.T) {
 		checkNoSecrets(t, g3.Stderr()+string(r.Body), "stderr and /readyz", nodes[1].Password, nodes[2].Password)
 	})
 
+	t.Run("waiters", func(t *testing.T) { tlsWaiters(t, c, base) })
+
 	g.Stop()
 	checkNoSecrets(t, g.Stderr(), "stderr", nodes[1].Password, nodes[2].Password)
+}
+
+// tlsWaiters queues three waiting acquires behind a held lock over TLS: the
+// head over HTTP/1.1 waits in its handler, the next over HTTP/2 cannot be
+// parked and waits in its handler too, the last over HTTP/1.1 is parked.
+// Each gets the lock in turn, and the parked one's connection then serves
+// its release.
+func tlsWaiters(t *testing.T, c *http.Client, base string) {
+	tlsConf := c.Transport.(*http.Transport).TLSClientConfig
+	// (Each client its own copy: a Transport adds "h2" to its config's NextProtos.)
+	h2 := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf.Clone(), ForceAttemptHTTP2: true}}
+	h1 := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf.Clone()}}
+	gauges := func() (waiters, parked float64) {
+		r := doWith(t, c, http.MethodGet, base+"/metrics", "")
+		m := parseMetrics(t, string(r.Body))
+		return m.value("redlockd_waiters"), m.value("redlockd_parked_waiters")
+	}
+	res := resourceName(t)
+	hold := doWith(t, c, http.MethodPost, base+"/locks/"+res, `{"ttl_ms":10000}`)
+	wantStatus(t, hold, http.StatusCreated)
+
+	type got struct {
+		r     *http.Response
+		token string
+		err   error
+	}
+	results := make([]chan got, 3)
+	for i, cl := range []*http.Client{c, h2, h1} {
+		results[i] = make(chan got, 1)
+		go func() {
+			resp, err := cl.Post(base+"/locks/"+res, "application/json", strings.NewReader(`{"ttl_ms":10000,"wait_ms":20000}`))
+			if err != nil {
+				results[i] <- got{err: err}
+				return
+			}
+			var body struct{ Token string }
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			results[i] <- got{resp, body.Token, err}
+		}()
+		eventually(t, 10*time.Second, "the waiter queued", func() bool { w, _ := gauges(); return w == float64(i+1) })
+	}
+	if _, parked := gauges(); parked != 1 {
+		t.Errorf("parked waiters: %v, want 1 (the last, over HTTP/1.1)", parked)
+	}
+	tok := hold.str(t, "token")
+	for i, proto := range []int{1, 2, 1} {
+		wantStatus(t, doWith(t, c, http.MethodDelete, base+"/locks/"+res, "", "Lock-Token", tok), http.StatusNoContent)
+		g := <-results[i]
+		if g.err != nil || g.r.StatusCode != http.StatusCreated || g.r.ProtoMajor != proto || g.token == "" {
+			t.Fatalf("waiter %d: %v, %+v", i, g.err, g.r)
+		}
+		tok = g.token
+	}
+	// The parked waiter's connection is the one h1 has: its release reuses it.
+	var reused bool
+	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodDelete, base+"/locks/"+res, nil)
+	req.Header.Set("Lock-Token", tok)
+	resp, err := h1.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent || !reused {
+		t.Fatalf("release on the parked connection: %v, %+v, reused %v", err, resp, reused)
+	}
+	resp.Body.Close()
 }
 
 // checkNoSecrets fails if any secret appears in s (what).

@@ -51,6 +51,7 @@ type Main struct {
 	coord    *redlock.Coordinator
 	srv      *server.Server
 	http     *http.Server
+	returned *http.Server // serves the connections of parked acquires
 	ln       net.Listener
 	served   chan struct{} // closed when http.Server.Serve returned
 	serveErr error         // what it returned, ErrServerClosed as nil
@@ -128,16 +129,25 @@ func (m *Main) Open() (err error) {
 		MetricsAuth: c.MetricsAuth,
 		Metrics:     metrics,
 	})
-	m.http = &http.Server{
-		Handler:           m.srv.Handler(),
-		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: c.ReadHeaderTimeout,
-		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
-		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
-		IdleTimeout:       c.IdleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+	handler := m.srv.Handler()
+	newHTTP := func() *http.Server {
+		return &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: c.ReadHeaderTimeout,
+			ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
+			WriteTimeout:      c.MaxWait + writeTimeoutMargin,
+			IdleTimeout:       c.IdleTimeout,
+			MaxHeaderBytes:    maxHeaderBytes,
+			ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+		}
 	}
+	m.http = newHTTP()
+	m.http.TLSConfig = tlsConfig
+	// The connections of parked waiting acquires (see server/park.go) come
+	// back for their next request to a second server, the same but for TLS
+	// (they are past their handshake): serving them on the first would
+	// turn off its HTTP/2.
+	m.returned = newHTTP()
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -163,6 +173,7 @@ func (m *Main) Open() (err error) {
 			m.serveErr = err
 		}
 	}()
+	go func() { _ = m.returned.Serve(m.srv.Returned()) }()
 	return nil
 }
 
@@ -214,12 +225,13 @@ func (m *Main) closeAll() error {
 			timeout = defaultShutdownTimeout
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		err := m.http.Shutdown(ctx)
+		err := errors.Join(m.http.Shutdown(ctx), m.srv.WaitParked(ctx), m.returned.Shutdown(ctx))
 		cancel()
 		if err != nil {
 			m.Log.Warn().Err(err).Dur("timeout", timeout).Msg("graceful shutdown timed out: closing the remaining connections")
 			errs = append(errs, fmt.Errorf("redlockd: graceful shutdown: %w", err))
 			_ = m.http.Close()
+			_ = m.returned.Close()
 		}
 		<-m.served
 		if m.serveErr != nil {
