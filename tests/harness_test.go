@@ -413,7 +413,7 @@ func startProcess(t testing.TB, env []string, args ...string) *Gateway {
 			line := sc.Text()
 			g.errs.WriteString(line + "\n")
 			var m struct{ Message, Addr string }
-			if json.Unmarshal([]byte(line), &m) == nil && m.Message == "listening" && m.Addr != "" {
+			if strings.Contains(line, `"listening"`) && json.Unmarshal([]byte(line), &m) == nil && m.Message == "listening" && m.Addr != "" {
 				select {
 				case addrc <- m.Addr:
 				default:

@@ -45,7 +45,8 @@ type Main struct {
 	ShutdownTimeout time.Duration
 
 	// Log is the logger, built by Open from Config and Stderr.
-	Log zerolog.Logger
+	Log  zerolog.Logger
+	logw *logWriter // between Log and Stderr
 
 	dev      *devNodes
 	coord    *redlock.Coordinator
@@ -86,7 +87,8 @@ func (m *Main) Open() (err error) {
 	if err != nil {
 		return err
 	}
-	m.Log = newLogger(m.stderr(), c)
+	m.logw = newLogWriter(m.stderr())
+	m.Log = newLogger(m.logw, c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
@@ -174,6 +176,7 @@ func (m *Main) Open() (err error) {
 		}
 	}()
 	go func() { _ = m.returned.Serve(m.srv.Returned()) }()
+	m.logw.Flush() // "listening" and the warnings are out when Open returns
 	return nil
 }
 
@@ -248,6 +251,9 @@ func (m *Main) closeAll() error {
 	m.dev = nil
 	if m.ln != nil {
 		m.Log.Info().Msg("stopped")
+	}
+	if m.logw != nil {
+		m.logw.Close()
 	}
 	return errors.Join(errs...)
 }
