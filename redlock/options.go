@@ -1,7 +1,7 @@
 package redlock
 
 import (
-	"regexp"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,18 +19,29 @@ const (
 	constDrift = 2 * time.Millisecond
 )
 
-var (
-	nameRe  = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
-	tokenRe = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
-)
-
 // ValidName reports whether s is a valid resource or namespace name:
 // 1–200 characters of [A-Za-z0-9._:-].
-func ValidName(s string) bool { return nameRe.MatchString(s) }
+func ValidName(s string) bool { return validChars(s, 1, MaxNameLen, "._:-") }
 
 // ValidToken reports whether s is a valid client-chosen token:
 // 22–128 characters of [A-Za-z0-9_-].
-func ValidToken(s string) bool { return tokenRe.MatchString(s) }
+func ValidToken(s string) bool { return validChars(s, 22, 128, "_-") }
+
+// validChars reports whether s is min to max ASCII letters, digits and bytes
+// of extra. (Every request checks a name and often a token: a loop is some
+// twenty times cheaper than the equivalent regexp.)
+func validChars(s string, min, max int, extra string) bool {
+	if len(s) < min || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
 
 // Options configure a Coordinator. The zero value of each field means its
 // default.

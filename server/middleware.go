@@ -112,7 +112,7 @@ func (s *Server) front(next http.Handler) http.Handler {
 // request goes on; if not, it answered it.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, rq *reqInfo) bool {
 	rq.id = r.Header.Get("X-Request-Id")
-	if !requestIDRe.MatchString(rq.id) {
+	if rq.id == "" || !requestIDRe.MatchString(rq.id) {
 		rq.id = rand.Text()
 	}
 	w.Header().Set("X-Request-Id", rq.id)
