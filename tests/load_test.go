@@ -78,6 +78,9 @@ func TestLoad(t *testing.T) {
 			return lib.Release(rctx, "", res, l.Token)
 		}
 	}
+	// The floor: the same HTTP cycles against a no-op net/http server in a
+	// process of its own, what any Go gateway costs at the least.
+	floor := startFloor(t)
 	var results []load.Result
 	ctx := t.Context()
 	for _, c := range cs {
@@ -85,7 +88,8 @@ func TestLoad(t *testing.T) {
 		results = append(results,
 			load.Run(ctx, "library naive (no batching)", c, d, naive),
 			load.Run(ctx, "library with batching", c, d, batched),
-			load.Run(ctx, "gateway over HTTP", c, d, rawCycle(t, gw.URL, c)),
+			load.Run(ctx, "gateway over HTTP", c, d, rawCycle(t, gw.URL, "gw", c)),
+			load.Run(ctx, "floor: net/http, no-op handler", c, d, rawCycle(t, floor, "floor", c)),
 		)
 	}
 	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the naive library at the same C:\n%s", d, load.Table(results))
@@ -97,9 +101,12 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-func rawCycle(t *testing.T, url string, c int) load.Cycle {
+// rawCycle is an uncontended acquire+release cycle over HTTP on resources
+// named after name and c: a lock a run leaves behind (it may end between an
+// acquire and its release) is no other run's.
+func rawCycle(t *testing.T, url, name string, c int) load.Cycle {
 	t.Helper()
-	cycle, err := load.RawHTTPCycle(url, fmt.Sprintf("http-c%d-", c), c, 0, false)
+	cycle, err := load.RawHTTPCycle(url, fmt.Sprintf("http-%s-c%d-", name, c), c, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

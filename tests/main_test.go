@@ -26,6 +26,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(floorEnv) != "" {
+		os.Exit(serveFloor())
+	}
 	os.Exit(run(m))
 }
 
