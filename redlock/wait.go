@@ -82,13 +82,13 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	start := time.Now()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	c.stats.waiting.Add(1)
-	defer c.stats.waiting.Add(-1)
 	if f := c.opts.OnWait; f != nil {
 		defer func() { f(time.Since(start), err == nil) }()
 	}
 
 	w := c.hub.join(c, a.keys[0], fingerprint(a.token))
+	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
+	defer c.stats.waiting.Add(-1)
 	a.waiting = true
 	a.queued = func() bool { return c.hub.queuedBehind(a.keys[0]) }
 	var took time.Duration // validity of the lock taken, handed to the next waiter

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // ---------------------------------------------------------------------------
@@ -125,10 +127,17 @@ func (n *RedisNode) spawn(port int) (*redisProc, error) {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		pid, err := redistest.ProcessID(ctx, c)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil && pid == cmd.Process.Pid:
 			return p, nil
+		case err == nil:
+			// Another test's server has the port (other packages' tests
+			// run at the same time): ours cannot bind.
+			_ = cmd.Process.Kill()
+			<-p.done
+			return nil, fmt.Errorf("port %d is another redis-server's (pid %d)", port, pid)
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()

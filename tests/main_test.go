@@ -1,7 +1,8 @@
 // Package tests holds black-box tests of redlockd: they build the binary, run
 // it against real redis-server processes, inject faults (kill, pause, restart
-// a node) and speak to it over HTTP only. They import none of the project's
-// packages.
+// a node) and speak to it over HTTP only. Of the project's packages they use
+// only test helpers (internal/) and, as the load tests' baseline, the
+// redlock library.
 package tests
 
 import (

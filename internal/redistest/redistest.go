@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -104,15 +105,38 @@ func (s *Server) start() error {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		pid, err := ProcessID(ctx, c)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil && pid == cmd.Process.Pid:
 			return nil
+		case err == nil:
+			// Another test's server has the port (taken between freePort
+			// and the bind, or during a restart): ours cannot bind.
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("port %d is another redis-server's (pid %d)", s.Port, pid)
 		}
 		time.Sleep(10 * time.Millisecond) // polling for readiness: no event to await
 	}
 	s.Kill()
 	return fmt.Errorf("redis-server on port %d not ready", s.Port)
+}
+
+// ProcessID returns the process id of the redis-server c talks to. Tests
+// that start servers check it: a server that answers on a port is not
+// necessarily the one just started there.
+func ProcessID(ctx context.Context, c *redis.Client) (int, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("no process_id in INFO server")
 }
 
 // Addr is host:port.
