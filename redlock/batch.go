@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,10 +31,40 @@ const (
 
 // call is one command queued for a node.
 type call struct {
-	ctx  context.Context
-	cmd  *redis.Cmd
-	node int
-	done chan<- int // receives node when cmd has its result; buffered by the caller
+	ctx   context.Context
+	cmd   *redis.Cmd
+	node  int
+	round *round // told when cmd has its result
+}
+
+// round collects the answers of the nodes to one command: when each came,
+// and one wake-up of the caller once the last is in, rather than one per
+// node (a round waits for every node but a silent one).
+type round struct {
+	start   time.Time
+	left    atomic.Int32
+	all     chan struct{}  // closed when left reaches 0
+	arrived []atomic.Int64 // per node: 1 + nanoseconds from start to its answer; 0 until then
+}
+
+func newRound(nodes, waiting int) *round {
+	r := &round{start: time.Now(), all: make(chan struct{}), arrived: make([]atomic.Int64, nodes)}
+	r.left.Store(int32(waiting))
+	return r
+}
+
+// arrive records that node's command has its result.
+func (r *round) arrive(node int) {
+	r.arrived[node].Store(1 + int64(time.Since(r.start)))
+	if r.left.Add(-1) == 0 {
+		close(r.all)
+	}
+}
+
+// took returns how long node took to answer, and whether it did.
+func (r *round) took(node int) (time.Duration, bool) {
+	at := r.arrived[node].Load()
+	return time.Duration(at - 1), at != 0
 }
 
 // batcher is a node's queue and its workers.
@@ -61,7 +92,7 @@ func (b *batcher) close() {
 		select {
 		case c := <-b.queue:
 			c.cmd.SetErr(redis.ErrClosed)
-			c.done <- c.node
+			c.round.arrive(c.node)
 		default:
 			return
 		}
@@ -100,7 +131,7 @@ func (b *batcher) send(batch []*call) {
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
 			c.cmd.SetErr(err)
-			c.done <- c.node
+			c.round.arrive(c.node)
 			continue
 		}
 		if d, ok := c.ctx.Deadline(); ok && d.After(deadline) {
@@ -123,7 +154,7 @@ func (b *batcher) send(batch []*call) {
 		_, _ = pipe.Exec(ctx)
 	}
 	for _, c := range live {
-		c.done <- c.node
+		c.round.arrive(c.node)
 	}
 }
 
@@ -157,64 +188,46 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	}
 	nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 	defer cancel()
-	start := time.Now()
-	done := make(chan int, len(idxs))
+	rd := newRound(len(c.nodes), len(idxs))
 	cmds := make([]*redis.Cmd, len(c.nodes))
 	for _, i := range idxs {
 		cmds[i] = evalSha(nctx, script, keys, args)
-		cl := &call{ctx: nctx, cmd: cmds[i], node: i, done: done}
+		cl := &call{ctx: nctx, cmd: cmds[i], node: i, round: rd}
 		select {
 		case c.nodes[i].batch.queue <- cl:
 		default: // queue full: the node is far behind; count it silent
 			cmds[i].SetErr(errors.New("node queue full"))
-			done <- i
+			rd.arrive(i)
 		}
 	}
+	select {
+	case <-rd.all:
+	case <-nctx.Done():
+	}
 	out := make([]reply[T], 0, len(idxs))
-	got := make([]bool, len(c.nodes))
-	take := func(i int) {
-		got[i] = true
+	for _, i := range idxs {
+		took, ok := rd.took(i)
+		if !ok { // silent until the node timeout
+			c.noteCommand(i, time.Since(rd.start), nctx.Err())
+			c.nodes[i].noteReply(ctx, nctx.Err())
+			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(nctx.Err())})
+			continue
+		}
 		cmd := cmds[i]
 		if isNoScript(cmd.Err()) {
 			// The node lost its script cache: EVAL it once, directly.
 			rctx, rcancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 			cmd = script.Run(rctx, c.nodes[i].client, keys, args...)
 			rcancel()
+			took = time.Since(rd.start)
 		}
 		c.nodes[i].noteReply(ctx, cmd.Err())
 		v, err := parse(cmd)
-		c.noteCommand(i, time.Since(start), err)
+		c.noteCommand(i, took, err)
 		if err != nil {
 			err = c.nodes[i].fail(err)
 		}
 		out = append(out, reply[T]{node: i, val: v, err: err})
-	}
-	pending := len(idxs)
-wait:
-	for pending > 0 {
-		select {
-		case i := <-done:
-			pending--
-			take(i)
-		case <-nctx.Done():
-			break wait
-		}
-	}
-	for pending > 0 { // answers that came with the deadline
-		select {
-		case i := <-done:
-			pending--
-			take(i)
-		default:
-			pending = 0
-		}
-	}
-	for _, i := range idxs {
-		if !got[i] {
-			c.noteCommand(i, time.Since(start), nctx.Err())
-			c.nodes[i].noteReply(ctx, nctx.Err())
-			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(nctx.Err())})
-		}
 	}
 	return out
 }
