@@ -97,7 +97,7 @@ func (s *Server) front(next http.Handler) http.Handler {
 		rq := &reqInfo{start: time.Now()}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, rq))
 		rq.r = r
-		defer s.finish(ww, r)
+		defer s.finish(ww, r, rq)
 		if s.begin(ww, r, rq) {
 			next.ServeHTTP(ww, r)
 		}
@@ -132,15 +132,15 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rq *reqInfo) bool
 
 // finish, deferred by front, turns a panic into a 500 internal problem,
 // then logs the request (unless it was parked: see park.go).
-func (s *Server) finish(w middleware.WrapResponseWriter, r *http.Request) {
+func (s *Server) finish(w middleware.WrapResponseWriter, r *http.Request, rq *reqInfo) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
 			panic(v)
 		}
 		s.recovered(w, r, v)
 	}
-	if !reqInfoOf(r.Context()).parked {
-		s.logRequest(r, w.Status())
+	if !rq.parked {
+		s.logRequest(r, rq, w.Status())
 	}
 }
 
@@ -154,8 +154,7 @@ func (s *Server) recovered(w http.ResponseWriter, r *http.Request, v any) {
 // route pattern, resource, status, latency and outcome (plus req_id, and the
 // API key's name), and records the request in the metrics. It never logs
 // headers, tokens or bodies.
-func (s *Server) logRequest(r *http.Request, status int) {
-	rq := reqInfoOf(r.Context())
+func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 	elapsed := time.Since(rq.start)
 	status = cmp.Or(status, http.StatusOK)
 	route, resource := rq.route, rq.resource

@@ -85,7 +85,8 @@ func (s *Server) serveParked(p *parkedAcquire, pc *parkedConn, header http.Heade
 	defer s.parkedNow.Add(-1)
 	defer cancel()
 	go pc.watch(cancel)
-	r := reqInfoOf(p.ctx).r
+	rq := reqInfoOf(p.ctx)
+	r := rq.r
 	rec := &recorder{header: header}
 	func() {
 		defer func() {
@@ -104,7 +105,7 @@ func (s *Server) serveParked(p *parkedAcquire, pc *parkedConn, header http.Heade
 	}()
 	keepAlive := !r.Close && ctx.Err() == nil && s.returned.serving.Load()
 	err := rec.writeTo(pc.Conn, keepAlive)
-	s.logRequest(r, rec.Status())
+	s.logRequest(r, rq, rec.Status())
 	pc.unwatch()
 	if err != nil || !keepAlive || pc.gone {
 		_ = pc.Conn.Close()

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // proc is a process started by startProc: its stdout lines can be awaited,
@@ -258,7 +260,7 @@ func checkJournal(t testing.TB, path string, n int) []int64 {
 // closedURL returns the URL of a loopback port that nothing listens on.
 func closedURL(t testing.TB) string {
 	t.Helper()
-	port, err := freePort()
+	port, err := redistest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

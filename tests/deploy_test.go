@@ -19,6 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // compose is the part of docker-compose.yml the test reads.
@@ -267,7 +269,7 @@ func TestDeployment(t *testing.T) {
 func startComposeRedis(t *testing.T, command []string, dir string) string {
 	t.Helper()
 	for range 10 {
-		port, err := freePort()
+		port, err := redistest.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -65,7 +64,7 @@ func startRedisPassword(t testing.TB, password string) *RedisNode {
 	n := &RedisNode{t: t, dir: t.TempDir(), Password: password}
 	var lastErr error
 	for range 10 {
-		port, err := freePort()
+		port, err := redistest.FreePort()
 		if err != nil {
 			t.Fatalf("free port: %v", err)
 		}
@@ -80,16 +79,6 @@ func startRedisPassword(t testing.TB, password string) *RedisNode {
 	}
 	t.Fatalf("start redis-server: %v", lastErr)
 	return nil
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // spawn starts redis-server on port and waits until it answers PING. If the
@@ -119,33 +108,10 @@ func (n *RedisNode) spawn(port int) (*redisProc, error) {
 		ReadTimeout: 200 * time.Millisecond, MaxRetries: -1,
 	})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("redis-server on port %d exited: %s", port, out.String())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		pid, err := redistest.ProcessID(ctx, c)
-		cancel()
-		switch {
-		case err == nil && pid == cmd.Process.Pid:
-			return p, nil
-		case err == nil:
-			// Another test's server has the port (other packages' tests
-			// run at the same time): ours cannot bind.
-			_ = cmd.Process.Kill()
-			<-p.done
-			return nil, fmt.Errorf("port %d is another redis-server's (pid %d)", port, pid)
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-p.done
-			return nil, fmt.Errorf("redis-server on port %d did not answer PING: %v: %s", port, err, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := redistest.AwaitOwn(c, cmd, p.done); err != nil {
+		return nil, fmt.Errorf("redis-server on port %d: %v: %s", port, err, out.String())
 	}
+	return p, nil
 }
 
 // PID returns the process id of the running redis-server (0 when killed).
@@ -387,6 +353,14 @@ func startUnready(t testing.TB, nodes []*RedisNode, extraFlags ...string) *Gatew
 	for i, n := range nodes {
 		urls[i] = n.URL()
 	}
+	return startServe(t, urls, extraFlags...)
+}
+
+// startServe runs `redlockd serve` on a free port of 127.0.0.1 against the
+// nodes at urls, with restart quarantine off and extraFlags appended (later
+// flags win). It does not wait for /readyz.
+func startServe(t testing.TB, urls []string, extraFlags ...string) *Gateway {
+	t.Helper()
 	args := append([]string{"serve",
 		"--listen", "127.0.0.1:0",
 		"--redis", strings.Join(urls, ","),

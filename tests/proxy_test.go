@@ -2,7 +2,6 @@ package tests
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,12 +43,7 @@ func startGatewayAt(t testing.TB, addrs []string, extraFlags ...string) *Gateway
 	for i, a := range addrs {
 		urls[i] = "redis://" + a
 	}
-	args := append([]string{"serve",
-		"--listen", "127.0.0.1:0",
-		"--redis", strings.Join(urls, ","),
-		"--restart-quarantine", "off",
-	}, extraFlags...)
-	return startProcess(t, nil, args...)
+	return startServe(t, urls, extraFlags...)
 }
 
 func proxyAddrs(ps []*faultproxy.Proxy) []string {

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // ---------------------------------------------------------------------------
@@ -132,7 +134,7 @@ func startTLSRedis(t testing.TB, ca *testCA, user, password string) *tlsRedis {
 	dir := t.TempDir()
 	var lastErr error
 	for range 10 {
-		port, err := freePort()
+		port, err := redistest.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -48,7 +49,7 @@ func Start(t testing.TB, extra ...string) *Server {
 	s := &Server{t: t, args: extra}
 	var err error
 	for range 5 {
-		s.Port, err = freePort()
+		s.Port, err = FreePort()
 		if err != nil {
 			continue
 		}
@@ -73,7 +74,8 @@ func Cluster(t testing.TB, n int, extra ...string) []*Server {
 	return out
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -94,14 +96,26 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.cmd, s.done, s.paused = cmd, done, false
 	s.mu.Unlock()
-	// Ready when PING answers; a bind failure makes the process exit.
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
+	if err := AwaitOwn(c, cmd, done); err != nil {
+		return fmt.Errorf("redis-server on port %d: %w", s.Port, err)
+	}
+	return nil
+}
+
+// AwaitOwn waits until the redis-server that c talks to answers and is the
+// process cmd, whose end closes exited. Another server may answer: one of
+// another test (packages run in parallel) that took the port between
+// FreePort and the bind, or during a restart; cmd then cannot bind. If
+// another server answers, cmd exits, or nothing answers within 10s, it
+// kills cmd and returns an error.
+func AwaitOwn(c *redis.Client, cmd *exec.Cmd, exited <-chan struct{}) error {
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	for {
 		select {
-		case <-done:
-			return fmt.Errorf("redis-server on port %d exited at start", s.Port)
+		case <-exited:
+			return errors.New("exited at start")
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -111,16 +125,17 @@ func (s *Server) start() error {
 		case err == nil && pid == cmd.Process.Pid:
 			return nil
 		case err == nil:
-			// Another test's server has the port (taken between freePort
-			// and the bind, or during a restart): ours cannot bind.
-			_ = cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("port %d is another redis-server's (pid %d)", s.Port, pid)
+			err = fmt.Errorf("the port is another redis-server's (pid %d)", pid)
+		case time.Now().Before(deadline):
+			time.Sleep(10 * time.Millisecond) // polling for readiness: no event to await
+			continue
+		default:
+			err = fmt.Errorf("not ready: %w", err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling for readiness: no event to await
+		_ = cmd.Process.Kill()
+		<-exited
+		return err
 	}
-	s.Kill()
-	return fmt.Errorf("redis-server on port %d not ready", s.Port)
 }
 
 // ProcessID returns the process id of the redis-server c talks to. Tests
