@@ -18,8 +18,8 @@ type node struct {
 	idx    int
 	addr   string // host:port, never credentials
 	client *redis.Client
-	batch  *batcher // nil with Options.NoBatching
-	opts   Options  // the coordinator's, defaults filled in
+	pipe   *pipe   // the batched fan-out connection; nil with Options.NoBatching
+	opts   Options // the coordinator's, defaults filled in
 	// until is the end of the node's restart quarantine, in nanoseconds of
 	// the process's monotonic clock (see mono); 0 when not quarantined. It
 	// is the latest end in incarnations, written under qmu.
@@ -74,7 +74,7 @@ func newNode(idx int, o *redis.Options, opts Options) *node {
 	}
 	n.client = redis.NewClient(&opt)
 	if !opts.NoBatching {
-		n.batch = newBatcher(n.client)
+		n.pipe = newPipe(n, o)
 	}
 	return n
 }

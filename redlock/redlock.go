@@ -65,8 +65,8 @@ func (c *Coordinator) Close() error {
 	c.stopHealth()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
-		if n.batch != nil {
-			n.batch.close()
+		if n.pipe != nil {
+			n.pipe.close()
 		}
 		errs = append(errs, n.client.Close())
 	}

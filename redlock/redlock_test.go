@@ -39,6 +39,14 @@ type downHook struct {
 
 var errInjected = errors.New("injected: node down")
 
+// fault is the same faults for a node's pipelined connection.
+func (h *downHook) fault(sent bool) error {
+	if (!sent && h.down.Load()) || (sent && h.lost.Load()) {
+		return errInjected
+	}
+	return nil
+}
+
 func (h *downHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *downHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -95,6 +103,9 @@ func newCluster(t testing.TB, n int, opts Options, quarantine ...bool) *cluster 
 	for _, n := range c.nodes {
 		h := &downHook{}
 		n.client.AddHook(h)
+		if n.pipe != nil {
+			n.pipe.fault = h.fault
+		}
 		cl.hooks = append(cl.hooks, h)
 	}
 	cl.c = c

@@ -77,3 +77,42 @@ func BenchmarkDecodeStrict(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHotPathHandler is one acquire and one release as the gateway
+// serves them under load: metrics on, the acquire body without a
+// Content-Type, the release with its Lock-Token.
+func BenchmarkHotPathHandler(b *testing.B) {
+	f := newFake(b)
+	lock := redlock.Lock{Resource: "bench", Token: redlock.NewToken(), Fence: 42, TTL: 10 * time.Second,
+		Validity: 9 * time.Second, Start: time.Now(), Until: time.Now().Add(9 * time.Second), Nodes: 5, Quorum: 3, Locked: 5}
+	f.AcquireFn = func(context.Context, string, redlock.AcquireOptions) (redlock.Lock, error) { return lock, nil }
+	f.ReleaseFn = func(context.Context, string, string, string) error { return nil }
+	h := New(Config{Locker: f, Log: zerolog.New(io.Discard), Metrics: NewMetrics()}).Handler()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/locks/bench", strings.NewReader(`{"ttl_ms":10000,"wait_ms":0}`))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			b.Fatalf("acquire: status %d: %s", w.Code, w.Body)
+		}
+		r = httptest.NewRequest(http.MethodDelete, "/locks/bench", nil)
+		r.Header.Set("Lock-Token", lock.Token)
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusNoContent {
+			b.Fatalf("release: status %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+// BenchmarkObserveRequest is the metrics of one acquire and its lock
+// operation.
+func BenchmarkObserveRequest(b *testing.B) {
+	m := NewMetrics()
+	b.ReportAllocs()
+	for b.Loop() {
+		m.observeOp("acquire", time.Now())
+		m.observeRequest("/locks/{resource}", http.MethodPost, http.StatusCreated, time.Millisecond, "acquired")
+	}
+}

@@ -49,7 +49,7 @@ func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestO
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return o, err
 	}
-	b := req.Body
+	b := bodyOf(ctx, req.Body)
 	if b == nil {
 		return o, nil
 	}
@@ -130,9 +130,9 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 		return nil, badRequest(lockTokenRule)
 	}
 	ttl := s.defaultTTL
-	if req.Body != nil {
+	if b := bodyOf(ctx, req.Body); b != nil {
 		var err error
-		if ttl, err = s.ttl(req.Body.TTLMs); err != nil {
+		if ttl, err = s.ttl(b.TTLMs); err != nil {
 			return nil, err
 		}
 	}

@@ -47,6 +47,9 @@ type reqInfo struct {
 	// to: chi reuses its routing context once the handler returned.
 	parked          bool
 	route, resource string
+	// body is the request body strictJSON decoded, a pointer to one of
+	// jsonBodies' types; nil when the request has no body. See bodyOf.
+	body any
 }
 
 type reqInfoKey struct{}
@@ -124,7 +127,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rq *reqInfo) bool
 		s.writeProblem(w, r, &http.MaxBytesError{Limit: maxBodyBytes})
 		return false
 	}
-	if r.Body != nil {
+	if r.Body != nil && r.Body != http.NoBody { // NoBody: none to cap
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	}
 	return true
@@ -238,10 +241,11 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 // jsonBodies are the request body types of the operations that have one,
-// by method and route pattern, with the names of their members.
+// by method and route pattern, with the struct field index of each of their
+// JSON members.
 var jsonBodies = map[string]struct {
 	new    func() any
-	fields map[string]bool
+	fields map[string]int
 }{
 	"POST /locks/{resource}":  {func() any { return new(api.AcquireRequest) }, jsonFields[api.AcquireRequest]()},
 	"PATCH /locks/{resource}": {func() any { return new(api.ExtendRequest) }, jsonFields[api.ExtendRequest]()},
@@ -252,6 +256,10 @@ var jsonBodies = map[string]struct {
 // and a non-empty body must be one JSON object, in UTF-8, with only known,
 // distinct members of the right types and nothing after it. It runs after
 // routing, so it knows the operation.
+//
+// The body is decoded here once: the handler takes it from the request's
+// reqInfo (see bodyOf), and the generated decoder is handed an empty body,
+// which it takes for no body.
 func (s *Server) strictJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, ok := jsonBodies[r.Method+" "+chi.RouteContext(r.Context()).RoutePattern()]
@@ -259,38 +267,85 @@ func (s *Server) strictJSON(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if ct := r.Header.Get("Content-Type"); ct != "" {
+		// The media type as clients send it is taken as it is; anything
+		// else is parsed.
+		if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 				s.writeProblem(w, r, badRequest("Content-Type must be application/json (curl: use --json, or -H 'Content-Type: application/json')"))
 				return
 			}
+		}
+		if r.Body == http.NoBody {
+			// No body, as the generated decoder will find too.
+			next.ServeHTTP(w, r)
+			return
 		}
 		data, err := io.ReadAll(r.Body)
 		if err != nil {
 			s.writeProblem(w, r, &requestError{detail: "cannot read the request body", err: err})
 			return
 		}
-		if err := decodeStrict(data, body.new(), body.fields); err != nil {
+		dst := body.new()
+		if err := decodeStrict(data, dst, body.fields); err != nil {
 			s.writeProblem(w, r, err)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(data))
+		rq := reqInfoOf(r.Context())
+		if rq == nil {
+			// Outside front: let the generated decoder decode it again.
+			r.Body = io.NopCloser(bytes.NewReader(data))
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !isBlank(data) {
+			rq.body = dst
+		}
+		r.Body = http.NoBody
 		next.ServeHTTP(w, r)
 	})
 }
 
+// bodyOf returns the request body b the generated decoder decoded, or, when
+// it has none, the body strictJSON decoded for the request of ctx if that is
+// a *T; nil when the request has no body.
+func bodyOf[T any](ctx context.Context, b *T) *T {
+	if b != nil {
+		return b
+	}
+	if rq := reqInfoOf(ctx); rq != nil {
+		if b, ok := rq.body.(*T); ok {
+			return b
+		}
+	}
+	return nil
+}
+
+// isBlank reports whether data is empty or only white space: no body.
+func isBlank(data []byte) bool {
+	return len(bytes.TrimSpace(data)) == 0
+}
+
 // decodeStrict decodes data into dst, a pointer to a struct whose JSON
-// member names are fields. Empty or blank data is no body and is accepted.
-// It returns a *requestError for anything but one JSON object with distinct
-// members from fields, of the right types, and nothing after it.
-func decodeStrict(data []byte, dst any, fields map[string]bool) error {
-	if len(bytes.TrimSpace(data)) == 0 {
+// members are fields, by name, with their field index. Empty or blank data
+// is no body and is accepted. It returns a *requestError for anything but
+// one JSON object with distinct members from fields, of the right types, and
+// nothing after it.
+func decodeStrict(data []byte, dst any, fields map[string]int) error {
+	if isBlank(data) {
 		return nil
 	}
 	if !utf8.Valid(data) {
 		return badRequest("the body is not valid UTF-8")
 	}
+	if decodeSimple(data, dst, fields) {
+		return nil
+	}
+	return decodeTokens(data, dst, fields)
+}
 
+// decodeTokens is decodeStrict for any data that is not blank and is valid
+// UTF-8, in two passes.
+func decodeTokens(data []byte, dst any, fields map[string]int) error {
 	// First pass: the shape, member names and duplicates, which
 	// encoding/json does not check (it matches names case-insensitively
 	// and lets the last duplicate win).
@@ -307,8 +362,9 @@ func decodeStrict(data []byte, dst any, fields map[string]bool) error {
 			return jsonError(err)
 		}
 		name, _ := tok.(string)
+		_, known := fields[name]
 		switch {
-		case !fields[name]:
+		case !known:
 			return badRequest("unknown field %q", truncate(name, 64))
 		case seen[name]:
 			return badRequest("duplicate field %q", name)
@@ -335,6 +391,78 @@ func decodeStrict(data []byte, dst any, fields map[string]bool) error {
 	return nil
 }
 
+// decodeSimple decodes data into dst, as decodeTokens would, if data is a
+// simple body, and reports whether it did; if not, it leaves dst as it was.
+// A simple body is valid JSON: one object whose members are distinct names
+// from fields, written without escapes, and whose values are not objects or
+// arrays (no field is one) and are of the right types. That is what clients
+// send, and it is checked here in one pass and a decode, without
+// encoding/json's token API, which allocates for every token. Anything else,
+// such as every body that decodeStrict rejects, is left to decodeTokens,
+// which finds the problem and describes it.
+func decodeSimple(data []byte, dst any, fields map[string]int) bool {
+	if !json.Valid(data) {
+		return false
+	}
+	// Valid JSON: every token is complete, so scanning for its end stays
+	// within data.
+	obj := reflect.ValueOf(dst).Elem()
+	seen := make([]bool, obj.NumField())
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
+		return false
+	}
+	for i = skipSpace(data, i+1); data[i] != '}'; i = skipSpace(data, i) {
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+		// The member name, from the quote at i to the next one.
+		end := i + 1 + bytes.IndexByte(data[i+1:], '"')
+		name := data[i+1 : end]
+		f, known := fields[string(name)]
+		if !known || seen[f] || bytes.IndexByte(name, '\\') >= 0 {
+			return false
+		}
+		seen[f] = true
+		// The colon, then the value.
+		i = skipSpace(data, skipSpace(data, end+1)+1)
+		switch data[i] {
+		case '{', '[':
+			return false
+		case '"':
+			for i++; data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++ // the escaped byte
+				}
+			}
+			i++
+		default: // a number, true, false or null
+			for !isSpace(data[i]) && data[i] != ',' && data[i] != '}' {
+				i++
+			}
+		}
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		obj.SetZero()
+		return false
+	}
+	return true
+}
+
+// skipSpace returns the index of the first byte of data from i on that is
+// not JSON white space, or len(data).
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+// isSpace reports whether c is JSON white space.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
 // jsonError describes a JSON decoding error for the client.
 func jsonError(err error) error {
 	var typeErr *json.UnmarshalTypeError
@@ -356,13 +484,14 @@ func jsonError(err error) error {
 	return &requestError{detail: "malformed JSON", err: err}
 }
 
-// jsonFields returns the JSON member names of struct type T.
-func jsonFields[T any]() map[string]bool {
+// jsonFields returns the JSON member names of struct type T, with the index
+// of their field.
+func jsonFields[T any]() map[string]int {
 	t := reflect.TypeFor[T]()
-	fields := make(map[string]bool, t.NumField())
+	fields := make(map[string]int, t.NumField())
 	for i := range t.NumField() {
 		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			fields[name] = true
+			fields[name] = i
 		}
 	}
 	return fields

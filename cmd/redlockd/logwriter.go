@@ -3,16 +3,23 @@ package main
 import (
 	"io"
 	"sync"
+	"time"
 )
+
+// logLinger is how long the writer lets lines gather after the first one
+// before it writes them: at a few thousand requests per second, one write
+// (and one wake-up of the writer) for every few dozen lines instead of one
+// per line. A line reaches the output at most this late.
+const logLinger = 5 * time.Millisecond
 
 // maxPendingLogs bounds the log bytes waiting to be written; a logger that
 // gets ahead of the output by more waits for it.
 const maxPendingLogs = 1 << 20
 
 // logWriter writes log lines to w from a goroutine of its own, so that no
-// request waits for the write of its access-log line, and lines logged while
-// a write is under way go out together in the next one (one write syscall
-// for many requests under load). Flush waits until everything logged so far
+// request waits for the write of its access-log line, and lines logged
+// within logLinger of each other, or while a write is under way, go out
+// together (one write syscall for many requests). Flush waits until everything logged so far
 // is written; Close flushes and then writes straight through.
 type logWriter struct {
 	w    io.Writer
@@ -55,6 +62,7 @@ func (l *logWriter) run() {
 	defer close(l.done)
 	var spare []byte
 	for range l.wake {
+		time.Sleep(logLinger) // let lines gather
 		l.mu.Lock()
 		buf := l.buf
 		l.buf, l.writing = spare[:0], true
