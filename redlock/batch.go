@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -61,47 +63,48 @@ func isNoScript(err error) bool {
 // node; otherwise each node gets its own goroutine and round trip
 // (Options.NoBatching).
 func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *redis.Script,
-	keys []string, args []any, parse func(*redis.Cmd) (T, error)) []reply[T] {
+	keys []string, args []any, parse func(result) (T, error)) []reply[T] {
 	if c.opts.NoBatching {
 		return fanout(ctx, c, idxs, func(ctx context.Context, n *node) (T, error) {
-			return parse(script.Run(ctx, n.client, keys, args...))
+			cmd := script.Run(ctx, n.client, keys, args...)
+			return parse(result{cmd.Val(), cmd.Err()})
 		})
 	}
-	nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-	defer cancel()
+	// Every call ends by its deadline: the pipe answers it, or fails it
+	// when the node is silent that long (see pipe.go). No timer is needed
+	// here, only the caller's context.
 	rd := newRound(len(c.nodes), len(idxs))
-	deadline, _ := nctx.Deadline()
+	deadline := rd.start.Add(c.opts.NodeTimeout)
 	enc := evalSha(script, keys, args)
-	cmds := make([]*redis.Cmd, len(c.nodes))
 	calls := make([]call, len(idxs))
 	for j, i := range idxs {
-		cmds[i] = redis.NewCmd(nctx)
-		calls[j] = call{enc: enc, cmd: cmds[i], node: i, deadline: deadline, round: rd}
+		calls[j] = call{enc: enc, node: i, deadline: deadline, round: rd}
 		c.nodes[i].pipe.submit(&calls[j])
 	}
 	select {
 	case <-rd.all:
-	case <-nctx.Done():
+	case <-ctx.Done():
 	}
 	out := make([]reply[T], 0, len(idxs))
-	for _, i := range idxs {
+	for j, i := range idxs {
 		took, ok := rd.took(i)
-		if !ok { // silent until the node timeout
-			c.noteCommand(i, time.Since(rd.start), nctx.Err())
-			c.nodes[i].noteReply(ctx, nctx.Err())
-			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(nctx.Err())})
+		if !ok { // the caller gave up first
+			c.noteCommand(i, time.Since(rd.start), ctx.Err())
+			c.nodes[i].noteReply(ctx, ctx.Err())
+			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(ctx.Err())})
 			continue
 		}
-		cmd := cmds[i]
-		if isNoScript(cmd.Err()) {
+		res := calls[j].res
+		if isNoScript(res.err) {
 			// The node lost its script cache: EVAL it once, directly.
 			rctx, rcancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-			cmd = script.Run(rctx, c.nodes[i].client, keys, args...)
+			cmd := script.Run(rctx, c.nodes[i].client, keys, args...)
 			rcancel()
+			res = result{cmd.Val(), cmd.Err()}
 			took = time.Since(rd.start)
 		}
-		c.nodes[i].noteReply(ctx, cmd.Err())
-		v, err := parse(cmd)
+		c.nodes[i].noteReply(ctx, res.err)
+		v, err := parse(res)
 		c.noteCommand(i, took, err)
 		if err != nil {
 			err = c.nodes[i].fail(err)
@@ -111,5 +114,37 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	return out
 }
 
+// result is one node's reply to a command, as go-redis represents it (a
+// string, an int64, a []any, or nil for a null), or its error.
+type result struct {
+	val any
+	err error
+}
+
+// Slice returns an array reply.
+func (r result) Slice() ([]any, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if a, ok := r.val.([]any); ok {
+		return a, nil
+	}
+	return nil, fmt.Errorf("redis: unexpected reply %T, want an array", r.val)
+}
+
+// Int64 returns an integer reply.
+func (r result) Int64() (int64, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	switch v := r.val.(type) {
+	case int64:
+		return v, nil
+	case string:
+		return strconv.ParseInt(v, 10, 64)
+	}
+	return 0, fmt.Errorf("redis: unexpected reply %T, want an integer", r.val)
+}
+
 // int64Reply parses an integer reply.
-func int64Reply(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }
+func int64Reply(r result) (int64, error) { return r.Int64() }

@@ -35,13 +35,18 @@ import (
 // clients on 5 local nodes, one pipeline in flight per node gave 3.2 times
 // the cycles/s of one goroutine per command, two gave 3.1 and four 2.9.
 //
-// Every command has its caller's deadline (the per-node timeout). The
-// connection's read deadline is the earliest deadline of the batch out: if
-// the node has not answered by then, every command of the batch fails with
-// context.DeadlineExceeded and the connection is closed, since a late reply
-// could no longer be matched to its command. Commands still queued go out on
-// a new connection, dialled when there is work. Callers wait at most their
-// own deadline whatever the connection does.
+// Every command has a deadline (the per-node timeout), and the pipe ends it
+// by then, so that callers need no timer of their own:
+//
+//   - The connection's deadline is the earliest of the batch out: if the
+//     node has not answered by then, every command of the batch fails with
+//     context.DeadlineExceeded and the connection is closed, since a late
+//     reply could no longer be matched to its command.
+//   - A queued command whose deadline passed before its batch could be
+//     written fails without being sent.
+//   - Commands queued while disconnected go out on a new connection, dialled
+//     when there is work; dialling and the connection's setup share one
+//     node timeout, and if they fail, so do the commands.
 //
 // The connection speaks RESP2 itself. It honours the node's Network, Addr,
 // Dialer, TLSConfig, Username and Password (or CredentialsProvider), DB and
@@ -59,7 +64,7 @@ var errQueueFull = errors.New("node queue full")
 // call is one command for one node, as part of a round.
 type call struct {
 	enc      []byte // the command, RESP-encoded; shared by the round's calls, read-only
-	cmd      *redis.Cmd
+	res      result // set before round is told
 	node     int
 	deadline time.Time
 	round    *round // told when cmd has its result
@@ -67,11 +72,7 @@ type call struct {
 
 // done sets the call's result and tells its round.
 func (c *call) done(v any, err error) {
-	if err != nil {
-		c.cmd.SetErr(err)
-	} else {
-		c.cmd.SetVal(v)
-	}
+	c.res = result{v, err}
 	c.round.arrive(c.node)
 }
 
@@ -335,8 +336,8 @@ func (p *pipe) read(conn net.Conn, r *bufio.Reader) {
 // database, names it and, with the restart quarantine on, reads the
 // server's uptime, all within the node timeout.
 func (p *pipe) dial() (net.Conn, *bufio.Reader, error) {
-	timeout := p.n.opts.NodeTimeout
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	deadline := time.Now().Add(p.n.opts.NodeTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	o := p.opt
 	network := o.Network
@@ -364,7 +365,7 @@ func (p *pipe) dial() (net.Conn, *bufio.Reader, error) {
 		return nil, nil, err
 	}
 	r := bufio.NewReaderSize(conn, 16<<10)
-	if err := p.hello(conn, r, time.Now().Add(timeout)); err != nil {
+	if err := p.hello(conn, r, deadline); err != nil {
 		_ = conn.Close()
 		return nil, nil, err
 	}

@@ -77,15 +77,15 @@ func TestAppendCommand(t *testing.T) {
 func echo(t *testing.T, p *pipe, v string, timeout time.Duration) (any, error) {
 	t.Helper()
 	rd := newRound(1, 1)
-	cmd := redis.NewCmd(context.Background())
-	p.submit(&call{enc: appendCommand(nil, "ECHO", v), cmd: cmd, deadline: time.Now().Add(timeout), round: rd})
+	c := &call{enc: appendCommand(nil, "ECHO", v), deadline: time.Now().Add(timeout), round: rd}
+	p.submit(c)
 	select {
 	case <-rd.all:
 	case <-time.After(timeout + 5*time.Second):
 		t.Errorf("ECHO %s: no answer and no error within %v", v, timeout+5*time.Second)
 		return nil, errors.New("no answer")
 	}
-	return cmd.Result()
+	return c.res.val, c.res.err
 }
 
 // echoAll sends n ECHOs at once from n goroutines and checks that each got

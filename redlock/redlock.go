@@ -237,7 +237,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	replies := runScript(ctx, c, c.all(), scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd *redis.Cmd) (acqReply, error) {
+	replies := runScript(ctx, c, c.all(), scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd result) (acqReply, error) {
 		v, err := cmd.Slice()
 		if err != nil {
 			return acqReply{}, err
@@ -465,7 +465,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	}
 	keys := c.keys(namespace, resource)
 	start := time.Now()
-	replies := runScript(ctx, c, c.all(), scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd *redis.Cmd) (extReply, error) {
+	replies := runScript(ctx, c, c.all(), scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd result) (extReply, error) {
 		v, err := cmd.Slice()
 		if err != nil || len(v) == 0 {
 			return extReply{}, errors.Join(err, errors.New("empty extend reply"))
@@ -544,7 +544,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		committed   bool
 		owner       string
 	}
-	replies := runScript(ctx, c, c.all(), scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
+	replies := runScript(ctx, c, c.all(), scriptInspect, keys, nil, func(cmd result) (state, error) {
 		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			return state{}, nil

@@ -330,7 +330,7 @@ type Gateway struct {
 	t    testing.TB
 	URL  string // http://127.0.0.1:port
 	cmd  *exec.Cmd
-	errs *syncBuffer
+	errs *os.File      // stderr, copied to a file: a load run logs a line per request
 	done chan struct{} // closed when the process exited and stderr is drained
 
 	stopped atomic.Bool
@@ -387,23 +387,29 @@ func startProcess(t testing.TB, env []string, args ...string) *Gateway {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redlockd: %v", err)
 	}
-	g := &Gateway{t: t, cmd: cmd, errs: &syncBuffer{}, done: make(chan struct{})}
+	errs, err := os.CreateTemp(t.TempDir(), "redlockd-stderr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{t: t, cmd: cmd, errs: errs, done: make(chan struct{})}
 	addrc := make(chan string, 1)
 	go func() {
+		// Lines are scanned until the "listening" one, then copied as
+		// they come, so that a load run's access log costs the test
+		// process (its load generator) little.
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64*1024), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			g.errs.WriteString(line + "\n")
+			_, _ = errs.WriteString(line + "\n")
 			var m struct{ Message, Addr string }
 			if strings.Contains(line, `"listening"`) && json.Unmarshal([]byte(line), &m) == nil && m.Message == "listening" && m.Addr != "" {
-				select {
-				case addrc <- m.Addr:
-				default:
-				}
+				addrc <- m.Addr
+				break
 			}
 		}
-		_, _ = io.Copy(g.errs, stderr)
+		_, _ = io.Copy(errs, stderr)
+		_ = errs.Close() // Stderr reads it by name
 		_ = cmd.Wait()
 		close(g.done)
 	}()
@@ -413,9 +419,9 @@ func startProcess(t testing.TB, env []string, args ...string) *Gateway {
 	case addr := <-addrc:
 		g.URL = "http://" + addr
 	case <-g.done:
-		t.Fatalf("redlockd exited before listening (%v):\n%s", cmd.ProcessState, g.errs.String())
+		t.Fatalf("redlockd exited before listening (%v):\n%s", cmd.ProcessState, g.Stderr())
 	case <-time.After(15 * time.Second):
-		t.Fatalf("redlockd did not log \"listening\" within 15s:\n%s", g.errs.String())
+		t.Fatalf("redlockd did not log \"listening\" within 15s:\n%s", g.Stderr())
 	}
 
 	return g
@@ -433,7 +439,7 @@ func (g *Gateway) waitReady(t testing.TB) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redlockd not ready within 15s (last: %v, %v):\n%s", r, err, g.errs.String())
+			t.Fatalf("redlockd not ready within 15s (last: %v, %v):\n%s", r, err, g.Stderr())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -451,7 +457,13 @@ func cleanEnv() []string {
 }
 
 // Stderr returns what the gateway wrote to stderr so far.
-func (g *Gateway) Stderr() string { return g.errs.String() }
+func (g *Gateway) Stderr() string {
+	b, err := os.ReadFile(g.errs.Name())
+	if err != nil {
+		return fmt.Sprintf("(cannot read the gateway's stderr: %v)", err)
+	}
+	return string(b)
+}
 
 // Stop sends SIGTERM, waits for the process to exit (and its stderr to be
 // drained) and fails the test unless it exited 0 within 10s.

@@ -36,17 +36,34 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
+	stopProcs := func() {}
+	if command(os.Args[1:]) == "serve" {
+		stopProcs = governProcs(os.LookupEnv) // see procs.go
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stopProcs()
 	stop()
 	os.Exit(code)
 }
 
+// command returns the subcommand that args name.
+func command(args []string) string {
+	cmd, _ := splitCommand(args)
+	return cmd
+}
+
+// splitCommand returns the subcommand args name (serve when none is named)
+// and its arguments.
+func splitCommand(args []string) (string, []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return "serve", args
+}
+
 // run dispatches the subcommand in args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
-	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
-	}
+	cmd, args := splitCommand(args)
 	switch cmd {
 	case "serve":
 		return runServe(ctx, args, stdout, stderr, lookupEnv)
