@@ -43,12 +43,17 @@ func (r *round) took(node int) (time.Duration, bool) {
 
 // evalSha encodes an EVALSHA of script.
 func evalSha(script *redis.Script, keys []string, args []any) []byte {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "EVALSHA", script.Hash(), len(keys))
+	b := make([]byte, 0, 256)
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(3+len(keys)+len(args)), 10)
+	b = append(b, '\r', '\n')
+	b = appendBulk(b, "EVALSHA")
+	b = appendBulk(b, script.Hash())
+	b = appendInt(b, int64(len(keys)))
 	for _, k := range keys {
-		a = append(a, k)
+		b = appendBulk(b, k)
 	}
-	return appendCommand(make([]byte, 0, 256), append(a, args...)...)
+	return appendArgs(b, args)
 }
 
 // isNoScript reports a NOSCRIPT error (the node's script cache was flushed).

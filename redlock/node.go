@@ -240,11 +240,5 @@ func (c *Coordinator) noteCommand(i int, d time.Duration, err error) {
 // fail wraps err as this node's *NodeError.
 func (n *node) fail(err error) error { return &NodeError{Node: n.idx, Addr: n.addr, Err: err} }
 
-// all returns the indexes of every node.
-func (c *Coordinator) all() []int {
-	idxs := make([]int, len(c.nodes))
-	for i := range idxs {
-		idxs[i] = i
-	}
-	return idxs
-}
+// all returns the indexes of every node. The slice is shared: read-only.
+func (c *Coordinator) all() []int { return c.idxs }

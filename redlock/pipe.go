@@ -514,16 +514,21 @@ func appendCommand(b []byte, args ...any) []byte {
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(len(args)), 10)
 	b = append(b, '\r', '\n')
+	return appendArgs(b, args)
+}
+
+// appendArgs appends args as bulk strings.
+func appendArgs(b []byte, args []any) []byte {
 	for _, a := range args {
 		switch v := a.(type) {
 		case string:
 			b = appendBulk(b, v)
 		case []byte:
-			b = appendBulk(b, string(v))
+			b = appendBulk(b, v)
 		case int:
-			b = appendBulk(b, strconv.Itoa(v))
+			b = appendInt(b, int64(v))
 		case int64:
-			b = appendBulk(b, strconv.FormatInt(v, 10))
+			b = appendInt(b, v)
 		default:
 			b = appendBulk(b, fmt.Sprint(v))
 		}
@@ -531,10 +536,16 @@ func appendCommand(b []byte, args ...any) []byte {
 	return b
 }
 
-func appendBulk(b []byte, s string) []byte {
+func appendBulk[S string | []byte](b []byte, s S) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, '\r', '\n')
 	b = append(b, s...)
 	return append(b, '\r', '\n')
+}
+
+// appendInt appends an integer argument as a bulk string.
+func appendInt(b []byte, v int64) []byte {
+	var digits [20]byte
+	return appendBulk(b, strconv.AppendInt(digits[:0], v, 10))
 }

@@ -22,6 +22,10 @@ type Coordinator struct {
 	quorum int
 	hub    waitHub // waiting acquires; its zero value is ready
 	stats  counters
+	// idxs is every node's index, and released the channel of release
+	// announcements: made once, read-only.
+	idxs     []int
+	released string
 }
 
 // New returns a Coordinator over one client per node, made from the given
@@ -36,12 +40,13 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1}
+	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released"}
 	for i, o := range nodes {
 		if o == nil {
 			return nil, invalid("node %d has no options", i)
 		}
 		c.nodes = append(c.nodes, newNode(i, o, opts))
+		c.idxs = append(c.idxs, i)
 	}
 	c.hub.listen(c) // release announcements wake waiting acquires
 	c.startHealth()

@@ -64,7 +64,7 @@ func (c *Coordinator) Stats() Stats {
 }
 
 // channel is the pub/sub channel on which release.lua announces releases.
-func (c *Coordinator) channel() string { return c.opts.KeyPrefix + "released" }
+func (c *Coordinator) channel() string { return c.released }
 
 // fingerprint is how release messages name the releasing token without
 // revealing it: the first 16 hex digits of its SHA-1.

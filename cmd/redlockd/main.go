@@ -36,12 +36,12 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	stopProcs := func() {}
+	stopTuning := func() {}
 	if command(os.Args[1:]) == "serve" {
-		stopProcs = governProcs(os.LookupEnv) // see procs.go
+		stopTuning = tuneRuntime(os.LookupEnv) // see tune.go
 	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
-	stopProcs()
+	stopTuning()
 	stop()
 	os.Exit(code)
 }
