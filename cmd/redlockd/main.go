@@ -36,12 +36,12 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	stopTuning := func() {}
+	stopProcs := func() {}
 	if command(os.Args[1:]) == "serve" {
-		stopTuning = tuneRuntime(os.LookupEnv) // see tune.go
+		stopProcs = governProcs(os.LookupEnv) // see procs.go
 	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
-	stopTuning()
+	stopProcs()
 	stop()
 	os.Exit(code)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"time"
 )
@@ -30,70 +29,35 @@ const (
 	procsDownTick = 4   // ...for this many ticks in a row
 )
 
-// The gateway's garbage collector also follows its heap. Serving requests
-// leaves a small live heap (a few MB), which GOGC=100 collects dozens of
-// times a second under load, each time with the same fixed costs. While the
-// live heap is small the gateway runs with GOGC=400: a few MB more memory,
-// and 2-5 % more cycles/s at 64 clients. With a large live heap (thousands
-// of waiters), GOGC is 100 again. Setting GOGC in the environment turns this
-// off.
-const (
-	gcSmallPercent = 400
-	gcSmallHeap    = 8 << 20  // live heap under which GOGC is gcSmallPercent...
-	gcLargeHeap    = 16 << 20 // ...and over which it is 100 again
-)
-
-// tuneRuntime starts adapting GOMAXPROCS and GOGC to the load, each unless
-// it is set in the environment (GOMAXPROCS also when it is 1 already). It
-// returns a function that stops it and restores both.
-func tuneRuntime(lookupEnv func(string) (string, bool)) (stop func()) {
+// governProcs starts adapting GOMAXPROCS to the process's CPU use, unless
+// GOMAXPROCS is set in the environment or is 1 already. It returns a
+// function that stops it and restores the startup value.
+func governProcs(lookupEnv func(string) (string, bool)) (stop func()) {
 	top := runtime.GOMAXPROCS(0)
-	_, procsSet := lookupEnv("GOMAXPROCS")
-	_, gcSet := lookupEnv("GOGC")
-	governProcs, governGC := !procsSet && top > 1, !gcSet
-	if !governProcs && !governGC {
+	if _, set := lookupEnv("GOMAXPROCS"); set || top == 1 {
 		return func() {}
 	}
-	if governProcs {
-		runtime.GOMAXPROCS(1)
-	}
-	gcPercent := debug.SetGCPercent(-1)
-	debug.SetGCPercent(gcPercent)
+	runtime.GOMAXPROCS(1)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(procsTick)
 		defer t.Stop()
 		cur, calm := 1, 0
-		small := false
 		lastBusy, lastAt := busyTime(), time.Now()
-		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		for {
 			select {
 			case <-quit:
 				return
 			case <-t.C:
 			}
-			if governProcs {
-				b, now := busyTime(), time.Now()
-				busy := (b - lastBusy) / now.Sub(lastAt).Seconds()
-				lastBusy, lastAt = b, now
-				var next int
-				if next, calm = nextProcs(cur, top, busy, calm); next != cur {
-					runtime.GOMAXPROCS(next)
-					cur = next
-				}
-			}
-			if governGC {
-				metrics.Read(live)
-				switch h := live[0].Value.Uint64(); {
-				case !small && h < gcSmallHeap:
-					small = true
-					debug.SetGCPercent(gcSmallPercent)
-				case small && h > gcLargeHeap:
-					small = false
-					debug.SetGCPercent(gcPercent)
-				}
+			b, now := busyTime(), time.Now()
+			busy := (b - lastBusy) / now.Sub(lastAt).Seconds()
+			lastBusy, lastAt = b, now
+			var next int
+			if next, calm = nextProcs(cur, top, busy, calm); next != cur {
+				runtime.GOMAXPROCS(next)
+				cur = next
 			}
 		}
 	}()
@@ -101,7 +65,6 @@ func tuneRuntime(lookupEnv func(string) (string, bool)) (stop func()) {
 		close(quit)
 		<-done
 		runtime.GOMAXPROCS(top)
-		debug.SetGCPercent(gcPercent)
 	}
 }
 
