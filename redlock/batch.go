@@ -43,10 +43,7 @@ func (r *round) took(node int) (time.Duration, bool) {
 
 // evalSha encodes an EVALSHA of script.
 func evalSha(script *redis.Script, keys []string, args []any) []byte {
-	b := make([]byte, 0, 256)
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(3+len(keys)+len(args)), 10)
-	b = append(b, '\r', '\n')
+	b := appendArrayLen(make([]byte, 0, 256), 3+len(keys)+len(args))
 	b = appendBulk(b, "EVALSHA")
 	b = appendBulk(b, script.Hash())
 	b = appendInt(b, int64(len(keys)))

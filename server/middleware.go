@@ -290,15 +290,8 @@ func (s *Server) strictJSON(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		rq := reqInfoOf(r.Context())
-		if rq == nil {
-			// Outside front: let the generated decoder decode it again.
-			r.Body = io.NopCloser(bytes.NewReader(data))
-			next.ServeHTTP(w, r)
-			return
-		}
 		if !isBlank(data) {
-			rq.body = dst
+			reqInfoOf(r.Context()).body = dst // strictJSON runs inside front
 		}
 		r.Body = http.NoBody
 		next.ServeHTTP(w, r)

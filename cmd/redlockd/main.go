@@ -37,19 +37,13 @@ func main() {
 		stop()
 	}()
 	stopProcs := func() {}
-	if command(os.Args[1:]) == "serve" {
+	if cmd, _ := splitCommand(os.Args[1:]); cmd == "serve" {
 		stopProcs = governProcs(os.LookupEnv) // see procs.go
 	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
 	stopProcs()
 	stop()
 	os.Exit(code)
-}
-
-// command returns the subcommand that args name.
-func command(args []string) string {
-	cmd, _ := splitCommand(args)
-	return cmd
 }
 
 // splitCommand returns the subcommand args name (serve when none is named)
