@@ -43,7 +43,18 @@ func (r *round) took(node int) (time.Duration, bool) {
 
 // evalSha encodes an EVALSHA of script.
 func evalSha(script *redis.Script, keys []string, args []any) []byte {
-	b := appendArrayLen(make([]byte, 0, 256), 3+len(keys)+len(args))
+	size := 64 + 16*(len(keys)+len(args)) // headers, EVALSHA, the key count
+	for _, k := range keys {
+		size += len(k)
+	}
+	for _, a := range args {
+		if s, ok := a.(string); ok {
+			size += len(s)
+		} else {
+			size += 20
+		}
+	}
+	b := appendArrayLen(make([]byte, 0, size+len(script.Hash())), 3+len(keys)+len(args))
 	b = appendBulk(b, "EVALSHA")
 	b = appendBulk(b, script.Hash())
 	b = appendInt(b, int64(len(keys)))

@@ -71,6 +71,37 @@ func TestAppendCommand(t *testing.T) {
 	}
 }
 
+// TestEvalSha: the encoding is EVALSHA's command, made in one allocation
+// whatever the lengths of the keys and arguments.
+func TestEvalSha(t *testing.T) {
+	script := redis.NewScript("return 1")
+	long := strings.Repeat("k", 300)
+	for _, tc := range []struct {
+		keys []string
+		args []any
+	}{
+		{[]string{"a"}, nil},
+		{[]string{"redlockd:lock:/r", "redlockd:meta:/r"}, []any{"tok", 10000, int64(-1), "owner"}},
+		{[]string{long, long, long, long}, []any{long, 1 << 62, long, "2"}},
+	} {
+		want := appendCommand(nil, append([]any{"EVALSHA", script.Hash(), len(tc.keys)}, append(stringsToAny(tc.keys), tc.args...)...)...)
+		if got := evalSha(script, tc.keys, tc.args); string(got) != string(want) {
+			t.Errorf("evalSha = %q, want %q", got, want)
+		}
+		if n := testing.AllocsPerRun(10, func() { evalSha(script, tc.keys, tc.args) }); n > 1 {
+			t.Errorf("evalSha with keys of %d bytes: %v allocations, want 1", len(tc.keys[0]), n)
+		}
+	}
+}
+
+func stringsToAny(s []string) []any {
+	a := make([]any, len(s))
+	for i, v := range s {
+		a[i] = v
+	}
+	return a
+}
+
 // echo sends ECHO v through p and returns the reply. The pipe must answer
 // every command by its deadline: a command that gets nothing in far longer
 // fails the test.

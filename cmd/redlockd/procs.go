@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"time"
 )
@@ -22,28 +23,41 @@ import (
 // have been busy about one P's worth or less for a second (idle Ps looking
 // for work count as busy, hence the margin). Setting GOMAXPROCS in the
 // environment turns this off.
+//
+// While it uses all the Ps, the collector also gets headroom: a gateway's
+// live heap is a few MB, so the default GOGC of 100 collects every few MB,
+// some 30 times a second at 64 clients. With all the Ps in use, GOGC is
+// raised so that the heap may grow by gcHeadroom beyond the live heap (by
+// 100 % at least, 800 % at most): a large live heap (10,000 waiters) keeps
+// GOGC 100. Measured at 64 clients on the same box: 5 % more cycles/s. Back
+// on one P, GOGC is 100 again. Setting GOGC in the environment leaves the
+// collector alone.
 const (
 	procsTick     = 250 * time.Millisecond
 	procsUp       = 0.8 // busy time of the one P from which to use all
 	procsDown     = 1.1 // busy time of all the Ps under which to go back to one...
 	procsDownTick = 4   // ...for this many ticks in a row
+
+	gcHeadroom = 32 << 20 // how far the heap may grow beyond the live heap with all the Ps
+	gcMax      = 800      // GOGC at most
 )
 
 // governProcs starts adapting GOMAXPROCS to the process's CPU use, unless
-// GOMAXPROCS is set in the environment or is 1 already. It returns a
-// function that stops it and restores the startup value.
+// GOMAXPROCS is set in the environment or is 1 already, and GOGC with it
+// unless GOGC is set. It returns a function that stops it and restores the
+// startup values.
 func governProcs(lookupEnv func(string) (string, bool)) (stop func()) {
 	top := runtime.GOMAXPROCS(0)
 	if _, set := lookupEnv("GOMAXPROCS"); set || top == 1 {
 		return func() {}
 	}
-	runtime.GOMAXPROCS(1)
+	_, gogcSet := lookupEnv("GOGC")
+	g := newGovernor(top, !gogcSet, runtime.GOMAXPROCS, debug.SetGCPercent)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(procsTick)
 		defer t.Stop()
-		cur, calm := 1, 0
 		lastBusy, lastAt := busyTime(), time.Now()
 		for {
 			select {
@@ -52,19 +66,60 @@ func governProcs(lookupEnv func(string) (string, bool)) (stop func()) {
 			case <-t.C:
 			}
 			b, now := busyTime(), time.Now()
-			busy := (b - lastBusy) / now.Sub(lastAt).Seconds()
+			g.tick((b-lastBusy)/now.Sub(lastAt).Seconds(), liveHeap)
 			lastBusy, lastAt = b, now
-			var next int
-			if next, calm = nextProcs(cur, top, busy, calm); next != cur {
-				runtime.GOMAXPROCS(next)
-				cur = next
-			}
 		}
 	}()
 	return func() {
 		close(quit)
 		<-done
-		runtime.GOMAXPROCS(top)
+		g.restore()
+	}
+}
+
+// governor is the state of governProcs: it sets GOMAXPROCS and GOGC
+// through setProcs and setGC (runtime.GOMAXPROCS and debug.SetGCPercent).
+type governor struct {
+	top, cur, calm  int
+	tuneGC          bool
+	startGC, gc     int // GOGC at the start, and now
+	setProcs, setGC func(int) int
+}
+
+// newGovernor starts on one P; tuneGC says whether GOGC is its to change
+// (GOGC is then the default, 100).
+func newGovernor(top int, tuneGC bool, setProcs, setGC func(int) int) *governor {
+	g := &governor{top: top, cur: 1, tuneGC: tuneGC, startGC: 100, gc: 100, setProcs: setProcs, setGC: setGC}
+	g.setProcs(1)
+	return g
+}
+
+// tick takes a tick in which the Ps were busy for busy seconds per second;
+// live reads the live heap.
+func (g *governor) tick(busy float64, live func() uint64) {
+	var next int
+	if next, g.calm = nextProcs(g.cur, g.top, busy, g.calm); next != g.cur {
+		g.setProcs(next)
+		g.cur = next
+	}
+	if !g.tuneGC {
+		return
+	}
+	want := g.startGC
+	if g.cur > 1 {
+		want = gcPercent(live())
+	}
+	if want != g.gc {
+		g.setGC(want)
+		g.gc = want
+	}
+}
+
+// restore puts back the startup GOMAXPROCS and GOGC.
+func (g *governor) restore() {
+	g.setProcs(g.top)
+	if g.tuneGC {
+		g.setGC(g.startGC)
 	}
 }
 
@@ -83,6 +138,22 @@ func nextProcs(cur, top int, busy float64, calm int) (int, int) {
 		return 1, 0
 	}
 	return cur, calm + 1
+}
+
+// gcPercent is the GOGC that lets the heap grow gcHeadroom beyond a live
+// heap of live bytes, within [100, gcMax].
+func gcPercent(live uint64) int {
+	if live == 0 {
+		return gcMax
+	}
+	return int(min(max(uint64(gcHeadroom)*100/live, 100), gcMax))
+}
+
+// liveHeap is the live heap after the last collection, in bytes.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // busyTime is how long the Ps have been busy so far, in seconds: running
