@@ -46,6 +46,7 @@ func Run(ctx context.Context, name string, c int, d time.Duration, cycle Cycle) 
 	var first string
 	var wg sync.WaitGroup
 	start := time.Now()
+	end, _ := ctx.Deadline() // a cycle may see it pass before ctx ends
 	for w := range c {
 		wg.Add(1)
 		go func() {
@@ -53,7 +54,7 @@ func Run(ctx context.Context, name string, c int, d time.Duration, cycle Cycle) 
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				err := cycle(ctx, w)
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || !time.Now().Before(end) {
 					return // cut off by the end of the run: not counted
 				}
 				if err != nil {

@@ -33,28 +33,40 @@ func newRawConn(baseURL string) (*rawConn, error) {
 }
 
 // do sends one request and returns the status and body. It (re)connects
-// as needed.
-func (c *rawConn) do(ctx context.Context, method, path, header, body string) (int, []byte, error) {
+// as needed, and gives up at deadline: the connection is then closed, so
+// that the server drops the request (a wait, say). A deadline on the
+// connection, rather than a context watched per request, keeps the load
+// generator's own cost per request low.
+func (c *rawConn) do(deadline time.Time, method, path, header, body string) (int, []byte, error) {
 	if c.conn == nil {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", c.addr)
+		d := net.Dialer{Deadline: deadline}
+		conn, err := d.Dial("tcp", c.addr)
 		if err != nil {
 			return 0, nil, err
 		}
 		c.conn, c.r = conn, bufio.NewReaderSize(conn, 4096)
 	}
-	conn := c.conn
-	// The run is over: hang up, so that the server drops a waiting request.
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	c.buf = c.buf[:0]
-	c.buf = fmt.Appendf(c.buf, "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %d\r\n", method, path, c.host, header, len(body))
-	if body != "" {
-		c.buf = append(c.buf, "Content-Type: application/json\r\n"...)
+	if err := c.conn.SetDeadline(deadline); err != nil {
+		c.close()
+		return 0, nil, err
 	}
-	c.buf = append(c.buf, "\r\n"...)
-	c.buf = append(c.buf, body...)
-	if _, err := c.conn.Write(c.buf); err != nil {
+	b := append(c.buf[:0], method...)
+	b = append(b, ' ')
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, c.host...)
+	b = append(b, "\r\n"...)
+	b = append(b, header...)
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n"...)
+	if body != "" {
+		b = append(b, "Content-Type: application/json\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	b = append(b, body...)
+	c.buf = b
+	if _, err := c.conn.Write(b); err != nil {
 		c.close()
 		return 0, nil, err
 	}
@@ -131,27 +143,36 @@ func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
 	return n, nil
 }
 
+// releaseTimeout bounds a release.
+const releaseTimeout = 5 * time.Second
+
 // RawHTTPCycle is an acquire+release cycle on one raw keep-alive
 // connection per worker (c workers at most): each worker locks
 // /locks/<prefix><worker>, or all lock /locks/<prefix>contended when
 // contended, asking with wait_ms = wait.
 func RawHTTPCycle(baseURL, prefix string, c int, wait time.Duration, contended bool) (Cycle, error) {
 	conns := make([]*rawConn, c)
+	paths := make([]string, c)
 	for i := range conns {
 		rc, err := newRawConn(baseURL)
 		if err != nil {
 			return nil, err
 		}
 		conns[i] = rc
+		paths[i] = "/locks/" + prefix + strconv.Itoa(i)
+		if contended {
+			paths[i] = "/locks/" + prefix + "contended"
+		}
 	}
 	reqBody := fmt.Sprintf(`{"ttl_ms":10000,"wait_ms":%d}`, wait.Milliseconds())
 	return func(ctx context.Context, w int) error {
-		rc := conns[w]
-		path := "/locks/" + prefix + strconv.Itoa(w)
-		if contended {
-			path = "/locks/" + prefix + "contended"
+		rc, path := conns[w], paths[w]
+		// The acquire gives up when the run ends (its context's deadline).
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(wait + releaseTimeout)
 		}
-		status, body, err := rc.do(ctx, "POST", path, "", reqBody)
+		status, body, err := rc.do(deadline, "POST", path, "", reqBody)
 		if err != nil {
 			return err
 		}
@@ -163,9 +184,7 @@ func RawHTTPCycle(baseURL, prefix string, c int, wait time.Duration, contended b
 			return fmt.Errorf("acquire: no token in %q", body)
 		}
 		// Release even when the run ends meanwhile.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		status, _, err = rc.do(rctx, "DELETE", path, "Lock-Token: "+token+"\r\n", "")
+		status, _, err = rc.do(time.Now().Add(releaseTimeout), "DELETE", path, "Lock-Token: "+token+"\r\n", "")
 		if err != nil {
 			return err
 		}
