@@ -78,9 +78,11 @@ func TestLoad(t *testing.T) {
 			return lib.Release(rctx, "", res, l.Token)
 		}
 	}
-	// The floor: the same HTTP cycles against a no-op net/http server in a
-	// process of its own, what any Go gateway costs at the least.
-	floor := startFloor(t)
+	// The floors, each in a process of its own: the same HTTP cycles
+	// against a no-op net/http server, what any Go gateway costs at the
+	// least, and against the gateway's own handler over an in-memory locker,
+	// what its HTTP layer costs without Redis (see floorEnv).
+	floor, stack := startFloor(t, floorNoop), startFloor(t, floorStack)
 	var results []load.Result
 	ctx := t.Context()
 	for _, c := range cs {
@@ -90,6 +92,7 @@ func TestLoad(t *testing.T) {
 			load.Run(ctx, "library with batching", c, d, batched),
 			load.Run(ctx, "gateway over HTTP", c, d, rawCycle(t, gw.URL, "gw", c)),
 			load.Run(ctx, "floor: net/http, no-op handler", c, d, rawCycle(t, floor, "floor", c)),
+			load.Run(ctx, "floor: gateway handler, no Redis", c, d, rawCycle(t, stack, "stack", c)),
 		)
 	}
 	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the naive library at the same C:\n%s", d, load.Table(results))

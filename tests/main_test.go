@@ -27,8 +27,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(floorEnv) != "" {
-		os.Exit(serveFloor())
+	if kind := os.Getenv(floorEnv); kind != "" {
+		os.Exit(serveFloor(kind))
 	}
 	os.Exit(run(m))
 }
