@@ -143,8 +143,8 @@ func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
 	return n, nil
 }
 
-// releaseTimeout bounds a release.
-const releaseTimeout = 5 * time.Second
+// releaseTimeout bounds a release (a variable for tests).
+var releaseTimeout = 5 * time.Second
 
 // RawHTTPCycle is an acquire+release cycle on one raw keep-alive
 // connection per worker (c workers at most): each worker locks
