@@ -83,11 +83,11 @@ func (c *Coordinator) Close() error {
 func (c *Coordinator) keys(namespace, resource string) []string {
 	base := namespace + "/" + resource
 	p := c.opts.KeyPrefix
-	return []string{c.lockKey(namespace, resource), p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base}
+	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base}
 }
 
-// lockKey is the first of keys: the lock's own key, which also names its
-// queue of waiters.
+// lockKey is the first of keys, made alone: the lock's own key, which also
+// names its queue of waiters.
 func (c *Coordinator) lockKey(namespace, resource string) string {
 	return c.opts.KeyPrefix + "lock:" + namespace + "/" + resource
 }

@@ -82,14 +82,17 @@ func governProcs(lookupEnv func(string) (string, bool)) (stop func()) {
 type governor struct {
 	top, cur, calm  int
 	tuneGC          bool
-	startGC, gc     int // GOGC at the start, and now
+	gc              int // GOGC now
 	setProcs, setGC func(int) int
 }
 
+// defaultGOGC is GOGC when the environment does not set it.
+const defaultGOGC = 100
+
 // newGovernor starts on one P; tuneGC says whether GOGC is its to change
-// (GOGC is then the default, 100).
+// (GOGC is then defaultGOGC).
 func newGovernor(top int, tuneGC bool, setProcs, setGC func(int) int) *governor {
-	g := &governor{top: top, cur: 1, tuneGC: tuneGC, startGC: 100, gc: 100, setProcs: setProcs, setGC: setGC}
+	g := &governor{top: top, cur: 1, tuneGC: tuneGC, gc: defaultGOGC, setProcs: setProcs, setGC: setGC}
 	g.setProcs(1)
 	return g
 }
@@ -105,7 +108,7 @@ func (g *governor) tick(busy float64, live func() uint64) {
 	if !g.tuneGC {
 		return
 	}
-	want := g.startGC
+	want := defaultGOGC
 	if g.cur > 1 {
 		want = gcPercent(live())
 	}
@@ -119,7 +122,7 @@ func (g *governor) tick(busy float64, live func() uint64) {
 func (g *governor) restore() {
 	g.setProcs(g.top)
 	if g.tuneGC {
-		g.setGC(g.startGC)
+		g.setGC(defaultGOGC)
 	}
 }
 
