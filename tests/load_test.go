@@ -90,9 +90,9 @@ func TestLoad(t *testing.T) {
 		results = append(results,
 			load.Run(ctx, "library naive (no batching)", c, d, naive),
 			load.Run(ctx, "library with batching", c, d, batched),
-			load.Run(ctx, "gateway over HTTP", c, d, rawCycle(t, gw.URL, "gw", c)),
-			load.Run(ctx, "floor: net/http, no-op handler", c, d, rawCycle(t, floor, "floor", c)),
-			load.Run(ctx, "floor: gateway handler, no Redis", c, d, rawCycle(t, stack, "stack", c)),
+			load.RunOnProcs(ctx, "gateway over HTTP", c, d, 1, rawCycle(t, gw.URL, "gw", c)),
+			load.RunOnProcs(ctx, "floor: net/http, no-op handler", c, d, 1, rawCycle(t, floor, "floor", c)),
+			load.RunOnProcs(ctx, "floor: gateway handler, no Redis", c, d, 1, rawCycle(t, stack, "stack", c)),
 		)
 	}
 	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the naive library at the same C:\n%s", d, load.Table(results))

@@ -26,6 +26,7 @@ type benchConfig struct {
 	Duration    time.Duration
 	Contended   bool
 	AllowRemote bool
+	ClientProcs int // GOMAXPROCS while driving the gateway over HTTP
 }
 
 const benchUsage = `Usage: redlockd bench --url URL --redis URLS [flags]
@@ -60,6 +61,7 @@ func parseBench(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each mode runs at each concurrency")
 	fs.BoolVar(&c.Contended, "contended", false, "all workers contend for one resource (with wait_ms)")
 	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow targets that are not on loopback")
+	fs.IntVar(&c.ClientProcs, "client-procs", 1, "GOMAXPROCS of this process while it drives the gateway over HTTP (the library modes use them all)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -72,6 +74,9 @@ func parseBench(args []string, stderr io.Writer) (*benchConfig, error) {
 			return nil, fmt.Errorf("-c: %q is not a worker count in [1, 4096]", f)
 		}
 		c.Concurrency = append(c.Concurrency, n)
+	}
+	if c.ClientProcs < 1 || c.ClientProcs > 1024 {
+		return nil, fmt.Errorf("--client-procs %d must be in [1, 1024]", c.ClientProcs)
 	}
 	if c.Duration <= 0 || c.Duration > time.Hour {
 		return nil, fmt.Errorf("--duration %v must be in (0, 1h]", c.Duration)
@@ -136,6 +141,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Result, error) {
 	type mode struct {
 		name  string
+		procs int // GOMAXPROCS for the run; 0: leave it
 		cycle func(workers int) (load.Cycle, func(), error)
 	}
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano()%1e6)
@@ -161,7 +167,7 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 		if naive {
 			name = "library, naive"
 		}
-		modes = append(modes, mode{name, func(workers int) (load.Cycle, func(), error) {
+		modes = append(modes, mode{name, 0, func(workers int) (load.Cycle, func(), error) {
 			var nodes []*redis.Options
 			for _, u := range c.Redis {
 				o, err := redis.ParseURL(u)
@@ -187,7 +193,7 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 			}, func() { lib.Close() }, nil
 		}})
 	}
-	modes = append(modes, mode{"gateway over HTTP", func(workers int) (load.Cycle, func(), error) {
+	modes = append(modes, mode{"gateway over HTTP", c.ClientProcs, func(workers int) (load.Cycle, func(), error) {
 		cycle, err := load.RawHTTPCycle(c.URL, fmt.Sprintf("%shttp-c%d-", prefix, workers), workers, wait, c.Contended)
 		return cycle, func() {}, err
 	}})
@@ -199,7 +205,7 @@ func bench(ctx context.Context, c *benchConfig, progress io.Writer) ([]load.Resu
 				return nil, err
 			}
 			fmt.Fprintf(progress, "running %s at C=%d for %v\n", m.name, n, c.Duration)
-			results = append(results, load.Run(ctx, m.name, n, c.Duration, cycle))
+			results = append(results, load.RunOnProcs(ctx, m.name, n, c.Duration, m.procs, cycle))
 			done()
 			if ctx.Err() != nil {
 				return results, ctx.Err()

@@ -12,7 +12,7 @@ func TestParseBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Redis) != 2 || len(c.Concurrency) != 2 || c.Concurrency[1] != 8 || c.Duration != 2*time.Second || !c.Contended {
+	if len(c.Redis) != 2 || len(c.Concurrency) != 2 || c.Concurrency[1] != 8 || c.Duration != 2*time.Second || !c.Contended || c.ClientProcs != 1 {
 		t.Fatalf("config = %+v", c)
 	}
 	for name, args := range map[string][]string{
@@ -22,10 +22,14 @@ func TestParseBench(t *testing.T) {
 		"bad duration":   {"--duration", "0s"},
 		"https":          {"--url", "https://127.0.0.1:8080"},
 		"argument":       {"extra"},
+		"client procs":   {"--client-procs", "0"},
 	} {
 		if _, err := parseBench(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	if c, err := parseBench([]string{"--client-procs", "3"}, &bytes.Buffer{}); err != nil || c.ClientProcs != 3 {
+		t.Errorf("--client-procs 3: %+v, %v", c, err)
 	}
 	if _, err := parseBench([]string{"--url", "http://10.1.2.3:8080", "--allow-remote"}, &bytes.Buffer{}); err != nil {
 		t.Errorf("--allow-remote refused: %v", err)

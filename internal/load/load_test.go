@@ -1,10 +1,12 @@
 package load
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -160,5 +162,32 @@ func TestRunCountsErrors(t *testing.T) {
 	r := Run(t.Context(), "500", 2, 200*time.Millisecond, cycle)
 	if r.Cycles != 0 || r.Errors == 0 || r.FirstErr != "acquire: status 500" {
 		t.Fatalf("%d cycles, %d errors, first %q", r.Cycles, r.Errors, r.FirstErr)
+	}
+}
+
+// TestRunOnProcs: the cycles run with GOMAXPROCS at procs, and the process
+// gets its own back afterwards; procs 0 leaves it alone.
+func TestRunOnProcs(t *testing.T) {
+	start := runtime.GOMAXPROCS(0)
+	for _, procs := range []int{1, start + 1, 0} {
+		want := procs
+		if procs == 0 {
+			want = start
+		}
+		var mu sync.Mutex
+		seen := map[int]int{}
+		r := RunOnProcs(t.Context(), "procs", 3, 50*time.Millisecond, procs, func(ctx context.Context, w int) error {
+			mu.Lock()
+			seen[runtime.GOMAXPROCS(0)]++
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			return nil
+		})
+		if r.Cycles == 0 || len(seen) != 1 || seen[want] == 0 {
+			t.Errorf("procs %d: %d cycles saw GOMAXPROCS %v, want only %d", procs, r.Cycles, seen, want)
+		}
+		if got := runtime.GOMAXPROCS(0); got != start {
+			t.Fatalf("procs %d: GOMAXPROCS %d after the run, want %d back", procs, got, start)
+		}
 	}
 }
