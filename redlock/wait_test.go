@@ -24,6 +24,22 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 	}
 }
 
+// awaitSubscribed waits until every node of c has a subscriber on c's
+// release channel: a waiter's first join subscribes in the background, and a
+// release announced before that is not heard.
+func awaitSubscribed(t *testing.T, c *Coordinator) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the release subscriptions", func() bool {
+		for _, n := range c.nodes {
+			subs, err := n.client.PubSubNumSub(t.Context(), c.channel()).Result()
+			if err != nil || subs[c.channel()] < 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // waitOpts make the fallback poll and retries too slow to matter: only a
 // release announcement or the holder's TTL can wake a waiter in time.
 var waitOpts = Options{PollInterval: time.Minute}
@@ -43,8 +59,14 @@ func TestWaitWakesOnRelease(t *testing.T) {
 		acquiredAt = time.Now()
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter to wait", func() bool { return cl.c.Stats().Waiting == 1 })
-	time.Sleep(50 * time.Millisecond) // let its first round finish: it must be asleep
+	// Its first round refused (Held counts refused rounds; the holder's
+	// acquire was granted): it now waits for the release. An announcement
+	// that comes before it is asleep waits in its buffered wake channel.
+	eventually(t, 5*time.Second, "the waiter's first round to be refused", func() bool {
+		s := cl.c.Stats()
+		return s.Waiting == 1 && s.Held == 1
+	})
+	awaitSubscribed(t, cl.c)
 	before := cl.c.Stats().Attempts
 	released := time.Now()
 	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
@@ -57,8 +79,13 @@ func TestWaitWakesOnRelease(t *testing.T) {
 	if d := acquiredAt.Sub(released); d > 2*time.Second {
 		t.Fatalf("waiter took %v after the release", d)
 	}
-	if n := cl.c.Stats().Attempts - before; n != 1 {
-		t.Fatalf("waiter needed %d rounds after the release, want 1", n)
+	// Woken by the announcements, not retrying on its own: one round, or
+	// on a loaded box a few. The nodes delete the lock at slightly
+	// different times, and a waiter that wakes 2ms after the first
+	// announcement (see pause) may still find a quorum held and try again
+	// at the next announcements.
+	if n := cl.c.Stats().Attempts - before; n < 1 || n > 3 {
+		t.Fatalf("waiter needed %d rounds after the release, want 1 (up to 3 on a loaded box)", n)
 	}
 }
 
@@ -85,6 +112,7 @@ func TestWaitCrossCoordinator(t *testing.T) {
 		got <- err
 	}()
 	eventually(t, 5*time.Second, "the waiter to wait", func() bool { return other.Stats().Held == 1 })
+	awaitSubscribed(t, other)
 	released := time.Now()
 	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
 		t.Fatal(err)
@@ -151,6 +179,7 @@ func TestWaitFIFO(t *testing.T) {
 	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{}); !errors.Is(err, ErrLockHeld) {
 		t.Fatalf("newcomer err = %v", err)
 	}
+	awaitSubscribed(t, cl.c)
 	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +285,10 @@ func TestWaitHandOffToLaterWaiters(t *testing.T) {
 		}()
 		eventually(t, 5*time.Second, "waiter to queue", func() bool { return cl.c.Stats().Waiting == int64(i+1) })
 	}
-	time.Sleep(50 * time.Millisecond) // let the head's refused round finish
+	// The head's first round refused (the holder's was granted): it waits
+	// for the release.
+	eventually(t, 5*time.Second, "the head's first round to be refused", func() bool { return cl.c.Stats().Held == 1 })
+	awaitSubscribed(t, cl.c)
 	released := time.Now()
 	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
 		t.Fatal(err)

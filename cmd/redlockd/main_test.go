@@ -212,7 +212,11 @@ func TestMainShutdownWakesWaiters(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&body)
 		waiter <- result{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: body}
 	}()
-	time.Sleep(300 * time.Millisecond) // let it start waiting
+	for deadline := time.Now().Add(5 * time.Second); m.coord.Stats().Waiting != 1; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting POST did not start waiting within 5s")
+		}
+	}
 
 	start := time.Now()
 	cancel()
