@@ -153,7 +153,10 @@ func healthLoops() int {
 // them all before it returns, also while a node is paused mid-check.
 func TestCloseStopsHealthLoops(t *testing.T) {
 	servers := redistest.Cluster(t, 3)
-	before := healthLoops()
+	// A goroutine that has closed its done channel may still be on its way
+	// out, so the counts are awaited: the earlier tests' loops all end (their
+	// coordinators are closed), and so must these three.
+	eventually(t, 2*time.Second, "the earlier tests' health loops to end", func() bool { return healthLoops() == 0 })
 	var nodes []*redis.Options
 	for _, s := range servers {
 		nodes = append(nodes, s.Options())
@@ -162,7 +165,7 @@ func TestCloseStopsHealthLoops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := healthLoops() - before; got != 3 {
+	if got := healthLoops(); got != 3 {
 		t.Fatalf("%d health loops after New, want 3", got)
 	}
 	servers[0].Pause()
@@ -171,9 +174,14 @@ func TestCloseStopsHealthLoops(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := healthLoops() - before; got != 0 {
-		t.Fatalf("%d health loops left after Close", got)
+	for i, n := range c.nodes {
+		select {
+		case <-n.loopDone:
+		default:
+			t.Fatalf("Close returned before node %d's health loop", i)
+		}
 	}
+	eventually(t, 2*time.Second, "no health loop left after Close", func() bool { return healthLoops() == 0 })
 }
 
 // TestNoteInfo: the quarantine end from successive INFO replies.

@@ -242,6 +242,16 @@ func TestTargetCloses(t *testing.T) {
 	}
 }
 
+// awaitGoroutines waits up to 2s for no goroutine started by a proxy.
+func awaitGoroutines(t *testing.T, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); goroutines() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %d left", what, goroutines())
+		}
+	}
+}
+
 // goroutines counts the goroutines the proxy started (not the test's echo
 // server).
 func goroutines() int {
@@ -255,7 +265,10 @@ func goroutines() int {
 // TestCloseLeavesNothing: Close, with connections open, blackholed and with
 // data in flight, returns after every goroutine of the proxy ended.
 func TestCloseLeavesNothing(t *testing.T) {
-	before := goroutines()
+	// A goroutine that has done its last deferred call may still be on its
+	// way out, so the counts are awaited: the earlier tests' proxies are
+	// closed, and their goroutines end, as must this one's.
+	awaitGoroutines(t, "the earlier tests' proxy goroutines to end")
 	p, err := Start(echo(t))
 	if err != nil {
 		t.Fatal(err)
@@ -274,17 +287,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	wantBroken(t, c, time.Second)
-	// Close returns once every goroutine has done its last deferred call;
-	// one may still be on its way out then, so a leak is one that stays.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
-		got := goroutines() - before
-		if got == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines left 2s after Close", got)
-		}
-	}
+	awaitGoroutines(t, "no proxy goroutine left after Close")
 	if _, err := net.DialTimeout("tcp", p.Addr(), 200*time.Millisecond); err == nil {
 		t.Fatal("closed proxy still accepts")
 	}
