@@ -320,9 +320,10 @@ func testWait(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 					errs <- err
 				}
 			})
-			// No event tells that the gateway queued this waiter: leave it
-			// ample time before the next one arrives.
-			time.Sleep(250 * time.Millisecond)
+			// The next one arrives once the gateway queued this one.
+			eventually(t, 10*time.Second, fmt.Sprintf("%d waiters", i+1), func() bool {
+				return scrapeMetrics(t, gw).value("redlockd_waiters") == float64(i+1)
+			})
 		}
 		wantStatus(t, release(t, gw, res, a.str(t, "token")), http.StatusNoContent)
 		wg.Wait()

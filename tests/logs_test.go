@@ -204,8 +204,7 @@ func TestShutdown(t *testing.T) {
 		r, err := gw.try(http.MethodPost, "/locks/"+res, `{"wait_ms":20000}`)
 		waiter <- result{r, err}
 	}()
-	// No event says the waiter reached the gateway; give it ample time.
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, 10*time.Second, "the waiter to wait", func() bool { return scrapeMetrics(t, gw).value("redlockd_waiters") == 1 })
 
 	start := time.Now()
 	gw.Stop()
