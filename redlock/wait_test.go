@@ -25,8 +25,8 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 }
 
 // awaitSubscribed waits until every node of c has a subscriber on c's
-// release channel: a waiter's first join subscribes in the background, and a
-// release announced before that is not heard.
+// release channel: New subscribes in the background, and a release announced
+// before that is not heard (a waiter then sleeps until its fallback poll).
 func awaitSubscribed(t *testing.T, c *Coordinator) {
 	t.Helper()
 	eventually(t, 5*time.Second, "the release subscriptions", func() bool {
