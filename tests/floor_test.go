@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/redlock"
@@ -28,12 +30,25 @@ import (
 //     least;
 //   - floorStack: the gateway's own handler (routing, middleware, the
 //     generated strict handlers, JSON, access log lines, metrics) over an
-//     in-memory locker instead of Redis: what the gateway's HTTP layer costs.
+//     in-memory locker instead of Redis: what the gateway's HTTP layer costs;
+//   - floorBare: a bare handler (no routing, generated code, JSON decoding,
+//     access log or metrics) over a redlock.Coordinator with batching,
+//     against the nodes in floorNodesEnv: the gateway's Redis side without
+//     its HTTP layer, what the gateway would do if that layer cost nothing
+//     beyond net/http.
 const floorEnv = "REDLOCKD_TESTS_HTTP_FLOOR"
+
+// floorNodesEnv gives floorBare the nodes (comma-separated host:port) and
+// floorTimeoutEnv the node timeout.
+const (
+	floorNodesEnv   = "REDLOCKD_TESTS_FLOOR_NODES"
+	floorTimeoutEnv = "REDLOCKD_TESTS_FLOOR_NODE_TIMEOUT"
+)
 
 const (
 	floorNoop  = "noop"
 	floorStack = "stack"
+	floorBare  = "bare"
 )
 
 // serveFloor listens on a free loopback port, prints its address, and
@@ -56,15 +71,76 @@ func serveFloor(kind string) int {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"token":"floorAAAAAAAAAAAAAAAAAAAAAAAAAA","fencing_token":1}`)
 	}))
-	if kind == floorStack {
+	switch kind {
+	case floorStack:
 		// Log lines are made as the gateway makes them, and dropped: the
 		// gateway's writer costs it one write per few dozen lines.
 		h = server.New(server.Config{Locker: newMemLocker(), Log: zerolog.New(io.Discard).With().Timestamp().Logger(),
 			Metrics: server.NewMetrics()}).Handler()
+	case floorBare:
+		c, err := bareCoordinator()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		h = bareHandler(c)
 	}
 	err = http.Serve(ln, h)
 	fmt.Fprintln(os.Stderr, err)
 	return 1
+}
+
+// bareCoordinator is a Coordinator with batching over the nodes of
+// floorNodesEnv, with the node timeout of floorTimeoutEnv, as the gateway
+// under TestLoad makes it.
+func bareCoordinator() (*redlock.Coordinator, error) {
+	timeout, err := time.ParseDuration(os.Getenv(floorTimeoutEnv))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", floorTimeoutEnv, err)
+	}
+	var opts []*redis.Options
+	for _, addr := range strings.Split(os.Getenv(floorNodesEnv), ",") {
+		opts = append(opts, &redis.Options{Addr: addr})
+	}
+	return redlock.New(opts, redlock.Options{NoQuarantine: true, NodeTimeout: timeout})
+}
+
+// bareHandler answers the load tool's cycle with c and nothing else: the
+// resource is the rest of the path, the TTL 10s as the load tool asks (the
+// body is read and not decoded), the token comes in Lock-Token, and any
+// error is a 503 without a body.
+func bareHandler(c *redlock.Coordinator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resource, ok := strings.CutPrefix(r.URL.Path, "/locks/")
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		switch r.Method {
+		case http.MethodPost:
+			_, _ = io.Copy(io.Discard, r.Body)
+			l, err := c.Acquire(r.Context(), resource, redlock.AcquireOptions{TTL: 10 * time.Second})
+			if err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			b := append([]byte(`{"token":"`), l.Token...)
+			b = append(b, `","fencing_token":`...)
+			b = strconv.AppendInt(b, l.Fence, 10)
+			b = append(b, '}', '\n')
+			w.Header()["Content-Type"] = []string{"application/json"}
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(b)
+		case http.MethodDelete:
+			if err := c.Release(r.Context(), "", resource, r.Header.Get("Lock-Token")); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		}
+	})
 }
 
 // memLocker is an in-memory server.Locker for the stack floor: one process,
@@ -120,12 +196,13 @@ func (m *memLocker) Status(context.Context) []redlock.NodeStatus { return nil }
 func (m *memLocker) Quorum() int                                 { return 3 }
 func (m *memLocker) Nodes() int                                  { return 5 }
 
-// startFloor runs a floor server of kind (see floorEnv) and returns its
-// URL. It is stopped, by PID, when the test ends.
-func startFloor(t *testing.T, kind string) string {
+// startFloor runs a floor server of kind (see floorEnv), with env added to
+// its environment, and returns its URL. It is stopped, by PID, when the test
+// ends.
+func startFloor(t *testing.T, kind string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), floorEnv+"="+kind)
+	cmd.Env = append(append(os.Environ(), floorEnv+"="+kind), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -80,9 +80,18 @@ func TestLoad(t *testing.T) {
 	}
 	// The floors, each in a process of its own: the same HTTP cycles
 	// against a no-op net/http server, what any Go gateway costs at the
-	// least, and against the gateway's own handler over an in-memory locker,
-	// what its HTTP layer costs without Redis (see floorEnv).
+	// least; against the gateway's own handler over an in-memory locker,
+	// what its HTTP layer costs without Redis; and against a bare handler
+	// over a coordinator on the same nodes, what the gateway would do if
+	// its HTTP layer cost nothing beyond net/http (see floorEnv). The bare
+	// floor runs with Go's defaults, without the gateway's GOMAXPROCS and
+	// GOGC governor.
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
 	floor, stack := startFloor(t, floorNoop), startFloor(t, floorStack)
+	bare := startFloor(t, floorBare, floorNodesEnv+"="+strings.Join(addrs, ","), floorTimeoutEnv+"="+timeout.String())
 	var results []load.Result
 	ctx := t.Context()
 	for _, c := range cs {
@@ -93,6 +102,7 @@ func TestLoad(t *testing.T) {
 			load.RunOnProcs(ctx, "gateway over HTTP", c, d, 1, rawCycle(t, gw.URL, "gw", c)),
 			load.RunOnProcs(ctx, "floor: net/http, no-op handler", c, d, 1, rawCycle(t, floor, "floor", c)),
 			load.RunOnProcs(ctx, "floor: gateway handler, no Redis", c, d, 1, rawCycle(t, stack, "stack", c)),
+			load.RunOnProcs(ctx, "floor: bare handler, with Redis", c, d, 1, rawCycle(t, bare, "bare", c)),
 		)
 	}
 	t.Logf("acquire+release cycles, 5 redis-server nodes, %v per run, ratio = cycles/s against the naive library at the same C:\n%s", d, load.Table(results))
