@@ -37,6 +37,11 @@ var decodeBodies = []string{
 	`{"ttl_ms" 1}`, `{"ttl_ms":}`, `{"ttl_ms":1`, `{"ttl_ms":1,`, `{`, `}`, `[]`, `[1]`, `null`, `"x"`, `1`,
 	`{}{}`, `{}}`, `{} `, `{}]`, "{\"owner\": \"\xff\"}", "{\"owner\": \"a\x01\"}", `{"` + strings.Repeat("x", 100) + `": 1}`,
 	`{1: 2}`, `{"ttl_ms": tru}`, `{"ttl_ms": nul}`, `{"wait_ms": 5, "ttl_ms": 100}`,
+	`{"ttl_ms":123456789012345678}`, `{"ttl_ms":-123456789012345678}`, `{"ttl_ms":1234567890123456789}`,
+	`{"ttl_ms":9223372036854775807}`, `{"ttl_ms":-5}`, `{"ttl_ms":-}`, `{"ttl_ms":- 1}`, `{"ttl_ms":1 2}`,
+	`{"ttl_ms":1}x`, `{"ttl_ms":1,}`, `{,"ttl_ms":1}`, `{"ttl_ms":1,,"wait_ms":2}`, `{"ttl_ms":10`, `{"owner":"abc`,
+	`{"owner":"a"`, `{"owner":"a" "token":"b"}`, `{"ttl_ms"`, `{"ttl_ms":`, `{"owner":"a\"}`, "{\"owner\":\"a\tb\"}",
+	"{\"owner\":\"\u00e9t\u00e9\"}", `{"owner":""}`, `{"ttl_ms":0}`, `{"ttl_ms":00}`, `{"ttl_ms":0.0}`, `{"ttl_ms":1E3}`,
 }
 
 func TestDecodeStrictSameAsSlow(t *testing.T) {
@@ -113,6 +118,43 @@ func detailOf(err error) string {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestDecodeFlat checks that the bodies clients send take the fastest path,
+// that others do not, and that a body it leaves leaves dst as it was.
+func TestDecodeFlat(t *testing.T) {
+	fields := jsonBodies["POST /locks/{resource}"].fields
+	for body, flat := range map[string]bool{
+		`{"ttl_ms":10000,"wait_ms":0}`: true,
+		`{}`:                           true,
+		" {\n\t\"ttl_ms\" : 30000 , \"owner\" : \"host-1/42 é\" , \"wait_ms\":-1 } \n": true,
+		`{"owner":"x","token":"` + tokenA + `"}`:                                       true,
+		`{"ttl_ms":10000,"token":null}`:                                                false, // null
+		`{"owner":"a\"b"}`:                                                             false, // an escape in a value
+		`{"ttl\u005fms":10000}`:                                                        false, // an escape in a name
+		`{"ttl_ms":10000,"ttl_ms":10000}`:                                              false,
+		`{"ttl_ms":-0}`:                                                                false,
+		`{"ttl_ms":1.0}`:                                                               false,
+		`{"ttl_ms":1234567890123456789}`:                                               false, // 19 digits
+		`{"ttl_ms":"10000"}`:                                                           false,
+		`{"owner":1}`:                                                                  false,
+		`{"ttl_ms":10000}}`:                                                            false,
+		`{"ttl_ms":10000`:                                                              false,
+		`[]`:                                                                           false,
+	} {
+		dst := api.AcquireRequest{Owner: new(string)}
+		if got := decodeFlat([]byte(body), &dst, fields); got != flat {
+			t.Errorf("%s: got %t, want %t", body, got, flat)
+		}
+		if !flat && (dst.Owner == nil || dst.TTLMs != nil || dst.WaitMs != nil || dst.Token != nil) {
+			t.Errorf("%s: dst changed: %s", body, jsonOf(dst))
+		}
+	}
+	var dst api.AcquireRequest
+	if !decodeFlat([]byte(`{"wait_ms":-42,"ttl_ms":123456789012345678,"owner":"o","token":"t"}`), &dst, fields) ||
+		*dst.WaitMs != -42 || *dst.TTLMs != 123456789012345678 || *dst.Owner != "o" || *dst.Token != "t" {
+		t.Errorf("decoded %s", jsonOf(dst))
+	}
 }
 
 // TestDecodeSimple checks that the bodies clients send take the fast path,

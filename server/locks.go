@@ -97,7 +97,7 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 		return nil, err
 	}
 	setOutcome(ctx, "acquired")
-	return api.AcquireLock201JSONResponse{
+	return lockCreated{
 		Body:    lockResponse(resource, lock),
 		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(resource)},
 	}, nil

@@ -182,7 +182,10 @@ func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 	if !rq.parked {
 		route, resource = routeOf(r)
 	}
-	outcome := cmp.Or(rq.outcome, strings.ToLower(http.StatusText(status)))
+	outcome := rq.outcome
+	if outcome == "" {
+		outcome = strings.ToLower(http.StatusText(status))
+	}
 	level := zerolog.InfoLevel
 	if status >= http.StatusInternalServerError {
 		level = zerolog.ErrorLevel
@@ -348,10 +351,147 @@ func decodeStrict(data []byte, dst any, fields map[string]int) error {
 	if !utf8.Valid(data) {
 		return badRequest("the body is not valid UTF-8")
 	}
-	if decodeSimple(data, dst, fields) {
+	if decodeFlat(data, dst, fields) || decodeSimple(data, dst, fields) {
 		return nil
 	}
 	return decodeTokens(data, dst, fields)
+}
+
+// The field types decodeFlat decodes.
+var (
+	int64PtrType  = reflect.TypeFor[*int64]()
+	stringPtrType = reflect.TypeFor[*string]()
+)
+
+// decodeFlat decodes data into dst, as decodeTokens would, if data is a flat
+// body, and reports whether it did; if not, it leaves dst as it was. A flat
+// body is one JSON object, with any JSON white space, of distinct member
+// names from fields written without escapes, whose values are integers
+// (without a fraction, an exponent, a leading zero or a minus zero, and of
+// at most 18 digits) for *int64 fields and strings without escapes or
+// control characters for *string fields. That is what clients send, and it
+// is decoded here in one pass without encoding/json. Anything else, null
+// included, is left to decodeSimple. data must be valid UTF-8.
+func decodeFlat(data []byte, dst any, fields map[string]int) bool {
+	type member struct {
+		field int
+		n     int64
+		s     string
+	}
+	var (
+		members [8]member
+		count   int
+		seen    uint64
+	)
+	obj := reflect.ValueOf(dst).Elem()
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	for more := i < len(data) && data[i] != '}'; more; {
+		// The member name.
+		if i == len(data) || data[i] != '"' {
+			return false
+		}
+		end := bytes.IndexByte(data[i+1:], '"')
+		if end < 0 {
+			return false
+		}
+		name := data[i+1 : i+1+end]
+		f, known := fields[string(name)]
+		if !known || f >= 64 || seen&(1<<f) != 0 || count == len(members) || bytes.IndexByte(name, '\\') >= 0 {
+			return false
+		}
+		seen |= 1 << f
+		m := &members[count]
+		m.field = f
+		count++
+		// The colon, then the value.
+		if i = skipSpace(data, i+2+end); i == len(data) || data[i] != ':' {
+			return false
+		}
+		if i = skipSpace(data, i+1); i == len(data) {
+			return false
+		}
+		switch obj.Field(f).Type() {
+		case int64PtrType:
+			var ok bool
+			if m.n, i, ok = flatInt(data, i); !ok {
+				return false
+			}
+		case stringPtrType:
+			if data[i] != '"' {
+				return false
+			}
+			start := i + 1
+			for i = start; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' || data[i] < 0x20 {
+					return false
+				}
+			}
+			if i == len(data) {
+				return false
+			}
+			m.s = string(data[start:i])
+			i++
+		default:
+			return false
+		}
+		// A comma and the next member, or the end of the object.
+		if i = skipSpace(data, i); i == len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			more = false
+		default:
+			return false
+		}
+	}
+	if i == len(data) || skipSpace(data, i+1) != len(data) {
+		return false // no closing brace, or data after it
+	}
+	for _, m := range members[:count] {
+		field := obj.Field(m.field)
+		p := reflect.New(field.Type().Elem())
+		if field.Type() == int64PtrType {
+			p.Elem().SetInt(m.n)
+		} else {
+			p.Elem().SetString(m.s)
+		}
+		field.Set(p)
+	}
+	return true
+}
+
+// flatInt parses the integer at data[i:] for decodeFlat: an optional minus
+// and 1 to 18 digits, without a leading zero (but for 0 itself) or a minus
+// zero, and followed by the end of the value. It returns the integer, the
+// index after it, and whether it was one.
+func flatInt(data []byte, i int) (int64, int, bool) {
+	neg := data[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var n int64
+	for ; i < len(data) && data[i] >= '0' && data[i] <= '9'; i++ {
+		n = n*10 + int64(data[i]-'0')
+	}
+	digits := i - start
+	switch {
+	case digits == 0 || digits > 18,
+		data[start] == '0' && (digits > 1 || neg),
+		i < len(data) && !isSpace(data[i]) && data[i] != ',' && data[i] != '}':
+		return 0, i, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, i, true
 }
 
 // decodeTokens is decodeStrict for any data that is not blank and is valid
