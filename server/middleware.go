@@ -351,7 +351,7 @@ func decodeStrict(data []byte, dst any, fields map[string]int) error {
 	if !utf8.Valid(data) {
 		return badRequest("the body is not valid UTF-8")
 	}
-	if decodeFlat(data, dst, fields) || decodeSimple(data, dst, fields) {
+	if decodeFlat(data, dst, fields) {
 		return nil
 	}
 	return decodeTokens(data, dst, fields)
@@ -370,8 +370,10 @@ var (
 // (without a fraction, an exponent, a leading zero or a minus zero, and of
 // at most 18 digits) for *int64 fields and strings without escapes or
 // control characters for *string fields. That is what clients send, and it
-// is decoded here in one pass without encoding/json. Anything else, null
-// included, is left to decodeSimple. data must be valid UTF-8.
+// is decoded here in one pass without encoding/json. Anything else (null,
+// escapes, and every body that decodeStrict rejects) is left to
+// decodeTokens, which finds the problem and describes it. data must be
+// valid UTF-8.
 func decodeFlat(data []byte, dst any, fields map[string]int) bool {
 	type member struct {
 		field int
@@ -540,64 +542,6 @@ func decodeTokens(data []byte, dst any, fields map[string]int) error {
 		return jsonError(err)
 	}
 	return nil
-}
-
-// decodeSimple decodes data into dst, as decodeTokens would, if data is a
-// simple body, and reports whether it did; if not, it leaves dst as it was.
-// A simple body is valid JSON: one object whose members are distinct names
-// from fields, written without escapes, and whose values are not objects or
-// arrays (no field is one) and are of the right types. That is what clients
-// send, and it is checked here in one pass and a decode, without
-// encoding/json's token API, which allocates for every token. Anything else,
-// such as every body that decodeStrict rejects, is left to decodeTokens,
-// which finds the problem and describes it.
-func decodeSimple(data []byte, dst any, fields map[string]int) bool {
-	if !json.Valid(data) {
-		return false
-	}
-	// Valid JSON: every token is complete, so scanning for its end stays
-	// within data.
-	obj := reflect.ValueOf(dst).Elem()
-	seen := make([]bool, obj.NumField())
-	i := skipSpace(data, 0)
-	if data[i] != '{' {
-		return false
-	}
-	for i = skipSpace(data, i+1); data[i] != '}'; i = skipSpace(data, i) {
-		if data[i] == ',' {
-			i = skipSpace(data, i+1)
-		}
-		// The member name, from the quote at i to the next one.
-		end := i + 1 + bytes.IndexByte(data[i+1:], '"')
-		name := data[i+1 : end]
-		f, known := fields[string(name)]
-		if !known || seen[f] || bytes.IndexByte(name, '\\') >= 0 {
-			return false
-		}
-		seen[f] = true
-		// The colon, then the value.
-		i = skipSpace(data, skipSpace(data, end+1)+1)
-		switch data[i] {
-		case '{', '[':
-			return false
-		case '"':
-			for i++; data[i] != '"'; i++ {
-				if data[i] == '\\' {
-					i++ // the escaped byte
-				}
-			}
-			i++
-		default: // a number, true, false or null
-			for !isSpace(data[i]) && data[i] != ',' && data[i] != '}' {
-				i++
-			}
-		}
-	}
-	if err := json.Unmarshal(data, dst); err != nil {
-		obj.SetZero()
-		return false
-	}
-	return true
 }
 
 // skipSpace returns the index of the first byte of data from i on that is
