@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/internal/stamp"
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -212,6 +213,4 @@ func lockResponse(resource string, l redlock.Lock) api.LockResponse {
 }
 
 // formatTime formats t as RFC 3339 with milliseconds in UTC.
-func formatTime(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
+func formatTime(t time.Time) string { return stamp.Format(t) }

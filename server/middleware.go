@@ -20,7 +20,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/api"
@@ -68,7 +67,51 @@ type reqInfo struct {
 	// body is the request body strictJSON decoded, a pointer to one of
 	// jsonBodies' types; nil when the request has no body. See bodyOf.
 	body any
+	// pattern is the route pattern of a routed request, which strictJSON
+	// notes for the access log (chi makes it anew on each call).
+	pattern string
+	// pathResource is the resource in the path of a request serveFast
+	// serves, as chi would have routed it.
+	pathResource string
+	// w is the request's ResponseWriter as front wraps it.
+	w statusWriter
 }
+
+// statusWriter is an http.ResponseWriter that notes the status of the
+// response, for the access log, and passes only the first final status on.
+// http.ResponseController reaches the ResponseWriter under it (Hijack,
+// Flush) through Unwrap.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader passes informational (1xx) codes on and notes the first
+// final one; later calls are ignored.
+func (w *statusWriter) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if w.status == 0 {
+		w.status = code
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// Write writes the body, after a 200 status if none was written.
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Status is the status written, 0 before any.
+func (w *statusWriter) Status() int { return w.status }
+
+// Unwrap returns the ResponseWriter under w, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type reqInfoKey struct{}
 
@@ -114,13 +157,12 @@ func (rq *reqInfo) with(c zerolog.Context) zerolog.Context {
 // frame on that stack is memory: the stack must stay within 8 KiB.
 func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		rq := &reqInfo{start: time.Now()}
+		rq := &reqInfo{start: time.Now(), w: statusWriter{ResponseWriter: w}}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, rq))
 		rq.r = r
-		defer s.finish(ww, r, rq)
-		if s.begin(ww, r, rq) {
-			next.ServeHTTP(ww, r)
+		defer s.finish(r, rq)
+		if s.begin(&rq.w, r, rq) && !s.serveFast(&rq.w, r, rq) {
+			next.ServeHTTP(&rq.w, r)
 		}
 	})
 }
@@ -132,11 +174,13 @@ func (s *Server) front(next http.Handler) http.Handler {
 // *http.MaxBytesError, which problemFor maps to 413. It reports whether the
 // request goes on; if not, it answered it.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, rq *reqInfo) bool {
-	rq.id = r.Header.Get("X-Request-Id")
-	if rq.id == "" || !requestIDRe.MatchString(rq.id) {
+	// The header's name is in canonical form, as net/http keeps it.
+	if v := r.Header["X-Request-Id"]; len(v) > 0 && requestIDRe.MatchString(v[0]) {
+		rq.id = v[0]
+	} else {
 		rq.id = newRequestID()
 	}
-	w.Header().Set("X-Request-Id", rq.id)
+	w.Header()["X-Request-Id"] = []string{rq.id}
 	if err := s.authenticate(r, rq); err != nil {
 		s.writeProblem(w, r, err)
 		return false
@@ -153,15 +197,15 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rq *reqInfo) bool
 
 // finish, deferred by front, turns a panic into a 500 internal problem,
 // then logs the request (unless it was parked: see park.go).
-func (s *Server) finish(w middleware.WrapResponseWriter, r *http.Request, rq *reqInfo) {
+func (s *Server) finish(r *http.Request, rq *reqInfo) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
 			panic(v)
 		}
-		s.recovered(w, r, v)
+		s.recovered(&rq.w, r, v)
 	}
 	if !rq.parked {
-		s.logRequest(r, rq, w.Status())
+		s.logRequest(r, rq, rq.w.Status())
 	}
 }
 
@@ -180,7 +224,7 @@ func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 	status = cmp.Or(status, http.StatusOK)
 	route, resource := rq.route, rq.resource
 	if !rq.parked {
-		route, resource = routeOf(r)
+		route, resource = routeOf(r, rq)
 	}
 	outcome := rq.outcome
 	if outcome == "" {
@@ -208,12 +252,18 @@ func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 // resource. A request answered before routing (401 unauthorized, 413) or
 // with 405 is matched against the routes here, so that it is logged and
 // counted under its path's route too; "" when no route matches the path.
-func routeOf(r *http.Request) (route, resource string) {
+func routeOf(r *http.Request, rq *reqInfo) (route, resource string) {
+	if rq.pathResource != "" {
+		return rq.pattern, loggableResource(r, rq.pathResource)
+	}
 	rctx := chi.RouteContext(r.Context())
 	if rctx == nil {
 		return "", ""
 	}
-	if route = rctx.RoutePattern(); route != "" {
+	if route = rq.pattern; route == "" {
+		route = rctx.RoutePattern()
+	}
+	if route != "" {
 		return route, loggableResource(r, rctx.URLParam("resource"))
 	}
 	if rctx.Routes == nil {
@@ -264,12 +314,16 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // jsonBodies are the request body types of the operations that have one,
 // by method and route pattern, with the struct field index of each of their
 // JSON members.
-var jsonBodies = map[string]struct {
-	new    func() any
-	fields map[string]int
-}{
+var jsonBodies = map[string]jsonBody{
 	"POST /locks/{resource}":  {func() any { return new(api.AcquireRequest) }, jsonFields[api.AcquireRequest]()},
 	"PATCH /locks/{resource}": {func() any { return new(api.ExtendRequest) }, jsonFields[api.ExtendRequest]()},
+}
+
+// jsonBody is a request body type: new makes one, and fields gives the
+// struct field index of each of its JSON members.
+type jsonBody struct {
+	new    func() any
+	fields map[string]int
 }
 
 // strictJSON checks request bodies more strictly than the generated decoder
@@ -283,40 +337,49 @@ var jsonBodies = map[string]struct {
 // which it takes for no body.
 func (s *Server) strictJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, ok := jsonBodies[r.Method+" "+chi.RouteContext(r.Context()).RoutePattern()]
-		if !ok || r.Body == nil {
+		rq := reqInfoOf(r.Context()) // strictJSON runs inside front
+		rq.pattern = chi.RouteContext(r.Context()).RoutePattern()
+		var body jsonBody
+		ok := false
+		if r.Method == http.MethodPost || r.Method == http.MethodPatch {
+			body, ok = jsonBodies[r.Method+" "+rq.pattern]
+		}
+		if !ok || r.Body == nil || s.readJSONBody(w, r, rq, body) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		// The media type as clients send it is taken as it is; anything
-		// else is parsed.
-		if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-				s.writeProblem(w, r, badRequest("Content-Type must be application/json (curl: use --json, or -H 'Content-Type: application/json')"))
-				return
-			}
-		}
-		if r.Body == http.NoBody {
-			// No body, as the generated decoder will find too.
-			next.ServeHTTP(w, r)
-			return
-		}
-		data, err := io.ReadAll(r.Body)
-		if err != nil {
-			s.writeProblem(w, r, &requestError{detail: "cannot read the request body", err: err})
-			return
-		}
-		dst := body.new()
-		if err := decodeStrict(data, dst, body.fields); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		if !isBlank(data) {
-			reqInfoOf(r.Context()).body = dst // strictJSON runs inside front
-		}
-		r.Body = http.NoBody
-		next.ServeHTTP(w, r)
 	})
+}
+
+// readJSONBody checks and decodes the body of r, of type body, as strictJSON
+// describes, and puts it in rq. It reports whether the request goes on; if
+// not, it answered it with a problem.
+func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request, rq *reqInfo, body jsonBody) bool {
+	// The media type as clients send it is taken as it is; anything else is
+	// parsed.
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			s.writeProblem(w, r, badRequest("Content-Type must be application/json (curl: use --json, or -H 'Content-Type: application/json')"))
+			return false
+		}
+	}
+	if r.Body == http.NoBody {
+		return true // no body, as the generated decoder will find too
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.writeProblem(w, r, &requestError{detail: "cannot read the request body", err: err})
+		return false
+	}
+	dst := body.new()
+	if err := decodeStrict(data, dst, body.fields); err != nil {
+		s.writeProblem(w, r, err)
+		return false
+	}
+	if !isBlank(data) {
+		rq.body = dst
+	}
+	r.Body = http.NoBody
+	return true
 }
 
 // bodyOf returns the request body b the generated decoder decoded, or, when

@@ -67,6 +67,9 @@ type Server struct {
 	keys                        *Keys
 	metricsAuth                 bool
 	metrics                     *Metrics
+	// noFastPath sends every request through the generated handlers (see
+	// serveFast); tests compare the two paths.
+	noFastPath bool
 
 	// waiting counts the acquires with wait_ms > 0 in progress.
 	waiting atomic.Int64

@@ -2,10 +2,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/internal/stamp"
 )
 
 // gatedWriter records writes; the first one blocks until open is closed.
@@ -67,4 +74,32 @@ func TestLogWriter(t *testing.T) {
 		t.Errorf("a line after Close was not written at once")
 	}
 	l.Close() // twice is fine
+}
+
+// TestLogLineTime checks that newLogger's lines carry their time as
+// zerolog's Timestamp would, in the same place, in stamp.Layout.
+func TestLogLineTime(t *testing.T) {
+	var ours, theirs bytes.Buffer
+	before := time.Now().Truncate(time.Millisecond)
+	l := newLogger(&ours, Config{LogLevel: "info"})
+	l.Info().Str("req_id", "r1").Int("status", 201).Msg("request")
+	after := time.Now()
+	z := zerolog.New(&theirs).With().Timestamp().Logger()
+	z.Info().Str("req_id", "r1").Int("status", 201).Msg("request")
+
+	var line struct{ Time string }
+	if err := json.Unmarshal(ours.Bytes(), &line); err != nil {
+		t.Fatalf("%q: %v", ours.String(), err)
+	}
+	at, err := time.Parse(stamp.Layout, line.Time)
+	if err != nil || stamp.Format(at) != line.Time {
+		t.Fatalf("time %q is not in %s (%v)", line.Time, stamp.Layout, err)
+	}
+	if at.Before(before) || at.After(after) {
+		t.Errorf("time %v not within [%v, %v]", at, before, after)
+	}
+	timeRe := regexp.MustCompile(`"time":"[^"]*"`)
+	if o, z := timeRe.ReplaceAllString(ours.String(), `"time":T`), timeRe.ReplaceAllString(theirs.String(), `"time":T`); o != z {
+		t.Errorf("line\n%s\nwant, but for the time,\n%s", ours.String(), theirs.String())
+	}
 }

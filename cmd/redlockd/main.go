@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/internal/stamp"
 )
 
 // Exit statuses (sysexits.h where one fits).
@@ -26,7 +28,7 @@ const (
 
 func main() {
 	// Log times in UTC with milliseconds (SPEC §3's time format).
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	zerolog.TimeFieldFormat = stamp.Layout
 	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
