@@ -21,22 +21,32 @@ const (
 
 // ValidName reports whether s is a valid resource or namespace name:
 // 1–200 characters of [A-Za-z0-9._:-].
-func ValidName(s string) bool { return validChars(s, 1, MaxNameLen, "._:-") }
+func ValidName(s string) bool { return validChars(s, 1, MaxNameLen, &nameChars) }
 
 // ValidToken reports whether s is a valid client-chosen token:
 // 22–128 characters of [A-Za-z0-9_-].
-func ValidToken(s string) bool { return validChars(s, 22, 128, "_-") }
+func ValidToken(s string) bool { return validChars(s, 22, 128, &tokenChars) }
 
-// validChars reports whether s is min to max ASCII letters, digits and bytes
-// of extra. (Every request checks a name and often a token: a loop is some
-// twenty times cheaper than the equivalent regexp.)
-func validChars(s string, min, max int, extra string) bool {
+// nameChars and tokenChars are the bytes names and tokens may have.
+var nameChars, tokenChars = charSet("._:-"), charSet("_-")
+
+// charSet returns the set of the ASCII letters, digits and bytes of extra.
+func charSet(extra string) (set [256]bool) {
+	for c := range 256 {
+		set[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, byte(c)) >= 0
+	}
+	return set
+}
+
+// validChars reports whether s is min to max bytes of set. (Every request
+// checks a name and often a token, the gateway more than once: a table is
+// some twenty times cheaper than the equivalent regexp.)
+func validChars(s string, min, max int, set *[256]bool) bool {
 	if len(s) < min || len(s) > max {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, c) >= 0) {
+		if !set[s[i]] {
 			return false
 		}
 	}

@@ -67,12 +67,10 @@ type reqInfo struct {
 	// body is the request body strictJSON decoded, a pointer to one of
 	// jsonBodies' types; nil when the request has no body. See bodyOf.
 	body any
-	// pattern is the route pattern of a routed request, which strictJSON
-	// notes for the access log (chi makes it anew on each call).
-	pattern string
-	// pathResource is the resource in the path of a request serveFast
-	// serves, as chi would have routed it.
-	pathResource string
+	// pattern and pathResource are the route pattern of a routed request
+	// and the resource in its path (as it is there, maybe escaped), noted
+	// for the access log by serveFast or, after chi's routing, strictJSON.
+	pattern, pathResource string
 	// w is the request's ResponseWriter as front wraps it.
 	w statusWriter
 }
@@ -224,7 +222,7 @@ func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 	status = cmp.Or(status, http.StatusOK)
 	route, resource := rq.route, rq.resource
 	if !rq.parked {
-		route, resource = routeOf(r, rq)
+		route, resource = s.routeOf(r, rq)
 	}
 	outcome := rq.outcome
 	if outcome == "" {
@@ -249,30 +247,21 @@ func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 }
 
 // routeOf returns the route pattern of a served request and its loggable
-// resource. A request answered before routing (401 unauthorized, 413) or
-// with 405 is matched against the routes here, so that it is logged and
-// counted under its path's route too; "" when no route matches the path.
-func routeOf(r *http.Request, rq *reqInfo) (route, resource string) {
-	if rq.pathResource != "" {
+// resource. A request answered before routing (401 unauthorized, 413), by
+// the generated wrappers (a bad parameter) or with 405 is matched against
+// the routes here, so that it is logged and counted under its path's route
+// too; "" when no route matches the path.
+func (s *Server) routeOf(r *http.Request, rq *reqInfo) (route, resource string) {
+	if rq.pattern != "" { // routed by serveFast or chi (see strictJSON)
 		return rq.pattern, loggableResource(r, rq.pathResource)
 	}
-	rctx := chi.RouteContext(r.Context())
-	if rctx == nil {
-		return "", ""
-	}
-	if route = rq.pattern; route == "" {
-		route = rctx.RoutePattern()
-	}
-	if route != "" {
-		return route, loggableResource(r, rctx.URLParam("resource"))
-	}
-	if rctx.Routes == nil {
+	if s.routes == nil {
 		return "", ""
 	}
 	path := cmp.Or(r.URL.RawPath, r.URL.Path)
 	for _, m := range []string{r.Method, http.MethodGet, http.MethodPost} {
 		found := chi.NewRouteContext()
-		if route = rctx.Routes.Find(found, m, path); route != "" {
+		if route = s.routes.Find(found, m, path); route != "" {
 			return route, loggableResource(r, found.URLParam("resource"))
 		}
 	}
@@ -338,7 +327,8 @@ type jsonBody struct {
 func (s *Server) strictJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq := reqInfoOf(r.Context()) // strictJSON runs inside front
-		rq.pattern = chi.RouteContext(r.Context()).RoutePattern()
+		rctx := chi.RouteContext(r.Context())
+		rq.pattern, rq.pathResource = rctx.RoutePattern(), rctx.URLParam("resource")
 		var body jsonBody
 		ok := false
 		if r.Method == http.MethodPost || r.Method == http.MethodPatch {

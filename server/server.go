@@ -67,6 +67,8 @@ type Server struct {
 	keys                        *Keys
 	metricsAuth                 bool
 	metrics                     *Metrics
+	// routes are the routes of Handler, for the access log (see routeOf).
+	routes chi.Routes
 	// noFastPath sends every request through the generated handlers (see
 	// serveFast); tests compare the two paths.
 	noFastPath bool
@@ -112,7 +114,6 @@ func New(cfg Config) *Server {
 // the one table in problem.go.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.front)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -120,11 +121,15 @@ func (s *Server) Handler() http.Handler {
 		RequestErrorHandlerFunc:  s.bodyError,
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
-	return api.HandlerWithOptions(strict, api.ChiServerOptions{
+	api.HandlerWithOptions(strict, api.ChiServerOptions{
 		BaseRouter:       r,
 		Middlewares:      []api.MiddlewareFunc{s.strictJSON},
 		ErrorHandlerFunc: s.paramError,
 	})
+	s.routes = r
+	// front runs before the router: a request serveFast takes does not
+	// need it.
+	return s.front(r)
 }
 
 // BeginShutdown starts a graceful shutdown: acquires that are waiting for a
