@@ -147,27 +147,11 @@ func TestFastPathSameAsGenerated(t *testing.T) {
 		fast, slow := newPathServer(t, true, keys), newPathServer(t, false, keys)
 		took := 0
 		for _, req := range reqs {
-			name := fmt.Sprintf("keys=%v %s %s body %.40q headers %q", keys, req.method, req.target, req.body, req.headers)
 			if _, ok := fastRoute(newRequest(req)); ok {
 				took++
 			}
-			wf, ws := serve(t, fast.h, req), serve(t, slow.h, req)
-			if wf.Code != ws.Code || volatile.ReplaceAllString(wf.Body.String(), "") != volatile.ReplaceAllString(ws.Body.String(), "") {
-				t.Fatalf("%s:\nfast %d %s\nslow %d %s", name, wf.Code, wf.Body, ws.Code, ws.Body)
-			}
-			if hf, hs := stableHeader(wf), stableHeader(ws); !reflect.DeepEqual(hf, hs) {
-				t.Fatalf("%s: headers\nfast %v\nslow %v", name, hf, hs)
-			}
-			if !slices.Equal(fast.calls, slow.calls) {
-				t.Fatalf("%s: locker calls\nfast %q\nslow %q", name, fast.calls, slow.calls)
-			}
-			lf, ls := volatile.ReplaceAllString(fast.log.String(), ""), volatile.ReplaceAllString(slow.log.String(), "")
-			if lf != ls {
-				t.Fatalf("%s: log\nfast %s\nslow %s", name, lf, ls)
-			}
-			fast.calls, slow.calls = nil, nil
-			fast.log.reset()
-			slow.log.reset()
+			name := fmt.Sprintf("keys=%v %s %s body %.40q headers %q", keys, req.method, req.target, req.body, req.headers)
+			sameOnBothPaths(t, name, fast, slow, func() *http.Request { return newRequest(req) })
 		}
 		mf, ms := scrape(t, fast.h), scrape(t, slow.h)
 		if sf, ss := countSamples(mf), countSamples(ms); !reflect.DeepEqual(sf, ss) {
@@ -178,6 +162,60 @@ func TestFastPathSameAsGenerated(t *testing.T) {
 		}
 		t.Logf("keys=%v: %d requests, %d of them on the fast path", keys, len(reqs), took)
 	}
+}
+
+// sameOnBothPaths serves the request newReq makes on fast and slow, and
+// fails t unless both answered alike (see TestFastPathSameAsGenerated).
+func sameOnBothPaths(t *testing.T, name string, fast, slow *pathServer, newReq func() *http.Request) {
+	t.Helper()
+	wf, ws := httptest.NewRecorder(), httptest.NewRecorder()
+	fast.h.ServeHTTP(wf, newReq())
+	slow.h.ServeHTTP(ws, newReq())
+	if wf.Code != ws.Code || volatile.ReplaceAllString(wf.Body.String(), "") != volatile.ReplaceAllString(ws.Body.String(), "") {
+		t.Fatalf("%s:\nfast %d %s\nslow %d %s", name, wf.Code, wf.Body, ws.Code, ws.Body)
+	}
+	if hf, hs := stableHeader(wf), stableHeader(ws); !reflect.DeepEqual(hf, hs) {
+		t.Fatalf("%s: headers\nfast %v\nslow %v", name, hf, hs)
+	}
+	if !slices.Equal(fast.calls, slow.calls) {
+		t.Fatalf("%s: locker calls\nfast %q\nslow %q", name, fast.calls, slow.calls)
+	}
+	lf, ls := volatile.ReplaceAllString(fast.log.String(), ""), volatile.ReplaceAllString(slow.log.String(), "")
+	if lf != ls {
+		t.Fatalf("%s: log\nfast %s\nslow %s", name, lf, ls)
+	}
+	fast.calls, slow.calls = nil, nil
+	fast.log.reset()
+	slow.log.reset()
+}
+
+// FuzzFastPathSameAsGenerated is TestFastPathSameAsGenerated for arbitrary
+// requests (headers holds "Name: value" lines), with and without API keys.
+func FuzzFastPathSameAsGenerated(f *testing.F) {
+	reqs := fastPathRequests()
+	for i := 0; i < len(reqs); i += 23 { // some of each kind
+		f.Add(reqs[i].method, reqs[i].target, headerLines(reqs[i].headers), reqs[i].body)
+	}
+	f.Fuzz(func(t *testing.T, method, target, headers, body string) {
+		newReq := func() *http.Request {
+			r, err := http.NewRequest(method, "http://redlockd.test"+target, strings.NewReader(body))
+			if err != nil {
+				return nil
+			}
+			for line := range strings.Lines(headers) {
+				if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+					r.Header.Add(name, strings.TrimSpace(value))
+				}
+			}
+			return r
+		}
+		if newReq() == nil {
+			return // not a request net/http would build
+		}
+		for _, keys := range []bool{false, true} {
+			sameOnBothPaths(t, fmt.Sprintf("keys=%v", keys), newPathServer(t, true, keys), newPathServer(t, false, keys), newReq)
+		}
+	})
 }
 
 // newRequest is the request serve makes of req.
