@@ -25,6 +25,12 @@ if [ -d .git ] && [ -n "$(git status --porcelain -- api client openapi.yaml)" ];
   exit 1
 fi
 
+step "go.mod and go.sum are tidy"
+if ! go mod tidy -diff; then
+  echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit" >&2
+  exit 1
+fi
+
 step "gofmt"
 unformatted="$(gofmt -l $(find . -name '*.go' -not -path './.git/*'))"
 if [ -n "$unformatted" ]; then
