@@ -204,6 +204,11 @@ func (s *Server) finish(r *http.Request, rq *reqInfo) {
 	}
 	if !rq.parked {
 		s.logRequest(r, rq, rq.w.Status())
+	} else {
+		// The parked acquire keeps rq until it is answered, and writes
+		// its response itself: let go of net/http's (and its buffers,
+		// some 3 KiB a waiter).
+		rq.w.ResponseWriter = nil
 	}
 }
 

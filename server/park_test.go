@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/redlockd/redlockd/redlock"
 )
@@ -176,6 +178,47 @@ func TestParkedAcquire(t *testing.T) {
 	send(t, c, "DELETE /locks/r1 HTTP/1.1\r\nHost: x\r\nLock-Token: "+tokenA+"\r\n\r\n")
 	if resp, body := readResponse(t, br); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("release on the returned connection: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestParkedLetsGoOfResponse: a parked acquire keeps nothing of the
+// response net/http made for its request (its buffers are some 3 KiB a
+// waiter): that response is collected while the acquire waits.
+func TestParkedLetsGoOfResponse(t *testing.T) {
+	f := newFake(t)
+	release, ended := make(chan struct{}), make(chan error, 1)
+	blockingAcquire(f, release, ended)
+	f.QueuedFn = func(string, string) bool { return true }
+	_, h := newHandler(f, nil)
+	responses := make(chan weak.Pointer[byte], 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// w is a pointer to net/http's response; a weak pointer to its
+		// first byte tells when it is collected.
+		responses <- weak.Make((*byte)(reflect.ValueOf(w).UnsafePointer()))
+		h.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	c, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	br := bufio.NewReader(c)
+
+	send(t, c, acquireReq("r1", ""))
+	resp := <-responses
+	waitFor(t, "net/http's response to be collected", func() bool {
+		runtime.GC()
+		return resp.Value() == nil
+	})
+	select {
+	case err := <-ended:
+		t.Fatalf("the acquire ended (%v) before the response was collected", err)
+	default:
+	}
+	close(release)
+	if resp, body := readResponse(t, br); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("got %d: %s", resp.StatusCode, body)
 	}
 }
 
