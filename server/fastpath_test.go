@@ -197,18 +197,7 @@ func FuzzFastPathSameAsGenerated(f *testing.F) {
 		f.Add(reqs[i].method, reqs[i].target, headerLines(reqs[i].headers), reqs[i].body)
 	}
 	f.Fuzz(func(t *testing.T, method, target, headers, body string) {
-		newReq := func() *http.Request {
-			r, err := http.NewRequest(method, "http://redlockd.test"+target, strings.NewReader(body))
-			if err != nil {
-				return nil
-			}
-			for line := range strings.Lines(headers) {
-				if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-					r.Header.Add(name, strings.TrimSpace(value))
-				}
-			}
-			return r
-		}
+		newReq := func() *http.Request { return fuzzRequest(method, target, headers, body) }
 		if newReq() == nil {
 			return // not a request net/http would build
 		}
@@ -216,24 +205,6 @@ func FuzzFastPathSameAsGenerated(f *testing.F) {
 			sameOnBothPaths(t, fmt.Sprintf("keys=%v", keys), newPathServer(t, true, keys), newPathServer(t, false, keys), newReq)
 		}
 	})
-}
-
-// newRequest is the request serve makes of req.
-func newRequest(req request) *http.Request {
-	var body *strings.Reader
-	if req.body != "" {
-		body = strings.NewReader(req.body)
-	}
-	var r *http.Request
-	if body != nil {
-		r = httptest.NewRequest(req.method, req.target, body)
-	} else {
-		r = httptest.NewRequest(req.method, req.target, nil)
-	}
-	for i := 0; i+1 < len(req.headers); i += 2 {
-		r.Header.Add(req.headers[i], req.headers[i+1])
-	}
-	return r
 }
 
 // stableHeader is w's header without X-Request-Id, Date and the jittered

@@ -42,14 +42,9 @@ func FuzzHandlers(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, method, path, headers, body string) {
 		for _, withKeys := range []bool{false, true} {
-			r, err := http.NewRequest(method, "http://redlockd.test"+path, strings.NewReader(body))
-			if err != nil {
+			r := fuzzRequest(method, path, headers, body)
+			if r == nil {
 				return // not a request net/http would build: nothing to serve
-			}
-			for line := range strings.Lines(headers) {
-				if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-					r.Header.Add(name, strings.TrimSpace(value))
-				}
 			}
 			wantNS := ""
 			cfg := Config{Metrics: NewMetrics()}
@@ -67,6 +62,21 @@ func FuzzHandlers(f *testing.F) {
 			checkFuzzResponse(t, r, w, l, withKeys)
 		}
 	})
+}
+
+// fuzzRequest returns the request of a fuzz input (headers holds
+// "Name: value" lines), or nil if net/http would not build it.
+func fuzzRequest(method, path, headers, body string) *http.Request {
+	r, err := http.NewRequest(method, "http://redlockd.test"+path, strings.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	for line := range strings.Lines(headers) {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			r.Header.Add(name, strings.TrimSpace(value))
+		}
+	}
+	return r
 }
 
 // keyOf returns the test key that r carries in a valid Authorization header.

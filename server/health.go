@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlockd/redlockd"
 	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/internal/stamp"
 )
 
 // GetHealthz is the liveness probe: always 200.
@@ -35,7 +36,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		}
 		quarantined := n.QuarantinedUntil.After(now)
 		if quarantined {
-			until := formatTime(n.QuarantinedUntil)
+			until := stamp.Format(n.QuarantinedUntil)
 			ns.QuarantinedUntil = &until
 		}
 		if n.Up && !quarantined {

@@ -124,8 +124,8 @@ type request struct {
 	headers              []string
 }
 
-func serve(t testing.TB, h http.Handler, req request) *httptest.ResponseRecorder {
-	t.Helper()
+// newRequest is the request a test sends for req.
+func newRequest(req request) *http.Request {
 	var body io.Reader
 	if req.body != "" {
 		body = strings.NewReader(req.body)
@@ -134,8 +134,13 @@ func serve(t testing.TB, h http.Handler, req request) *httptest.ResponseRecorder
 	for i := 0; i+1 < len(req.headers); i += 2 {
 		r.Header.Add(req.headers[i], req.headers[i+1])
 	}
+	return r
+}
+
+func serve(t testing.TB, h http.Handler, req request) *httptest.ResponseRecorder {
+	t.Helper()
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	h.ServeHTTP(w, newRequest(req))
 	if w.Header().Get("X-Request-Id") == "" {
 		t.Errorf("%s %s: no X-Request-Id", req.method, req.target)
 	}

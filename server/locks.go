@@ -205,12 +205,9 @@ func lockResponse(resource string, l redlock.Lock) api.LockResponse {
 		FencingToken: l.Fence,
 		TTLMs:        l.TTL.Milliseconds(),
 		ValidityMs:   l.Validity.Milliseconds(),
-		ExpiresAt:    formatTime(l.Until),
+		ExpiresAt:    stamp.Format(l.Until),
 		Nodes:        l.Nodes,
 		Quorum:       l.Quorum,
 		LockedNodes:  l.Locked,
 	}
 }
-
-// formatTime formats t as RFC 3339 with milliseconds in UTC.
-func formatTime(t time.Time) string { return stamp.Format(t) }

@@ -60,10 +60,8 @@ type reqInfo struct {
 	outcome string
 	r       *http.Request // the request, with this in its context
 	// parked is set when the request is answered off the HTTP server (see
-	// park.go), which logs it with the route and resource it was routed
-	// to: chi reuses its routing context once the handler returned.
-	parked          bool
-	route, resource string
+	// park.go), which logs it then.
+	parked bool
 	// body is the request body strictJSON decoded, a pointer to one of
 	// jsonBodies' types; nil when the request has no body. See bodyOf.
 	body any
@@ -225,10 +223,7 @@ func (s *Server) recovered(w http.ResponseWriter, r *http.Request, v any) {
 func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 	elapsed := time.Since(rq.start)
 	status = cmp.Or(status, http.StatusOK)
-	route, resource := rq.route, rq.resource
-	if !rq.parked {
-		route, resource = s.routeOf(r, rq)
-	}
+	route, resource := s.routeOf(r, rq)
 	outcome := rq.outcome
 	if outcome == "" {
 		outcome = strings.ToLower(http.StatusText(status))
@@ -259,9 +254,6 @@ func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 func (s *Server) routeOf(r *http.Request, rq *reqInfo) (route, resource string) {
 	if rq.pattern != "" { // routed by serveFast or chi (see strictJSON)
 		return rq.pattern, loggableResource(r, rq.pathResource)
-	}
-	if s.routes == nil {
-		return "", ""
 	}
 	path := cmp.Or(r.URL.RawPath, r.URL.Path)
 	for _, m := range []string{r.Method, http.MethodGet, http.MethodPost} {
@@ -334,11 +326,7 @@ func (s *Server) strictJSON(next http.Handler) http.Handler {
 		rq := reqInfoOf(r.Context()) // strictJSON runs inside front
 		rctx := chi.RouteContext(r.Context())
 		rq.pattern, rq.pathResource = rctx.RoutePattern(), rctx.URLParam("resource")
-		var body jsonBody
-		ok := false
-		if r.Method == http.MethodPost || r.Method == http.MethodPatch {
-			body, ok = jsonBodies[r.Method+" "+rq.pattern]
-		}
+		body, ok := jsonBodies[r.Method+" "+rq.pattern]
 		if !ok || r.Body == nil || s.readJSONBody(w, r, rq, body) {
 			next.ServeHTTP(w, r)
 		}

@@ -65,7 +65,6 @@ func (p *parkedAcquire) VisitAcquireLockResponse(w http.ResponseWriter) error {
 		return resp.VisitAcquireLockResponse(w)
 	}
 	rq.parked = true
-	rq.route, rq.resource = s.routeOf(rq.r, rq)
 	pc := &parkedConn{Conn: conn, watching: make(chan struct{})}
 	if n := brw.Reader.Buffered(); n > 0 {
 		b, _ := brw.Reader.Peek(n)

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/redlockd/redlockd/internal/stamp"
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
 )
@@ -28,8 +29,8 @@ import (
 //
 //   - floorNoop: a trivial handler, what any Go HTTP gateway costs at the
 //     least;
-//   - floorStack: the gateway's own handler (routing, middleware, the
-//     generated strict handlers, JSON, access log lines, metrics) over an
+//   - floorStack: the gateway's own handler (its fast path, or routing and
+//     the generated strict handlers; JSON, access log lines, metrics) over an
 //     in-memory locker instead of Redis: what the gateway's HTTP layer costs;
 //   - floorBare: a bare handler (no routing, generated code, JSON decoding,
 //     access log or metrics) over a redlock.Coordinator with batching,
@@ -75,7 +76,7 @@ func serveFloor(kind string) int {
 	case floorStack:
 		// Log lines are made as the gateway makes them, and dropped: the
 		// gateway's writer costs it one write per few dozen lines.
-		h = server.New(server.Config{Locker: newMemLocker(), Log: zerolog.New(io.Discard).With().Timestamp().Logger(),
+		h = server.New(server.Config{Locker: newMemLocker(), Log: zerolog.New(io.Discard).Hook(stamp.LogHook{}),
 			Metrics: server.NewMetrics()}).Handler()
 	case floorBare:
 		c, err := bareCoordinator()

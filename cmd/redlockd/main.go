@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -27,9 +26,10 @@ const (
 )
 
 func main() {
-	// Log times in UTC with milliseconds (SPEC §3's time format).
+	// Log times in UTC with milliseconds (SPEC §3's time format): the lines'
+	// own time is written by stamp.LogHook, other times (and the console
+	// format's parsing) follow TimeFieldFormat.
 	zerolog.TimeFieldFormat = stamp.Layout
-	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {

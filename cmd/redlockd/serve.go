@@ -355,17 +355,7 @@ func newLogger(w io.Writer, c Config) zerolog.Logger {
 	if c.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
-	return zerolog.New(w).Level(logLevels[c.LogLevel]).Hook(timestampHook{})
-}
-
-// timestampHook adds its time to each log line as zerolog's Timestamp does
-// (the same field, place and layout), but writes the layout's digits itself
-// (see stamp.Append): zerolog's time.Format costs about 0.1 us a line.
-type timestampHook struct{}
-
-func (timestampHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
-	var buf [32]byte
-	e.Bytes(zerolog.TimestampFieldName, stamp.Append(buf[:0], time.Now()))
+	return zerolog.New(w).Level(logLevels[c.LogLevel]).Hook(stamp.LogHook{})
 }
 
 // isTerminal reports whether w is a character device (a terminal): colours

@@ -2,7 +2,11 @@
 // lines: RFC 3339 in UTC with milliseconds, "2006-01-02T15:04:05.000Z".
 package stamp
 
-import "time"
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
 
 // Layout is the layout of the times Append writes, in UTC.
 const Layout = "2006-01-02T15:04:05.000Z07:00"
@@ -36,4 +40,14 @@ func append2(b []byte, n int, sep byte) []byte {
 func Format(t time.Time) string {
 	var buf [24]byte
 	return string(Append(buf[:0], t))
+}
+
+// LogHook adds its time to each log line as zerolog's Timestamp does (the
+// same field and place), in Layout, written by Append: zerolog's
+// time.Format costs about 0.1 us a line.
+type LogHook struct{}
+
+func (LogHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	var buf [32]byte
+	e.Bytes(zerolog.TimestampFieldName, Append(buf[:0], time.Now()))
 }
