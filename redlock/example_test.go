@@ -47,12 +47,18 @@ func Example() {
 	err = c.Release(ctx, "", "nightly-report", lock.Token)
 	fmt.Println("released:", err == nil)
 
+	// A retried release (its first answer lost) succeeds again; a token
+	// that never held the lock is told so.
 	err = c.Release(ctx, "", "nightly-report", lock.Token)
-	fmt.Println("released again:", errors.Is(err, redlock.ErrLockExpired))
+	fmt.Println("released again:", err == nil)
+
+	err = c.Release(ctx, "", "nightly-report", redlock.NewToken())
+	fmt.Println("released by a stranger:", errors.Is(err, redlock.ErrLockExpired))
 	// Output:
 	// acquired on 3 of 3 nodes, fence 1
 	// second acquire held: true
 	// extended: true 20s
 	// released: true
 	// released again: true
+	// released by a stranger: true
 }

@@ -78,12 +78,13 @@ func (c *Coordinator) Close() error {
 	return errors.Join(errs...)
 }
 
-// keys returns the lock, meta and fence keys of a resource. Names never
-// contain '/', so namespace and resource cannot collide across namespaces.
+// keys returns the lock, meta, fence, waiting and released (tombstones)
+// keys of a resource. Names never contain '/', so namespace and resource
+// cannot collide across namespaces.
 func (c *Coordinator) keys(namespace, resource string) []string {
 	base := namespace + "/" + resource
 	p := c.opts.KeyPrefix
-	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base}
+	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base, p + "released:" + base}
 }
 
 // lockKey is the first of keys, made alone: the lock's own key, which also
@@ -197,8 +198,15 @@ func (a *attempt) interest() int {
 	return 1
 }
 
-// releaseKeys are the keys release.lua takes: lock, meta and waiting.
-func releaseKeys(keys []string) []string { return []string{keys[0], keys[1], keys[3]} }
+// releaseKeys are the keys release.lua takes: lock, meta, waiting and
+// released.
+func releaseKeys(keys []string) []string { return []string{keys[0], keys[1], keys[3], keys[4]} }
+
+// undo releases a.token on the nodes idxs without leaving a tombstone: the
+// attempt failed, so no release of it can be retried.
+func (a *attempt) undo(ctx context.Context, idxs []int) {
+	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys), []any{a.token, a.c.channel(), 0}, int64Reply)
+}
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
 func jitter(d time.Duration) time.Duration {
@@ -233,6 +241,7 @@ type acqReply struct {
 	existing  bool // the token held it already
 	committed bool // existing, and its fence is the chosen one (not the node's tentative one)
 	fence     int64
+	counter   int64 // existing: the node's fence counter
 	pttl      int64 // the other holder's remaining TTL, when !ok
 }
 
@@ -248,7 +257,10 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			return acqReply{}, err
 		}
 		if len(v) == 4 && toInt(v[0]) == 1 {
-			return acqReply{ok: true, fence: toInt(v[1]), existing: toInt(v[2]) == 1, committed: toInt(v[3]) == 1}, nil
+			return acqReply{ok: true, fence: toInt(v[1])}, nil
+		}
+		if len(v) == 5 && toInt(v[0]) == 1 {
+			return acqReply{ok: true, fence: toInt(v[1]), existing: true, committed: toInt(v[3]) == 1, counter: toInt(v[4])}, nil
 		}
 		if len(v) == 2 && toInt(v[0]) == 0 {
 			return acqReply{pttl: toInt(v[1])}, nil
@@ -257,10 +269,10 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	})
 	var (
 		ok, silent      int
-		newFence        int64
-		oldFence        fenceChoice
+		newFence        int64 // the greatest fence of a fresh node, or counter+1 of an existing one
 		minFence        int64 = math.MaxInt64
 		maxFence        int64
+		existing        []acqReply // voting nodes where the token held the lock already
 		pttls           []int64
 		answered, fresh []int
 		undo            []int // nodes whose SET may have landed: all but those that refused
@@ -285,7 +297,8 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			}
 		case r.val.ok && r.val.existing:
 			ok++
-			oldFence.add(r.val.committed, r.val.fence)
+			existing = append(existing, r.val)
+			newFence = max(newFence, r.val.counter+1)
 			minFence, maxFence = min(minFence, r.val.fence), max(maxFence, r.val.fence)
 		case r.val.ok:
 			ok++
@@ -298,14 +311,17 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		answered = append(answered, r.node)
 	}
 	if ok >= c.quorum {
-		fence := newFence
-		if old := oldFence.value(); old > 0 {
-			fence = old // idempotent re-acquire keeps its fencing token
+		fence, kept := newFence, keptFence(existing, c.quorum)
+		if kept > 0 {
+			fence = kept // idempotent re-acquire keeps its fencing token
 		}
-		// When every node granted the lock with the same fence, every
-		// counter and record already holds it: nothing to write back.
+		// When every node newly granted the lock with the same fence,
+		// every counter and record already holds it: nothing to write
+		// back. A chosen token's fence is always written back, so that a
+		// re-acquire can tell its records from those of a failed attempt
+		// (see keptFence).
 		committed, held := ok, ok
-		if ok < len(c.nodes) || minFence != maxFence {
+		if ok < len(c.nodes) || minFence != maxFence || len(existing) > 0 || a.chosen {
 			committed, held = a.commit(ctx, answered, fence)
 		}
 		validity := c.validity(a.ttl, start)
@@ -335,10 +351,10 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	}
 	undoCtx := context.WithoutCancel(ctx)
 	if len(undo) > 0 {
-		runScript(undoCtx, c, undo, scriptRelease, releaseKeys(a.keys), []any{a.token, c.channel()}, int64Reply)
+		a.undo(undoCtx, undo)
 	}
 	if len(later) > 0 {
-		go runScript(undoCtx, c, later, scriptRelease, releaseKeys(a.keys), []any{a.token, c.channel()}, int64Reply)
+		go a.undo(undoCtx, later)
 	}
 	if ok > 0 && len(pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -349,6 +365,34 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	}
 	c.stats.unavailable.Add(1)
 	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+}
+
+// keptFence is the fence an idempotent re-acquire keeps, or 0 when it is a
+// new acquisition that needs a new, greater fence. It keeps the fence F only
+// when a quorum of voting nodes hold the token with F written back beside it
+// (commit.lua or reassert.lua): the token has then held a quorum without a
+// break since F was handed out, so no other acquire can have succeeded and
+// taken a greater fence meanwhile. A token that holds the lock on fewer
+// nodes (it lost the lock, and others may have held it since), or whose
+// records were made by an attempt that failed (a SET that landed late on a
+// paused node records only the node's tentative fence), gets a new fence.
+func keptFence(existing []acqReply, quorum int) int64 {
+	var f int64
+	for _, r := range existing {
+		if r.committed {
+			f = max(f, r.fence)
+		}
+	}
+	n := 0
+	for _, r := range existing {
+		if r.committed && r.fence == f {
+			n++
+		}
+	}
+	if f == 0 || n < quorum {
+		return 0
+	}
+	return f
 }
 
 // commit writes the chosen fence back to every node that answered, so that
@@ -405,7 +449,10 @@ func (c *Coordinator) notOwner(other int) error {
 }
 
 // Release deletes the lock on every node where token holds it. It succeeds
-// iff the token held the lock on a quorum. May return ErrInvalid,
+// iff the token held the lock on a quorum. It is idempotent: each node keeps
+// a tombstone of the tokens that released the lock for max TTL, so a retried
+// release of a lock this token released succeeds again, even after another
+// token took the lock. May return ErrInvalid,
 // ErrLockExpired or ErrHeldByOther (the token cannot have held a quorum), or
 // ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Release(ctx context.Context, namespace, resource, token string) error {
@@ -416,7 +463,8 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	keys := releaseKeys(c.keys(namespace, resource))
-	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel()}, int64Reply)
+	keep := c.opts.MaxTTL.Milliseconds()
+	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel(), keep}, int64Reply)
 	var matched, other, silent int
 	var errs []error
 	now := time.Now()
@@ -425,7 +473,9 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 		case r.err != nil:
 			silent++
 			errs = append(errs, r.err)
-		case r.val == 1:
+		case r.val == 1 || r.val == 2:
+			// Released now, or by this token within max TTL (a retry
+			// of a release whose answer was lost).
 			matched++
 		case c.nodes[r.node].quarantined(now):
 			// It may have lost the lock in its restart: its "no" proves nothing.
