@@ -1,0 +1,163 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Idempotent requests under node faults: a re-acquire with the client's
+// token and a retried release, against real paused redis-servers.
+
+// pauseAll pauses nodes and returns a func that resumes them (also run at
+// cleanup, so a failed test leaves nothing stopped).
+func pauseAll(t *testing.T, nodes ...*RedisNode) (resume func()) {
+	t.Helper()
+	for _, n := range nodes {
+		n.Pause()
+	}
+	resumed := false
+	resume = func() {
+		if !resumed {
+			resumed = true
+			for _, n := range nodes {
+				n.Resume()
+			}
+		}
+	}
+	t.Cleanup(resume)
+	return resume
+}
+
+// TestReacquireAfterLossNewFence is the issue's reproduction: a client's
+// token that lost the lock (its key expired on 3 of 5 paused nodes and lives
+// on 2) re-acquires after another holder: it must get a fencing token above
+// that holder's, not its old one.
+func TestReacquireAfterLossNewFence(t *testing.T) {
+	nodes, gw := startFaultGateway(t)
+	res := resourceName(t)
+	tok := clientToken(t)
+
+	a := acquire(t, gw, res, fmt.Sprintf(`{"ttl_ms":2000,"token":%q}`, tok))
+	wantStatus(t, a, http.StatusCreated)
+	acquired := time.Now()
+	f1 := a.num(t, "fencing_token")
+
+	resume := pauseAll(t, nodes[2], nodes[3], nodes[4])
+	wantProblem(t, extend(t, gw, res, tok, `{"ttl_ms":10000}`), http.StatusServiceUnavailable, "quorum-unavailable")
+	// Time is the subject: T's key must expire on the paused nodes.
+	time.Sleep(time.Until(acquired.Add(2300 * time.Millisecond)))
+	resume()
+	if got := holders(t, nodes, res, tok); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("T holds on nodes %v, want [0 1]", got)
+	}
+
+	v := acquire(t, gw, res, `{"ttl_ms":5000}`)
+	wantStatus(t, v, http.StatusCreated)
+	f2 := v.num(t, "fencing_token")
+	if f2 <= f1 {
+		t.Fatalf("V's fence %d, want above T's %d", f2, f1)
+	}
+	wantStatus(t, release(t, gw, res, v.str(t, "token")), http.StatusNoContent)
+
+	again := acquire(t, gw, res, fmt.Sprintf(`{"ttl_ms":5000,"token":%q}`, tok))
+	wantStatus(t, again, http.StatusCreated)
+	if f3 := again.num(t, "fencing_token"); f3 <= f2 {
+		t.Fatalf("T's re-acquire got fence %d, want above V's %d (T's first was %d)", f3, f2, f1)
+	}
+	if got := again.num(t, "locked_nodes"); got != 5 {
+		t.Errorf("re-acquire locked_nodes %d, want 5", got)
+	}
+}
+
+// TestReacquireIgnoresLateSets: a re-acquire with the client's token whose
+// attempt failed while 3 nodes were paused leaves SETs that land late, when
+// the nodes resume. With the one node still holding the token's first lock,
+// those records make a quorum; they must not let the next re-acquire keep
+// the first lock's fence, which another holder's has passed since.
+func TestReacquireIgnoresLateSets(t *testing.T) {
+	nodes, gw := startFaultGateway(t)
+	res := resourceName(t)
+	tok := clientToken(t)
+	ctx := context.Background()
+	// Counters that disagree: T's fence is written back beside its lock.
+	if err := nodes[4].Client().Set(ctx, "redlockd:fence:/"+res, 10, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	a := acquire(t, gw, res, fmt.Sprintf(`{"ttl_ms":2000,"token":%q}`, tok))
+	wantStatus(t, a, http.StatusCreated)
+	acquired := time.Now()
+	f1 := a.num(t, "fencing_token")
+
+	// T's lock lives on node 0 only: extended there while the rest are
+	// paused, expired on the rest.
+	resume := pauseAll(t, nodes[1], nodes[2], nodes[3], nodes[4])
+	wantProblem(t, extend(t, gw, res, tok, `{"ttl_ms":20000}`), http.StatusServiceUnavailable, "quorum-unavailable")
+	time.Sleep(time.Until(acquired.Add(2300 * time.Millisecond)))
+	resume()
+	if got := holders(t, nodes, res, tok); !slices.Equal(got, []int{0}) {
+		t.Fatalf("T holds on nodes %v, want [0]", got)
+	}
+
+	v := acquire(t, gw, res, `{"ttl_ms":5000}`)
+	wantStatus(t, v, http.StatusCreated)
+	f2 := v.num(t, "fencing_token")
+	wantStatus(t, release(t, gw, res, v.str(t, "token")), http.StatusNoContent)
+
+	// A failed re-acquire: node 0 holds already, node 4 grants, 1-3 paused.
+	resume = pauseAll(t, nodes[1], nodes[2], nodes[3])
+	wantProblem(t, acquire(t, gw, res, fmt.Sprintf(`{"ttl_ms":10000,"token":%q}`, tok)), http.StatusServiceUnavailable, "quorum-unavailable")
+	resume()
+	eventually(t, 5*time.Second, "the failed attempt's SETs land on the resumed nodes", func() bool {
+		return slices.Equal(holders(t, nodes, res, tok), []int{0, 1, 2, 3})
+	})
+
+	again := acquire(t, gw, res, fmt.Sprintf(`{"ttl_ms":5000,"token":%q}`, tok))
+	wantStatus(t, again, http.StatusCreated)
+	if f3 := again.num(t, "fencing_token"); f3 <= f2 {
+		t.Fatalf("T's re-acquire got fence %d, want above V's %d (T's first was %d)", f3, f2, f1)
+	}
+}
+
+// TestReleaseRetried: a release whose answer the client never saw (503
+// while a majority was paused; the deletes ran late) is retried and answers
+// 204, also after another client took the lock, which it leaves alone. A
+// token that never held the lock still gets 409.
+func TestReleaseRetried(t *testing.T) {
+	nodes, gw := startFaultGateway(t)
+	res := resourceName(t)
+	// Every node has run release.lua once: a paused node's late EVALSHA
+	// would otherwise find no script (NOSCRIPT), with nobody left to EVAL it.
+	warm := resourceName(t)
+	wantStatus(t, release(t, gw, warm, lock(t, gw, warm, "").str(t, "token")), http.StatusNoContent)
+	tok := lock(t, gw, res, `{"ttl_ms":10000}`).str(t, "token")
+
+	resume := pauseAll(t, nodes[2], nodes[3], nodes[4])
+	wantProblem(t, release(t, gw, res, tok), http.StatusServiceUnavailable, "quorum-unavailable")
+	resume()
+	eventually(t, 5*time.Second, "the late deletes run on the resumed nodes", func() bool {
+		return len(holders(t, nodes, res, tok)) == 0
+	})
+	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
+
+	other := lock(t, gw, res, `{"ttl_ms":10000}`).str(t, "token")
+	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
+	if got := holders(t, nodes, res, other); len(got) != 5 {
+		t.Fatalf("the retried release touched the new holder's lock: it holds on %v", got)
+	}
+	r := release(t, gw, res, clientToken(t))
+	wantProblem(t, r, http.StatusConflict, "not-owner")
+	if got := r.str(t, "lock_state"); got != "held-by-other" {
+		t.Errorf("lock_state %q, want held-by-other", got)
+	}
+	wantStatus(t, release(t, gw, res, other), http.StatusNoContent)
+	r = release(t, gw, res, clientToken(t))
+	wantProblem(t, r, http.StatusConflict, "not-owner")
+	if got := r.str(t, "lock_state"); got != "expired" {
+		t.Errorf("lock_state %q, want expired", got)
+	}
+}
