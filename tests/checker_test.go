@@ -35,6 +35,13 @@ import (
 // than the lock's: an extend sets the keys' TTL, so a shorter one ends the
 // lock sooner, also on the nodes it reached when it fails as a whole.)
 //
+// Some acquires send a client-chosen token, and a client re-acquires with
+// the token of its last window on a resource that it did not release (the
+// retry of an acquire whose answer was lost, or after its lock ran out):
+// that re-acquire keeps the fencing token only while the token still holds
+// the lock on a quorum, so the same token with the same fence is one hold,
+// and any other window must still have a greater fence.
+//
 // REDLOCKD_SOAK_SEED replays a schedule (the seed is printed at start),
 // REDLOCKD_SOAK_DURATION sets the length (default 20s; e.g. 5m for a soak).
 
@@ -43,6 +50,7 @@ import (
 type window struct {
 	ID         string // client and acquisition, e.g. "c3#17"
 	Resource   string
+	Token      string // set for a client-chosen token: windows of one token and fence are one hold
 	Fence      int64
 	Start, End time.Duration
 	Note       string // how the window came about, for a report
@@ -76,7 +84,9 @@ func (v violation) String() string {
 // resource that overlap (touching ends do not), and a fencing token not
 // greater than the one of the window before it on the resource (windows in
 // order of start). Empty windows (the answer came after the validity was
-// over) give the holder nothing and are skipped.
+// over) give the holder nothing and are skipped. Two windows of the same
+// client-chosen token are one holder's: they may overlap, and keep the same
+// fence (an idempotent re-acquire).
 func checkWindows(ws []window) []violation {
 	byRes := map[string][]window{}
 	for _, w := range ws {
@@ -91,10 +101,10 @@ func checkWindows(ws []window) []violation {
 		var reach window // the window reaching furthest so far
 		for i, w := range list {
 			if i > 0 {
-				if reach.End > w.Start {
+				if reach.End > w.Start && !sameToken(reach, w) {
 					out = append(out, violation{Kind: "overlap", A: reach, B: w})
 				}
-				if prev := list[i-1]; w.Fence <= prev.Fence {
+				if prev := list[i-1]; w.Fence < prev.Fence || (w.Fence == prev.Fence && !sameToken(prev, w)) {
 					out = append(out, violation{Kind: "fence", A: prev, B: w})
 				}
 			}
@@ -105,6 +115,10 @@ func checkWindows(ws []window) []violation {
 	}
 	return out
 }
+
+// sameToken reports whether a and b were held with the same client-chosen
+// token.
+func sameToken(a, b window) bool { return a.Token != "" && a.Token == b.Token }
 
 // report formats violations, at most limit of them.
 func report(vs []violation, limit int) string {
@@ -125,6 +139,11 @@ func TestChecker(t *testing.T) {
 	w := func(id, res string, fence int64, start, end int) window {
 		return window{ID: id, Resource: res, Fence: fence, Start: ms(start), End: ms(end)}
 	}
+	tw := func(id, token string, fence int64, start, end int) window {
+		x := w(id, "r", fence, start, end)
+		x.Token = token
+		return x
+	}
 	for name, tc := range map[string]struct {
 		ws   []window
 		want []string // kinds, in order
@@ -144,6 +163,12 @@ func TestChecker(t *testing.T) {
 		// An empty window (answer after validity) is skipped, fence and all.
 		"empty window skipped": {[]window{w("a", "r", 1, 0, 100), w("x", "r", 9, 120, 110), w("b", "r", 2, 150, 300)}, nil},
 		"zero-length skipped":  {[]window{w("a", "r", 1, 0, 100), w("x", "r", 0, 50, 50)}, nil},
+		// An idempotent re-acquire: the same token and fence are one hold.
+		"re-acquire same fence":      {[]window{tw("a", "T", 4, 0, 100), tw("a2", "T", 4, 90, 200), w("b", "r", 5, 200, 300)}, nil},
+		"re-acquire new fence":       {[]window{tw("a", "T", 4, 0, 100), w("b", "r", 5, 100, 200), tw("a2", "T", 6, 200, 300)}, nil},
+		"re-acquire keeps old fence": {[]window{tw("a", "T", 4, 0, 100), w("b", "r", 5, 100, 200), tw("a2", "T", 4, 200, 300)}, []string{"fence"}},
+		"other token same fence":     {[]window{tw("a", "T", 4, 0, 100), tw("b", "U", 4, 100, 200)}, []string{"fence"}},
+		"other token overlaps":       {[]window{tw("a", "T", 4, 0, 100), tw("b", "U", 5, 50, 200)}, []string{"overlap"}},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			vs := checkWindows(tc.ws)
@@ -392,13 +417,34 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // it, extend it a few times, or let it expire.
 func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 	since := func(t time.Time) time.Duration { return t.Sub(c.start) }
+	// unreleased is the client-chosen token of this client's last window
+	// on a resource and the window's end, while it did not release it. A
+	// re-acquire sets the keys' TTL, as an extend does, so the client makes
+	// it only once that window is over (a shorter TTL would otherwise end the
+	// window early).
+	type hold struct {
+		token string
+		end   time.Time
+	}
+	unreleased := map[string]hold{}
 	for seq := 1; ctx.Err() == nil; seq++ {
 		res := fmt.Sprintf("soak-%d", rng.IntN(c.Resources))
 		ttl := c.TTL[0] + rng.IntN(c.TTL[1]-c.TTL[0]+1)
 		wait := c.Waits[rng.IntN(len(c.Waits))]
+		body := fmt.Sprintf(`{"ttl_ms":%d,"wait_ms":%d}`, ttl, wait)
+		token := ""
+		switch k := rng.IntN(4); {
+		case k == 0 && unreleased[res].token != "" && time.Now().After(unreleased[res].end):
+			token = unreleased[res].token // re-acquire
+		case k <= 1:
+			token = fmt.Sprintf("soak_c%d_%d_%016x", id, seq, rng.Uint64())
+		}
+		if token != "" {
+			body = fmt.Sprintf(`{"ttl_ms":%d,"wait_ms":%d,"token":%q}`, ttl, wait, token)
+		}
 		var a lockAnswer
 		sent := time.Now()
-		status, err := c.call(ctx, http.MethodPost, res, fmt.Sprintf(`{"ttl_ms":%d,"wait_ms":%d}`, ttl, wait), "", &a)
+		status, err := c.call(ctx, http.MethodPost, res, body, "", &a)
 		got := time.Now()
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -413,9 +459,19 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 			continue
 		}
 		c.count("acquired", 1)
+		reacquire := token != "" && token == unreleased[res].token
+		if reacquire {
+			c.count("re-acquired", 1)
+		}
 		end := sent.Add(time.Duration(a.ValidityMs) * time.Millisecond)
-		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Fence: a.FencingToken, Start: since(got)}
+		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Token: token, Fence: a.FencingToken, Start: since(got)}
 		note := []string{fmt.Sprintf("acquire sent %v ttl %d wait %d validity %d", since(sent).Round(time.Millisecond), ttl, wait, a.ValidityMs)}
+		switch {
+		case reacquire:
+			note[0] = "re-" + note[0] + " token " + token
+		case token != "":
+			note[0] += " token " + token
+		}
 		if !got.Before(end) {
 			c.count("empty window", 1)
 		}
@@ -472,6 +528,10 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		default: // let it expire
 			sleepCtx(ctx, time.Until(end)+time.Duration(rng.IntN(50))*time.Millisecond)
 		}
+		delete(unreleased, res)
+		if token != "" {
+			unreleased[res] = hold{token, end}
+		}
 		if release && ctx.Err() == nil {
 			dSent := time.Now()
 			status, err := c.call(ctx, http.MethodDelete, res, "", a.Token, nil)
@@ -479,6 +539,9 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 				c.count("release error", 1)
 			} else {
 				c.count("release "+strconv.Itoa(status), 1)
+			}
+			if status == http.StatusNoContent {
+				delete(unreleased, res)
 			}
 			if status == http.StatusConflict {
 				c.lostEarly(w.ID, res, "release", end.Sub(dSent))
