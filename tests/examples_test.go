@@ -309,3 +309,20 @@ func TestExamplesServerlessEventID(t *testing.T) {
 }
 
 var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+
+// TestExamplesShellOutputEnds: with-lock.sh's output ends when it exits, so
+// that out=$(with-lock.sh ...) returns at once; no sleep of its extension
+// loop outlives it holding the output open for up to ttl/3.
+func TestExamplesShellOutputEnds(t *testing.T) {
+	needTool(t, "curl")
+	g := startGateway(t, startCluster(t, 3))
+	cmd := withURL(exec.Command(examplePath(t, "shell/with-lock.sh"), resourceName(t), "echo", "worked"), g.URL, "LOCK_TTL_MS=30000")
+	start := time.Now()
+	out, err := cmd.Output() // waits until every holder of stdout closed it
+	if err != nil || string(out) != "worked\n" {
+		t.Fatalf("with-lock.sh: %q, %v", out, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("with-lock.sh's output ended %v after it started, want at once (the extension loop sleeps ttl/3 = 10s)", took)
+	}
+}

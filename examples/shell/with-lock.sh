@@ -171,9 +171,18 @@ exec 3<&-
 # The keeper extends the lock every ttl/3. A 409 means the lock is lost; so
 # does the end of the validity without a successful extension (503s or no
 # answer). Then it marks the loss and sends SIGTERM to the command.
+# Its sleep runs in the background so that the keeper's SIGTERM (from cleanup)
+# ends it too: a sleep left behind would hold the script's stdout open, and
+# whoever reads that output (out=$(with-lock.sh ...)) would wait for it.
 (
   trap - EXIT
-  while sleep "$(seconds $((ttl_ms / 3)))"; do
+  sleeper=
+  trap 'if [ -n "$sleeper" ]; then kill "$sleeper" 2>/dev/null; fi; exit 0' TERM
+  while :; do
+    sleep "$(seconds $((ttl_ms / 3)))" >/dev/null 2>&1 &
+    sleeper=$!
+    wait "$sleeper" || exit 0
+    sleeper=
     extend "$(cat "$tmp/until")" && continue
     echo "with-lock: $resource lost: $(cat "$tmp/reason"); sending SIGTERM to the command" >&2
     : >"$tmp/lost"
