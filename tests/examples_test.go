@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,8 @@ func serverlessEvent(t *testing.T, account, id, journal string, ttl, wait, work 
 func TestExamples(t *testing.T) {
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
+	key := keygen(t, "examples", "examples")
+	authed := startGateway(t, nodes, "--api-keys-file", keysFile(t, key))
 	for _, c := range exampleClients {
 		t.Run(c.name, func(t *testing.T) {
 			// Two instances at once, each working longer than the TTL: they
@@ -101,7 +104,7 @@ func TestExamples(t *testing.T) {
 					p.wantExit(0, 60*time.Second)
 				}
 				checkJournal(t, journal, 2)
-				wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+				wantFree(t, g, res)
 			})
 
 			// While another owner holds the lock, an instance that does not
@@ -143,6 +146,33 @@ func TestExamples(t *testing.T) {
 				p := startProc(t, c.cmd(t, closedURL(t), res, journal, 5000, 0, 100))
 				p.wantExit(runUnavailable, 30*time.Second)
 				wantNoFile(t, journal, "gateway unreachable")
+			})
+
+			// With an API keys file, the example sends $REDLOCKD_API_KEY:
+			// the right key works; a wrong one (401) is a configuration
+			// error, 64 at once, not "unavailable" (69) to be retried.
+			t.Run("APIKey", func(t *testing.T) {
+				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
+				cmd := c.cmd(t, authed.URL, res, journal, 5000, 0, 100)
+				cmd.Env = append(cmd.Env, "REDLOCKD_API_KEY="+key.Key)
+				startProc(t, cmd).wantExit(0, 30*time.Second)
+				checkJournal(t, journal, 1)
+			})
+			t.Run("BadAPIKey", func(t *testing.T) {
+				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
+				cmd := c.cmd(t, authed.URL, res, journal, 5000, 0, 100)
+				cmd.Env = append(cmd.Env, "REDLOCKD_API_KEY=not-a-key-0123456789abcdefghijkl")
+				p := startProc(t, cmd)
+				p.wantExit(runUsage, 30*time.Second)
+				wantNoFile(t, journal, "bad API key")
+				if !strings.Contains(p.errs.String(), "401") {
+					t.Errorf("stderr %q does not give the gateway's answer (401)", p.errs.String())
+				}
+				if c.name == "Serverless" {
+					if code, body := handlerResult(t, p); code == http.StatusOK || body["retry"] != false {
+						t.Errorf("handler result %d %v, want a failure with retry false", code, body)
+					}
+				}
 			})
 		})
 	}
@@ -192,5 +222,107 @@ func TestExamplesServerlessRetry(t *testing.T) {
 		t.Errorf("the retry got fencing token %d, want the first invocation's %d", body.FencingToken, want)
 	}
 	// The retry finished the work and released the lock.
-	wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+	wantFree(t, g, res)
+}
+
+// wantFree fails unless GET /locks/{res} says the lock is free: 200
+// {"held":false}, or 404 not-found from a gateway that predates that answer.
+// (A 404 cannot mean "free" once every free lock answers 200; then only the
+// 200 form should stay.)
+func wantFree(t testing.TB, g *Gateway, res string) {
+	t.Helper()
+	r := inspect(t, g, res)
+	if r.Status == http.StatusNotFound {
+		wantProblem(t, r, http.StatusNotFound, "not-found")
+		return
+	}
+	wantStatus(t, r, http.StatusOK)
+	var body struct {
+		Held *bool `json:"held"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil || body.Held == nil || *body.Held {
+		t.Errorf("GET /locks/%s = %s, want held false", res, r.Body)
+	}
+}
+
+// handlerResult is the result that examples/serverless/handler.mjs printed
+// on its last line: the status code and the decoded body.
+func handlerResult(t testing.TB, p *proc) (int, map[string]any) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(p.out.String()), "\n")
+	var out struct {
+		StatusCode int
+		Body       string
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
+		t.Fatalf("handler output %q: %v", p.out.String(), err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(out.Body), &body); err != nil {
+		t.Fatalf("handler result body %q: %v", out.Body, err)
+	}
+	return out.StatusCode, body
+}
+
+// TestExamplesServerlessEventID: the handler derives its lock token from the
+// event id, so an event without one would share a token with every other
+// such event (the second would "re-acquire" the first's lock with the same
+// fencing token). It is refused, without retry and without taking the lock;
+// two events with ids get two tokens.
+func TestExamplesServerlessEventID(t *testing.T) {
+	node := needTool(t, "node")
+	nodes := startCluster(t, 3)
+	g := startGateway(t, nodes)
+	invoke := func(event string) *proc {
+		return startProc(t, withURL(exec.Command(node, examplePath(t, "serverless/handler.mjs"), event),
+			g.URL, "LOCK_TOKEN_SECRET="+serverlessSecret))
+	}
+	for name, id := range map[string]string{"missing": ``, "empty": `"id":"",`, "null": `"id":null,`, "number": `"id":7,`, "object": `"id":{},`} {
+		t.Run(name, func(t *testing.T) {
+			account := resourceName(t)
+			journal := filepath.Join(t.TempDir(), "journal")
+			p := invoke(fmt.Sprintf(`{%s"account":%q,"journal":%q,"work_ms":100}`, id, account, journal))
+			p.wantExit(runUsage, 30*time.Second)
+			if code, body := handlerResult(t, p); code != http.StatusBadRequest || body["retry"] != false {
+				t.Errorf("handler result %d %v, want 400 with retry false", code, body)
+			}
+			wantNoFile(t, journal, "event without an id")
+			for i, n := range nodes {
+				if k, err := n.Client().Exists(context.Background(), lockKey("account-"+account)).Result(); err != nil || k != 0 {
+					t.Errorf("node %d: the lock's key exists (%d, %v): the event took the lock", i, k, err)
+				}
+			}
+		})
+	}
+
+	// Two events with ids: two tokens (base64url HMAC-SHA256, 43 characters).
+	out, err := exec.Command(node, "--input-type=module", "-e", fmt.Sprintf(
+		`const { tokenFor } = await import(%q); console.log(tokenFor("account-1", "evt-a"), tokenFor("account-1", "evt-b"))`,
+		examplePath(t, "serverless/handler.mjs"))).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := strings.Fields(string(out))
+	if len(tokens) != 2 || tokens[0] == tokens[1] || !tokenPattern.MatchString(tokens[0]) || !tokenPattern.MatchString(tokens[1]) {
+		t.Errorf("tokens of two events %q: want two different tokens of 22-128 [A-Za-z0-9_-]", tokens)
+	}
+}
+
+var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+
+// TestExamplesShellOutputEnds: with-lock.sh's output ends when it exits, so
+// that out=$(with-lock.sh ...) returns at once; no sleep of its extension
+// loop outlives it holding the output open for up to ttl/3.
+func TestExamplesShellOutputEnds(t *testing.T) {
+	needTool(t, "curl")
+	g := startGateway(t, startCluster(t, 3))
+	cmd := withURL(exec.Command(examplePath(t, "shell/with-lock.sh"), resourceName(t), "echo", "worked"), g.URL, "LOCK_TTL_MS=30000")
+	start := time.Now()
+	out, err := cmd.Output() // waits until every holder of stdout closed it
+	if err != nil || string(out) != "worked\n" {
+		t.Fatalf("with-lock.sh: %q, %v", out, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("with-lock.sh's output ended %v after it started, want at once (the extension loop sleeps ttl/3 = 10s)", took)
+	}
 }

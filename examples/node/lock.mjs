@@ -15,20 +15,29 @@
 // lock.signal (or lock.valid()) before each step that needs the lock, pass it
 // to the calls that accept an AbortSignal, and pass lock.fence to the storage.
 //
-// Run as a program it is a small demo (node lock.mjs --help); it exits 75 when
-// the lock is held by another owner, 69 when the gateway or a quorum is
-// unavailable, 76 when the lock was lost during the work, like `redlockd run`.
+// Run as a program it is a small demo (node lock.mjs --help); it sends
+// $REDLOCKD_API_KEY as a bearer key and, like `redlockd run`, exits 75 when the
+// lock is held by another owner, 69 when the gateway or a quorum is
+// unavailable, 76 when the lock was lost during the work, 64 when the gateway
+// refused the request or the API key (a configuration error: trying again
+// cannot help).
 
 import { hostname } from 'node:os';
 import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export const EXIT_UNAVAILABLE = 69, EXIT_HELD = 75, EXIT_LOST = 76;
+export const EXIT_USAGE = 64, EXIT_UNAVAILABLE = 69, EXIT_HELD = 75, EXIT_LOST = 76;
 
 export class LockHeldError extends Error { name = 'LockHeldError'; }
 export class LockLostError extends Error { name = 'LockLostError'; }
+// UnavailableError: no answer, or a 5xx: the outcome is unknown, try again later.
 export class UnavailableError extends Error { name = 'UnavailableError'; }
+// RefusedError: a 4xx other than 409 (400 a bad value, 401 a missing or wrong
+// API key, 404 a wrong URL, 413): a configuration error that no retry fixes.
+export class RefusedError extends Error { name = 'RefusedError'; }
+
+const refused = (status) => status >= 400 && status < 500 && status !== 409;
 
 const defaultURL = () => (process.env.REDLOCKD_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
 
@@ -68,15 +77,17 @@ export class Lock {
 
   // Lock.acquire takes the lock. opts: url (default $REDLOCKD_URL), ttlMs
   // (30000), waitMs (0), token (client-chosen, makes acquire idempotent),
-  // owner, apiKey. Throws LockHeldError or UnavailableError.
+  // owner, apiKey (default $REDLOCKD_API_KEY). Throws LockHeldError,
+  // UnavailableError or RefusedError.
   static async acquire(resource, opts = {}) {
-    const o = { url: defaultURL(), ttlMs: 30_000, waitMs: 0, ...opts, resource };
+    const o = { url: defaultURL(), apiKey: process.env.REDLOCKD_API_KEY, ttlMs: 30_000, waitMs: 0, ...opts, resource };
     const body = { ttl_ms: o.ttlMs, wait_ms: o.waitMs };
     if (o.token) body.token = o.token;
     if (o.owner) body.owner = o.owner;
     const start = performance.now();
     const { status, body: res } = await request(o, 'POST', { body, timeoutMs: o.waitMs + 10_000 });
     if (status === 409) throw new LockHeldError(`${resource} is held by another owner (retry in ${res.retry_after_ms} ms)`);
+    if (refused(status)) throw new RefusedError(`the gateway refused to acquire ${resource}: HTTP ${status}: ${res.detail ?? ''}`);
     if (status !== 201) throw new UnavailableError(`acquire ${resource}: HTTP ${status}: ${res.detail ?? ''}`);
     const lock = new Lock(o, res, start);
     if (lock.#until - performance.now() < o.ttlMs * 2 / 3) {
@@ -112,8 +123,9 @@ export class Lock {
   }
 
   // #extend extends the lock, trying again after a 503 or no answer, until
-  // deadline. On a 409 (the lock is not ours any more) or at deadline the
-  // lock is lost. It returns whether the lock was extended.
+  // deadline. On a 409 (the lock is not ours any more), another 4xx (e.g. the
+  // API key was revoked: no extension can succeed) or at deadline the lock is
+  // lost. It returns whether the lock was extended.
   async #extend(deadline) {
     while (!this.#stop.signal.aborted) {
       const start = performance.now();
@@ -136,6 +148,10 @@ export class Lock {
       }
       if (status === 409) {
         this.#lose(`the gateway says the lock is not ours any more (${res.lock_state})`);
+        return false;
+      }
+      if (refused(status)) {
+        this.#lose(`the gateway refused the extension: HTTP ${status}: ${res.detail ?? ''}`);
         return false;
       }
       // 503 or no answer: try again while valid.
@@ -194,10 +210,10 @@ async function main(argv) {
       resource = argv[i];
     } else {
       console.error(`lock: unexpected argument ${argv[i]}`);
-      return 64;
+      return EXIT_USAGE;
     }
   }
-  if (!resource) { console.error('lock: RESOURCE is required'); return 64; }
+  if (!resource) { console.error('lock: RESOURCE is required'); return EXIT_USAGE; }
   const me = `node-${process.pid}`;
   const journal = (line) => { if (args.journal) appendFileSync(args.journal, line + '\n'); };
 
@@ -218,6 +234,7 @@ async function main(argv) {
     if (err instanceof LockHeldError) return EXIT_HELD;
     if (err instanceof UnavailableError) return EXIT_UNAVAILABLE;
     if (err instanceof LockLostError) return EXIT_LOST;
+    if (err instanceof RefusedError) return EXIT_USAGE;
     throw err;
   }
   console.log(`lock: released ${resource}`);

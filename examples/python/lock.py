@@ -13,9 +13,11 @@ and released when it ends. Python cannot stop your code from outside, so the
 block must call lock.check() (or test lock.valid()) before each step that
 needs the lock, and pass lock.fence to the storage it writes to.
 
-Run as a program it is a small demo (see --help); it exits 75 when the lock is
-held by another owner, 69 when the gateway or a quorum is unavailable, 76 when
-the lock was lost during the work, like `redlockd run`.
+Run as a program it is a small demo (see --help); it sends $REDLOCKD_API_KEY as
+a bearer key and, like `redlockd run`, exits 75 when the lock is held by another
+owner, 69 when the gateway or a quorum is unavailable, 76 when the lock was lost
+during the work, 64 when the gateway refused the request or the API key (a
+configuration error: trying again cannot help).
 """
 
 import argparse
@@ -29,7 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-EXIT_UNAVAILABLE, EXIT_HELD, EXIT_LOST = 69, 75, 76
+EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_HELD, EXIT_LOST = 64, 69, 75, 76
 
 
 class LockError(Exception):
@@ -48,11 +50,21 @@ class Unavailable(LockError):
     """The gateway or a quorum of Redis nodes is unavailable: outcome unknown."""
 
 
+class Refused(LockError):
+    """The gateway refused the request: a 4xx other than 409 (400 a bad value,
+    401 a missing or wrong API key, 404 a wrong URL, 413). A configuration
+    error that no retry fixes."""
+
+
+def _refused(status):
+    return status is not None and 400 <= status < 500 and status != 409
+
+
 class Lock:
     """A redlockd lock as a context manager.
 
-    url defaults to $REDLOCKD_URL, then http://127.0.0.1:8080. api_key is
-    sent as a bearer token. token is an optional client-chosen token (22-128
+    url defaults to $REDLOCKD_URL, then http://127.0.0.1:8080. api_key
+    (default $REDLOCKD_API_KEY) is sent as a bearer token. token is an optional client-chosen token (22-128
     characters of [A-Za-z0-9_-]): acquiring again with it is idempotent.
     """
 
@@ -60,7 +72,8 @@ class Lock:
         self.resource = resource
         self.url = (url or os.environ.get("REDLOCKD_URL") or "http://127.0.0.1:8080").rstrip("/")
         self.ttl_ms, self.wait_ms = ttl_ms, wait_ms
-        self.token, self.owner, self.api_key = token, owner, api_key
+        self.token, self.owner = token, owner
+        self.api_key = api_key if api_key is not None else os.environ.get("REDLOCKD_API_KEY")
         self.fence = None
         self.until = 0.0  # end of the safe window, time.monotonic() seconds
         self.lost_reason = "the lock's validity ended"
@@ -107,6 +120,8 @@ class Lock:
             raise Unavailable(f"cannot reach the gateway at {self.url}: {e}") from e
         if status == 409:
             raise LockHeld(f"{self.resource} is held by another owner (retry in {res.get('retry_after_ms')} ms)")
+        if _refused(status):
+            raise Refused(f"the gateway refused to acquire {self.resource}: HTTP {status}: {res.get('detail', '')}")
         if status != 201:
             raise Unavailable(f"acquire {self.resource}: HTTP {status}: {res.get('detail', '')}")
         self.token, self.fence = res["token"], res["fencing_token"]
@@ -122,7 +137,8 @@ class Lock:
     def _extend(self, deadline):
         """Extends the lock, trying again after a 503 or no answer, until deadline.
 
-        On a 409 (the lock is not ours any more) or at deadline the lock is lost.
+        On a 409 (the lock is not ours any more), another 4xx (e.g. the API key
+        was revoked: no extension can succeed) or at deadline the lock is lost.
         """
         while not self._stop.is_set():
             start = time.monotonic()
@@ -139,6 +155,8 @@ class Lock:
                 return
             if status == 409:
                 return self._lose(f"the gateway says the lock is not ours any more ({res.get('lock_state')})")
+            if _refused(status):
+                return self._lose(f"the gateway refused the extension: HTTP {status}: {res.get('detail', '')}")
             self._stop.wait(min(0.2, max(left, 0)))  # 503 or no answer: try again while valid
 
     def _keep(self):
@@ -200,7 +218,10 @@ def main(argv=None):
     p.add_argument("--wait-ms", type=int, default=0, help="how long to wait for the lock (default 0: fail at once)")
     p.add_argument("--work-ms", type=int, default=1_000, help="how long the work takes")
     p.add_argument("--journal", help="file to append 'enter ID FENCE' and 'exit ID' lines to")
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:  # argparse exits 2 on a usage error; 64 is the convention here
+        return EXIT_USAGE if e.code == 2 else e.code
     me = f"python-{os.getpid()}"
 
     def journal(line):
@@ -224,6 +245,9 @@ def main(argv=None):
     except Unavailable as e:
         print(f"lock: {e}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except Refused as e:
+        print(f"lock: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except LockLost as e:
         print(f"lock: lost: {e}", file=sys.stderr)
         return EXIT_LOST

@@ -8,13 +8,29 @@
 // instead of waiting for that lock's TTL to run out. Any other event waits
 // (wait_ms) for the lock as usual.
 //
+// That only works if event.id is the id that the platform keeps across
+// retries of one event and that no other event has (e.g. an SQS messageId,
+// an EventBridge or CloudEvents id; see the README). An event without an id
+// is refused: two such events would derive one token, and the second would
+// "re-acquire" the lock that the first holds, with the same fencing token.
+//
 // The token is an HMAC of the event id under LOCK_TOKEN_SECRET: event ids
-// appear in logs, and whoever knows a token can release the lock.
+// appear in logs, and whoever knows a token can release the lock. The API key
+// of the gateway, if it has one, comes from REDLOCKD_API_KEY.
+//
+// The result is {statusCode, body}; on failure the body is {error, retry}:
+// retry is true when trying the same event again later can succeed (409 the
+// lock is held, 503 the gateway or a quorum is unavailable, 500 the lock was
+// lost during the work) and false when it cannot (400 an event without an id,
+// 500 the gateway refused the request or the API key: a configuration error).
+// Fail the invocation (throw) only when retry is true; send the others to a
+// dead-letter queue.
 //
 // Run as a program it invokes the handler once with the event given as JSON
 // in its first argument and prints the result on its last line (exit 75 when
 // the lock stayed held by another owner, 69 when the gateway or a quorum is
-// unavailable, 76 when the lock was lost during the work):
+// unavailable, 76 when the lock was lost during the work, 64 when the event or
+// the configuration is wrong):
 //
 //   REDLOCKD_URL=http://127.0.0.1:8080 node handler.mjs '{"id":"evt-1","account":"42"}'
 
@@ -23,26 +39,40 @@ import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  withLock, LockHeldError, UnavailableError, LockLostError, EXIT_HELD, EXIT_UNAVAILABLE, EXIT_LOST,
+  withLock, LockHeldError, UnavailableError, LockLostError, RefusedError,
+  EXIT_USAGE, EXIT_HELD, EXIT_UNAVAILABLE, EXIT_LOST,
 } from '../node/lock.mjs';
 
 const secret = process.env.LOCK_TOKEN_SECRET ?? '';
 if (!secret) console.error('handler: LOCK_TOKEN_SECRET is not set: anyone who knows an event id can derive its lock token');
 
 // tokenFor derives the lock token of one event: 43 characters of
-// [A-Za-z0-9_-], the same for every retry of the event.
+// [A-Za-z0-9_-] (a base64url HMAC-SHA256), the same for every retry of the
+// event and different for every other event id.
 export function tokenFor(resource, eventId) {
   return createHmac('sha256', secret).update(`${resource}\n${eventId}`).digest('base64url');
 }
 
-// handler processes one event under the lock of its account. event.id must
-// be the id the platform keeps across retries (AWS Lambda: the request id of
-// an asynchronous invocation, an SQS message id, a CloudEvents id, ...).
+// failure is the handler's result for an error; kind names it for the exit
+// status of the program.
+function failure(statusCode, kind, retry, error) {
+  return { statusCode, body: JSON.stringify({ error, kind, retry }) };
+}
+
+// handler processes one event under the lock of its account.
 export async function handler(event) {
+  const id = event?.id;
+  if (typeof id !== 'string' || id === '') {
+    return failure(400, 'bad-event', false, 'the event has no id: the lock token is derived from the id that the platform keeps across retries of one event');
+  }
+  if (event.account == null || event.account === '') {
+    return failure(400, 'bad-event', false, 'the event has no account');
+  }
   const resource = `account-${event.account}`;
   const opts = {
-    token: tokenFor(resource, event.id),
-    owner: `handler:${event.id}`,
+    token: tokenFor(resource, id),
+    owner: `handler:${id}`,
+    apiKey: process.env.REDLOCKD_API_KEY,
     ttlMs: event.ttl_ms ?? 30_000, // longer than the work, which must end before it
     waitMs: event.wait_ms ?? 10_000, // within the platform's own timeout
   };
@@ -51,25 +81,36 @@ export async function handler(event) {
       // The work: everything it writes carries lock.fence, and the storage
       // rejects a write whose fence is below one it has seen.
       console.log(`lock: holding ${resource} with fencing token ${lock.fence}`);
-      if (event.journal) appendFileSync(event.journal, `enter ${event.id} ${lock.fence}\n`);
+      if (event.journal) appendFileSync(event.journal, `enter ${id} ${lock.fence}\n`);
       await sleep(event.work_ms ?? 100, undefined, { signal: lock.signal }).catch(() => lock.check());
       lock.check();
-      if (event.journal) appendFileSync(event.journal, `exit ${event.id}\n`);
-      return { statusCode: 200, body: JSON.stringify({ id: event.id, fencing_token: lock.fence }) };
+      if (event.journal) appendFileSync(event.journal, `exit ${id}\n`);
+      return { statusCode: 200, body: JSON.stringify({ id, fencing_token: lock.fence }) };
     });
   } catch (err) {
-    // Busy or unavailable: fail, so that the platform retries later with the same event.
-    if (err instanceof LockHeldError) return { statusCode: 409, body: JSON.stringify({ error: err.message }) };
-    if (err instanceof UnavailableError) return { statusCode: 503, body: JSON.stringify({ error: err.message }) };
-    if (err instanceof LockLostError) return { statusCode: 500, body: JSON.stringify({ error: `lock lost: ${err.message}` }) };
+    // Busy, unavailable or lost: retry the event later. Refused: no retry helps.
+    if (err instanceof LockHeldError) return failure(409, 'held', true, err.message);
+    if (err instanceof UnavailableError) return failure(503, 'unavailable', true, err.message);
+    if (err instanceof LockLostError) return failure(500, 'lost', true, `lock lost: ${err.message}`);
+    if (err instanceof RefusedError) return failure(500, 'refused', false, err.message);
     throw err;
   }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const result = await handler(JSON.parse(process.argv[2] ?? '{}'));
+  let event;
+  try {
+    event = JSON.parse(process.argv[2] ?? '{}');
+  } catch (err) {
+    console.error(`handler: the event is not JSON: ${err.message}`);
+    process.exit(EXIT_USAGE);
+  }
+  const result = await handler(event);
   console.log(JSON.stringify(result));
-  const exit = { 200: 0, 409: EXIT_HELD, 503: EXIT_UNAVAILABLE, 500: EXIT_LOST };
-  if (result.statusCode !== 200) console.error(`handler: ${JSON.parse(result.body).error}`);
-  process.exitCode = exit[result.statusCode] ?? 1;
+  if (result.statusCode !== 200) {
+    const { error, kind } = JSON.parse(result.body);
+    console.error(`handler: ${error}`);
+    const exit = { held: EXIT_HELD, unavailable: EXIT_UNAVAILABLE, lost: EXIT_LOST, refused: EXIT_USAGE, 'bad-event': EXIT_USAGE };
+    process.exitCode = exit[kind] ?? 1;
+  }
 }

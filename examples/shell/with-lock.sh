@@ -15,7 +15,8 @@
 # Exit status: the command's; 75 when another owner holds the lock (not
 # acquired within LOCK_WAIT_MS); 69 when the gateway or a quorum is
 # unavailable; 76 when the lock was lost while the command ran (it is sent
-# SIGTERM); 64 on a usage error.
+# SIGTERM); 64 on a usage error or when the gateway refused the request or
+# the API key (a 4xx other than 409: a configuration error).
 set -u
 
 url=${REDLOCKD_URL:-http://127.0.0.1:8080}
@@ -61,7 +62,8 @@ field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^\",}]*\).*/\1/p" "$2" 2>/dev/null; }
 # extend DEADLINE: extends the lock (valid for ttl_ms from now), trying again
 # every 200ms after a 503 or no answer, until DEADLINE (ms since the epoch).
 # Returns 0 when extended ($tmp/until moves on), 1 when the lock is lost: on a
-# 409, or when DEADLINE passed (the reason is in $tmp/reason).
+# 409, on another 4xx (e.g. a revoked API key: no extension can succeed), or
+# when DEADLINE passed (the reason is in $tmp/reason).
 extend() {
   while :; do
     now=$(now_ms)
@@ -78,6 +80,10 @@ extend() {
         ;;
       409)
         echo "the gateway says the lock is not ours any more ($(field lock_state "$tmp/extend"))" >"$tmp/reason"
+        return 1
+        ;;
+      4??)
+        echo "the gateway refused the extension (HTTP $code): $(field detail "$tmp/extend")" >"$tmp/reason"
         return 1
         ;;
     esac
@@ -129,7 +135,9 @@ case $code in
     echo "with-lock: cannot reach the gateway at $url" >&2
     exit 69
     ;;
-  400 | 401 | 413)
+  4??)
+    # 400 a bad value, 401 a missing or wrong API key, 404 a wrong URL, 413:
+    # a configuration error that trying again cannot fix.
     echo "with-lock: the gateway refused the request (HTTP $code): $(field detail "$tmp/acquire")" >&2
     exit 64
     ;;
@@ -163,9 +171,18 @@ exec 3<&-
 # The keeper extends the lock every ttl/3. A 409 means the lock is lost; so
 # does the end of the validity without a successful extension (503s or no
 # answer). Then it marks the loss and sends SIGTERM to the command.
+# Its sleep runs in the background so that the keeper's SIGTERM (from cleanup)
+# ends it too: a sleep left behind would hold the script's stdout open, and
+# whoever reads that output (out=$(with-lock.sh ...)) would wait for it.
 (
   trap - EXIT
-  while sleep "$(seconds $((ttl_ms / 3)))"; do
+  sleeper=
+  trap 'if [ -n "$sleeper" ]; then kill "$sleeper" 2>/dev/null; fi; exit 0' TERM
+  while :; do
+    sleep "$(seconds $((ttl_ms / 3)))" >/dev/null 2>&1 &
+    sleeper=$!
+    wait "$sleeper" || exit 0
+    sleeper=
     extend "$(cat "$tmp/until")" && continue
     echo "with-lock: $resource lost: $(cat "$tmp/reason"); sending SIGTERM to the command" >&2
     : >"$tmp/lost"
