@@ -166,6 +166,9 @@ type aheadConn struct {
 	ahead []byte
 }
 
+// NetConn returns the connection under c, as tls.Conn.NetConn does.
+func (c *aheadConn) NetConn() net.Conn { return c.Conn }
+
 func (c *aheadConn) Read(p []byte) (int, error) {
 	if len(c.ahead) == 0 {
 		return c.Conn.Read(p)
