@@ -265,3 +265,13 @@ func (c *limitedConn) Close() error {
 	c.l.release(c)
 	return c.Conn.Close()
 }
+
+// CloseWrite half-closes the connection, as net/http does before closing
+// one after an error answer (431, 400) so that the client reads the answer
+// instead of a reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
