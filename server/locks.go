@@ -31,17 +31,29 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 		defer s.metrics.observeOp("acquire", time.Now())
 		return s.acquire(ctx, req.Resource, o)
 	}
-	if s.waiting.Add(1) > s.maxWaiters {
-		s.waiting.Add(-1)
-		return nil, errTooManyWaiters
+	if err := s.takeWaiter(o.Namespace); err != nil {
+		return s.acquireNoSlot(ctx, req.Resource, o, err)
 	}
 	if s.locker.Queued(o.Namespace, req.Resource) && reqInfoOf(ctx) != nil {
 		// It will wait behind others: park it (see park.go), which
-		// counts it out of s.waiting when it is answered.
+		// gives its slot back when it is answered.
 		return &parkedAcquire{s: s, ctx: ctx, resource: req.Resource, o: o}, nil
 	}
-	defer s.waiting.Add(-1)
+	defer s.leaveWaiter(o.Namespace)
 	return s.acquireWaiting(ctx, req.Resource, o)
+}
+
+// acquireNoSlot is a waiting acquire that found no waiting slot (full is
+// takeWaiter's error): a lock that is free now needs none, so it makes one
+// round, as without wait_ms, and returns full only if the lock is held.
+func (s *Server) acquireNoSlot(ctx context.Context, resource string, o redlock.AcquireOptions, full error) (api.AcquireLockResponseObject, error) {
+	defer s.metrics.observeOp("acquire", time.Now())
+	o.Wait = 0
+	resp, err := s.acquire(ctx, resource, o)
+	if errors.Is(err, redlock.ErrLockHeld) {
+		return nil, full
+	}
+	return resp, err
 }
 
 // acquireOptions checks an acquire request and returns its options.

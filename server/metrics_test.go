@@ -179,6 +179,8 @@ func TestMaxWaiters(t *testing.T) {
 		if o.Wait > 0 {
 			entered <- struct{}{}
 			<-release
+		} else if resource == "x" { // held by the waiters' holder
+			return redlock.Lock{}, &redlock.HeldError{}
 		}
 		return testLock(resource, tokenA, o.TTL), nil
 	}
@@ -197,13 +199,18 @@ func TestMaxWaiters(t *testing.T) {
 	if v, _ := metricValue(scrape(t, h), "redlockd_waiters"); v != 2 {
 		t.Errorf("waiters gauge %v, want 2 (the server's count: the Locker has no Stats)", v)
 	}
-	w := serve(t, h, request{method: "POST", target: "/locks/y", body: `{"wait_ms": 5000}`})
+	w := serve(t, h, request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`})
 	p := checkProblem(t, w, 503, "too-many-waiters")
 	if w.Header().Get("Retry-After") == "" || p.RetryAfterMs == nil {
 		t.Errorf("no retry hint: %+v", p)
 	}
-	// Acquires that do not wait are not limited.
+	if !strings.Contains(p.Detail, "the gateway's limit") {
+		t.Errorf("detail %q does not say which limit", p.Detail)
+	}
+	// Acquires that do not wait are not limited, and a waiting acquire of a
+	// free lock needs no slot: it takes the lock at once.
 	decode[map[string]any](t, serve(t, h, request{method: "POST", target: "/locks/z"}), 201)
+	decode[map[string]any](t, serve(t, h, request{method: "POST", target: "/locks/y", body: `{"wait_ms": 5000}`}), 201)
 	close(release)
 	wg.Wait()
 	close(codes)

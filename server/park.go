@@ -57,7 +57,7 @@ func (p *parkedAcquire) VisitAcquireLockResponse(w http.ResponseWriter) error {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		// HTTP/2, or a ResponseWriter that cannot be hijacked: wait here.
-		defer s.waiting.Add(-1)
+		defer s.leaveWaiter(p.o.Namespace)
 		resp, err := s.acquireWaiting(p.ctx, p.resource, p.o)
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func (s *Server) serveParked(p *parkedAcquire, pc *parkedConn, header http.Heade
 				s.recovered(rec, r, v)
 			}
 		}()
-		defer s.waiting.Add(-1)
+		defer s.leaveWaiter(p.o.Namespace)
 		resp, err := s.acquireWaiting(ctx, p.resource, p.o)
 		if err == nil {
 			err = resp.VisitAcquireLockResponse(rec)
@@ -165,6 +165,9 @@ type aheadConn struct {
 	net.Conn
 	ahead []byte
 }
+
+// NetConn returns the connection under c, as tls.Conn.NetConn does.
+func (c *aheadConn) NetConn() net.Conn { return c.Conn }
 
 func (c *aheadConn) Read(p []byte) (int, error) {
 	if len(c.ahead) == 0 {

@@ -30,6 +30,9 @@ var (
 	errNoMetrics = errors.New("server: metrics not enabled")
 	// errTooManyWaiters means Config.MaxWaiters acquires are already waiting.
 	errTooManyWaiters = errors.New("server: too many waiters")
+	// errNamespaceWaiters means Config.MaxWaitersPerNamespace acquires of
+	// the caller's namespace are already waiting. It wraps errTooManyWaiters.
+	errNamespaceWaiters = fmt.Errorf("%w in this namespace", errTooManyWaiters)
 )
 
 // requestError is a malformed request. Its detail is shown to the client, so
@@ -82,9 +85,14 @@ func (s *Server) problemFor(err error) problem {
 		return problem{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
 			detail:          "the API key is not valid: send one Authorization: Bearer <key> header with a key of this server",
 			wwwAuthenticate: `Bearer realm="redlockd", error="invalid_token"`}
+	case errors.Is(err, errNamespaceWaiters):
+		return problem{status: http.StatusServiceUnavailable, kind: "too-many-waiters", title: "Too many waiters",
+			detail: fmt.Sprintf("%d acquires of this namespace are already waiting on this gateway, the per-namespace limit "+
+				"(its share of the gateway's %d waiting slots); try again later, or without wait_ms", s.maxNSWaiters, s.maxWaiters),
+			retryAfter: jitter(time.Second)}
 	case errors.Is(err, errTooManyWaiters):
 		return problem{status: http.StatusServiceUnavailable, kind: "too-many-waiters", title: "Too many waiters",
-			detail:     fmt.Sprintf("%d acquires are already waiting on this gateway; try again later, or without wait_ms", s.maxWaiters),
+			detail:     fmt.Sprintf("%d acquires are already waiting on this gateway, the gateway's limit; try again later, or without wait_ms", s.maxWaiters),
 			retryAfter: jitter(time.Second)}
 	case errors.As(err, &tooBig):
 		return problem{status: http.StatusRequestEntityTooLarge, kind: "payload-too-large", title: "Payload too large",

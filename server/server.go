@@ -45,6 +45,11 @@ type Config struct {
 	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once;
 	// one more gets 503 too-many-waiters. Default: 10000.
 	MaxWaiters int
+	// MaxWaitersPerNamespace bounds those of one namespace (one tenant), so
+	// that one cannot take every slot of MaxWaiters. Default: with Keys, a
+	// quarter of MaxWaiters (at least 1); without, MaxWaiters (every caller
+	// is in namespace ""). At most MaxWaiters.
+	MaxWaitersPerNamespace int
 	// Keys are the API keys. With at least one, every /locks request needs
 	// "Authorization: Bearer <key>" and reaches only its key's namespace.
 	// Default: none, no authentication (every caller is in namespace "").
@@ -63,7 +68,7 @@ type Server struct {
 	locker                      Locker
 	log                         zerolog.Logger
 	defaultTTL, maxTTL, maxWait time.Duration
-	maxWaiters                  int64
+	maxWaiters, maxNSWaiters    int64
 	keys                        *Keys
 	metricsAuth                 bool
 	metrics                     *Metrics
@@ -73,8 +78,12 @@ type Server struct {
 	// serveFast); tests compare the two paths.
 	noFastPath bool
 
-	// waiting counts the acquires with wait_ms > 0 in progress.
-	waiting atomic.Int64
+	// waiting counts the acquires with wait_ms > 0 in progress, nsWaiting
+	// those of each namespace that has any; waitMu guards nsWaiting and
+	// the changes of waiting (see takeWaiter).
+	waiting   atomic.Int64
+	waitMu    sync.Mutex
+	nsWaiting map[string]int64
 	// parked counts the parked acquires not answered yet, and returned
 	// takes their connections back to the HTTP server (see park.go).
 	parked    sync.WaitGroup
@@ -101,6 +110,14 @@ func New(cfg Config) *Server {
 		metricsAuth: cfg.MetricsAuth,
 		metrics:     cfg.Metrics,
 		returned:    newReturned(),
+		nsWaiting:   map[string]int64{},
+	}
+	s.maxNSWaiters = min(int64(cfg.MaxWaitersPerNamespace), s.maxWaiters)
+	if s.maxNSWaiters <= 0 {
+		s.maxNSWaiters = s.maxWaiters
+		if cfg.Keys.Len() > 0 {
+			s.maxNSWaiters = max(s.maxWaiters/4, 1)
+		}
 	}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
 	if s.metrics != nil {
@@ -130,6 +147,36 @@ func (s *Server) Handler() http.Handler {
 	// front runs before the router: a request serveFast takes does not
 	// need it.
 	return s.front(r)
+}
+
+// takeWaiter takes a waiting slot for an acquire of namespace ns, or returns
+// errNamespaceWaiters when the namespace has its share of them, or
+// errTooManyWaiters when the gateway has MaxWaiters. Give a slot taken back
+// with leaveWaiter once the acquire ends, however it ends.
+func (s *Server) takeWaiter(ns string) error {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	switch {
+	case s.nsWaiting[ns] >= s.maxNSWaiters && s.maxNSWaiters < s.maxWaiters:
+		return errNamespaceWaiters
+	case s.waiting.Load() >= s.maxWaiters:
+		return errTooManyWaiters
+	}
+	s.nsWaiting[ns]++
+	s.waiting.Add(1)
+	return nil
+}
+
+// leaveWaiter gives back a slot of takeWaiter.
+func (s *Server) leaveWaiter(ns string) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if n := s.nsWaiting[ns] - 1; n > 0 {
+		s.nsWaiting[ns] = n
+	} else {
+		delete(s.nsWaiting, ns)
+	}
+	s.waiting.Add(-1)
 }
 
 // BeginShutdown starts a graceful shutdown: acquires that are waiting for a

@@ -374,10 +374,20 @@ func startServe(t testing.TB, urls []string, extraFlags ...string) *Gateway {
 // "listening" log line.
 func startProcess(t testing.TB, env []string, args ...string) *Gateway {
 	t.Helper()
+	return startWrapped(t, nil, env, args...)
+}
+
+// startWrapped is startProcess with the binary run by the command wrap (e.g.
+// a shell that sets limits, then execs it), if any.
+func startWrapped(t testing.TB, wrap, env []string, args ...string) *Gateway {
+	t.Helper()
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)
 	}
 	cmd := exec.Command(binPath, args...)
+	if len(wrap) > 0 {
+		cmd = exec.Command(wrap[0], append(append(wrap[1:len(wrap):len(wrap)], binPath), args...)...)
+	}
 	cmd.Env = append(cleanEnv(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

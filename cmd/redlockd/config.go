@@ -57,6 +57,12 @@ type Config struct {
 	RedisCAFile string
 	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once.
 	MaxWaiters int
+	// MaxWaitersPerNamespace bounds those of one namespace (API key
+	// tenant); 0: a quarter of MaxWaiters with API keys, else MaxWaiters.
+	MaxWaitersPerNamespace int
+	// MaxConnections bounds the open client connections; Open lowers it
+	// to fit the open-files limit (see connLimit).
+	MaxConnections int
 	// ReadHeaderTimeout bounds reading a request's headers; IdleTimeout
 	// bounds an idle keep-alive connection.
 	ReadHeaderTimeout, IdleTimeout time.Duration
@@ -80,6 +86,7 @@ func DefaultConfig() Config {
 		LogFormat:         "json",
 		RestartQuarantine: true,
 		MaxWaiters:        server.DefaultMaxWaiters,
+		MaxConnections:    defaultMaxConnections,
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
@@ -132,6 +139,12 @@ func (c *Config) flagSet() *flag.FlagSet {
 		"PEM `file` of the CA certificates to verify rediss:// nodes with; empty: the system's roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured)")
 	fs.IntVar(&c.MaxWaiters, "max-waiters", c.MaxWaiters,
 		"largest `number` of acquires with wait_ms > 0 in progress at once on this gateway; one more gets 503 too-many-waiters")
+	fs.IntVar(&c.MaxWaitersPerNamespace, "max-waiters-per-namespace", c.MaxWaitersPerNamespace,
+		"largest `number` of those of one namespace (API key tenant), so that one cannot take every slot; "+
+			"0: a quarter of --max-waiters with --api-keys-file, else --max-waiters")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections,
+		"largest `number` of open client connections; at the cap a new connection closes the longest idle keep-alive one, "+
+			"or is closed at once if none is idle; lowered at start-up to leave room under the open-files limit (ulimit -n)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout,
 		"time a client has to send a request's headers (slow clients are cut off); the body gets 5s more")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout,
@@ -181,7 +194,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 var serveFlagOrder = []string{
 	"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout", "drift-factor", "key-prefix",
 	"api-keys-file", "metrics-auth", "tls-cert", "tls-key", "redis-ca-file", "log-level", "log-format", "restart-quarantine",
-	"max-waiters", "read-header-timeout", "idle-timeout",
+	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout",
 }
 
 // printServeFlags writes the help of every serve flag, with its environment
@@ -275,6 +288,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		add("--max-waiters %d must be at least 1", c.MaxWaiters)
+	}
+	if c.MaxWaitersPerNamespace < 0 || c.MaxWaitersPerNamespace > c.MaxWaiters {
+		add("--max-waiters-per-namespace %d must be in [0, --max-waiters %d] (0: the default share)", c.MaxWaitersPerNamespace, c.MaxWaiters)
+	}
+	if c.MaxConnections < 1 {
+		add("--max-connections %d must be at least 1", c.MaxConnections)
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		add("--read-header-timeout %v must be positive", c.ReadHeaderTimeout)
@@ -462,10 +481,12 @@ func redact(u *url.URL) string {
 func (c Config) String() string {
 	return fmt.Sprintf("--listen=%s --redis=%s --default-ttl=%v --max-ttl=%v --max-wait=%v --node-timeout=%v "+
 		"--drift-factor=%v --key-prefix=%q --api-keys-file=%q --metrics-auth=%v --tls-cert=%q --tls-key=%q --redis-ca-file=%q "+
-		"--log-level=%s --log-format=%s --restart-quarantine=%v --max-waiters=%d --read-header-timeout=%v --idle-timeout=%v",
+		"--log-level=%s --log-format=%s --restart-quarantine=%v --max-waiters=%d --max-waiters-per-namespace=%d --max-connections=%d "+
+		"--read-header-timeout=%v --idle-timeout=%v",
 		c.Listen, urlList(c.Redis), c.DefaultTTL, c.MaxTTL, c.MaxWait, c.NodeTimeout,
 		c.DriftFactor, c.KeyPrefix, c.APIKeysFile, onOff(c.MetricsAuth), c.TLSCert, c.TLSKey, c.RedisCAFile,
-		c.LogLevel, c.LogFormat, onOff(c.RestartQuarantine), c.MaxWaiters, c.ReadHeaderTimeout, c.IdleTimeout)
+		c.LogLevel, c.LogFormat, onOff(c.RestartQuarantine), c.MaxWaiters, c.MaxWaitersPerNamespace, c.MaxConnections,
+		c.ReadHeaderTimeout, c.IdleTimeout)
 }
 
 // GoString redacts like String, so that %#v shows no password either.

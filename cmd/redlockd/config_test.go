@@ -59,6 +59,8 @@ var (
 		"--metrics-auth", "on",
 		"--redis-ca-file", "ca.pem",
 		"--max-waiters", "7",
+		"--max-waiters-per-namespace", "3",
+		"--max-connections", "99",
 		"--read-header-timeout", "2s",
 		"--idle-timeout", "3m",
 	}
@@ -82,6 +84,9 @@ var (
 		"REDLOCKD_MAX_WAITERS":         "7",
 		"REDLOCKD_READ_HEADER_TIMEOUT": "2s",
 		"REDLOCKD_IDLE_TIMEOUT":        "3m",
+
+		"REDLOCKD_MAX_WAITERS_PER_NAMESPACE": "3",
+		"REDLOCKD_MAX_CONNECTIONS":           "99",
 	}
 )
 
@@ -106,6 +111,9 @@ func checkAllSet(t *testing.T, c Config) {
 		MaxWaiters:        7,
 		ReadHeaderTimeout: 2 * time.Second,
 		IdleTimeout:       3 * time.Minute,
+
+		MaxWaitersPerNamespace: 3,
+		MaxConnections:         99,
 	}
 	if !equalConfig(exp, c) || strings.Join(exp.Redis, " ") != strings.Join(c.Redis, " ") {
 		t.Fatalf("\nexp %v\ngot %v", exp, c)
@@ -251,6 +259,9 @@ func TestValidate(t *testing.T) {
 		"redis ca":             {func(c *Config) { c.Redis, c.RedisCAFile = []string{"redis://a", "rediss://b"}, "ca.pem" }, ""},
 		"redis ca no rediss":   {func(c *Config) { c.Redis, c.RedisCAFile = []string{"redis://a"}, "ca.pem" }, "--redis-ca-file is given but no --redis URL is rediss://"},
 		"max waiters 0":        {func(c *Config) { c.MaxWaiters = 0 }, "--max-waiters 0 must be at least 1"},
+		"ns waiters > max":     {func(c *Config) { c.MaxWaitersPerNamespace = c.MaxWaiters + 1 }, "--max-waiters-per-namespace 10001 must be in [0, --max-waiters 10000]"},
+		"ns waiters < 0":       {func(c *Config) { c.MaxWaitersPerNamespace = -1 }, "--max-waiters-per-namespace -1 must be in"},
+		"max connections 0":    {func(c *Config) { c.MaxConnections = 0 }, "--max-connections 0 must be at least 1"},
 		"read header 0":        {func(c *Config) { c.ReadHeaderTimeout = 0 }, "--read-header-timeout 0s must be positive"},
 		"idle timeout 0":       {func(c *Config) { c.IdleTimeout = -time.Second }, "--idle-timeout -1s must be positive"},
 		"cert only":            {func(c *Config) { c.TLSCert = "c" }, "--tls-cert and --tls-key go together"},

@@ -131,8 +131,11 @@ func (m *Main) Open() (err error) {
 		Keys:        keys,
 		MetricsAuth: c.MetricsAuth,
 		Metrics:     metrics,
+
+		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
 	})
 	handler := m.srv.Handler()
+	conns := m.connLimiter(len(nodes))
 	newHTTP := func() *http.Server {
 		return &http.Server{
 			Handler:           handler,
@@ -142,6 +145,7 @@ func (m *Main) Open() (err error) {
 			IdleTimeout:       c.IdleTimeout,
 			MaxHeaderBytes:    maxHeaderBytes,
 			ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+			ConnState:         conns.ConnState,
 		}
 	}
 	m.http = newHTTP()
@@ -156,6 +160,7 @@ func (m *Main) Open() (err error) {
 	if err != nil {
 		return fmt.Errorf("redlockd: listen on %s: %w", c.Listen, err)
 	}
+	ln = conns.Listener(ln)
 	m.ln = ln
 	m.Log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConfig != nil).Msg("listening")
 	if !isLoopback(ln.Addr()) && keys.Len() == 0 {
@@ -179,6 +184,19 @@ func (m *Main) Open() (err error) {
 	go func() { _ = m.returned.Serve(m.srv.Returned()) }()
 	m.logw.Flush() // "listening" and the warnings are out when Open returns
 	return nil
+}
+
+// connLimiter returns the limiter of the client connections, its cap lowered
+// to fit the open-files limit (see connLimit), which it logs.
+func (m *Main) connLimiter(nodes int) *connLimiter {
+	c := m.Config
+	limit, nofile := connLimit(c.MaxConnections, nodes, c.DevMode())
+	if limit < c.MaxConnections {
+		m.Log.Warn().Int("max_connections", limit).Uint64("open_files_limit", nofile).
+			Msgf("--max-connections %d lowered to %d to leave room under the open-files limit (ulimit -n) for the Redis connections; raise the limit to allow more",
+				c.MaxConnections, limit)
+	}
+	return newConnLimiter(limit, m.Log.With().Str("component", "http").Logger())
 }
 
 // Addr returns the address the server listens on, host:port, once Open has

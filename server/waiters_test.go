@@ -1,0 +1,223 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// waitingFake is a Locker whose every lock is held: an acquire without a
+// wait is refused at once, and a waiting one reports its namespace on
+// entered and waits until release is closed (then it gets the lock) or its
+// context ends. It fails the test if more acquires of one namespace wait at
+// once than perNS.
+func waitingFake(t *testing.T, perNS int64) (f *fakeLocker, entered chan string, release chan struct{}) {
+	f = newFake(t)
+	entered = make(chan string, 100)
+	release = make(chan struct{})
+	var mu sync.Mutex
+	inside := map[string]int64{}
+	f.AcquireFn = func(ctx context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		if o.Wait == 0 {
+			return redlock.Lock{}, &redlock.HeldError{}
+		}
+		mu.Lock()
+		inside[o.Namespace]++
+		if inside[o.Namespace] > perNS {
+			t.Errorf("%d acquires of namespace %q wait at once, want at most %d", inside[o.Namespace], o.Namespace, perNS)
+		}
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inside[o.Namespace]--
+			mu.Unlock()
+		}()
+		entered <- o.Namespace
+		select {
+		case <-release:
+			return testLock(resource, tokenA, o.TTL), nil
+		case <-ctx.Done():
+			return redlock.Lock{}, errors.Join(&redlock.HeldError{}, ctx.Err())
+		}
+	}
+	f.StatusFn = func(context.Context) []redlock.NodeStatus { return nil }
+	return f, entered, release
+}
+
+// TestMaxWaitersPerNamespace checks that one namespace (API key) cannot take
+// every waiting slot: once key A's acquires wait in their share, A's next
+// one gets 503 too-many-waiters saying so, while key B's still gets a slot;
+// a waiter whose client goes away gives its slot back; the waiters gauge
+// follows.
+func TestMaxWaitersPerNamespace(t *testing.T) {
+	f, entered, release := waitingFake(t, 2)
+	s := New(Config{Locker: f, Keys: testKeys(t), MaxWaiters: 3, MaxWaitersPerNamespace: 2, Metrics: NewMetrics()})
+	h := s.Handler()
+	as := []string{"Authorization", "Bearer " + keyA}
+	bs := []string{"Authorization", "Bearer " + keyB}
+	wait := func(hdr []string) request {
+		return request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`, headers: hdr}
+	}
+	gauge := func() float64 {
+		t.Helper()
+		v, _ := metricValue(scrape(t, h), "redlockd_waiters")
+		return v
+	}
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 10)
+	start := func(req request, ctx context.Context) {
+		wg.Go(func() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, newRequest(req).WithContext(ctx))
+			codes <- w.Code
+		})
+	}
+	// A's first waiter goes away later: its client cancels.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start(wait(as), ctx)
+	start(wait(as), context.Background())
+	<-entered
+	<-entered
+
+	// A has its share: its next waiter is refused, the limit named.
+	p := checkProblem(t, serve(t, h, wait(as)), 503, "too-many-waiters")
+	if !strings.Contains(p.Detail, "per-namespace limit") || strings.Contains(p.Detail, keyA) || strings.Contains(p.Detail, "ns-a") {
+		t.Errorf("A's detail %q", p.Detail)
+	}
+	// B still gets a slot.
+	start(wait(bs), context.Background())
+	if ns := <-entered; ns != "ns-b" {
+		t.Fatalf("entered %q, want ns-b", ns)
+	}
+	if v := gauge(); v != 3 {
+		t.Errorf("waiters gauge %v, want 3", v)
+	}
+	// Now the gateway is full: B's next waiter hits the gateway's limit.
+	p = checkProblem(t, serve(t, h, wait(bs)), 503, "too-many-waiters")
+	if !strings.Contains(p.Detail, "the gateway's limit") {
+		t.Errorf("B's detail %q", p.Detail)
+	}
+
+	// A's first client goes away: its slot is A's again.
+	cancel()
+	t.Logf("cancelled waiter: %d", <-codes)
+	if v := gauge(); v != 2 {
+		t.Errorf("waiters gauge %v after a waiter went away, want 2", v)
+	}
+	start(wait(as), context.Background())
+	if ns := <-entered; ns != "ns-a" {
+		t.Fatalf("entered %q, want ns-a", ns)
+	}
+
+	close(release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 201 {
+			t.Errorf("waiter got %d, want 201", c)
+		}
+	}
+	if v := gauge(); v != 0 {
+		t.Errorf("waiters gauge %v after every waiter ended, want 0", v)
+	}
+	s.waitMu.Lock()
+	if len(s.nsWaiting) != 0 {
+		t.Errorf("namespace counts left: %v", s.nsWaiting)
+	}
+	s.waitMu.Unlock()
+}
+
+// TestMaxWaitersFreeLock checks that a waiting acquire of a free lock is
+// served at once when every waiting slot is taken: it needs none.
+func TestMaxWaitersFreeLock(t *testing.T) {
+	f, entered, release := waitingFake(t, 1)
+	free := f.AcquireFn
+	f.AcquireFn = func(ctx context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		if resource == "free" {
+			if o.Wait != 0 {
+				t.Errorf("the free lock was acquired with a wait of %v", o.Wait)
+			}
+			return testLock(resource, tokenA, o.TTL), nil
+		}
+		return free(ctx, resource, o)
+	}
+	h := New(Config{Locker: f, MaxWaiters: 1}).Handler()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	wg.Go(func() { serve(t, h, request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`}) })
+	<-entered
+	checkProblem(t, serve(t, h, request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`}), 503, "too-many-waiters")
+	decode[map[string]any](t, serve(t, h, request{method: "POST", target: "/locks/free", body: `{"wait_ms": 5000}`}), 201)
+}
+
+// TestMaxWaitersPerNamespaceDefault checks the default share: a quarter of
+// MaxWaiters with API keys, all of it without (everyone is in namespace "").
+func TestMaxWaitersPerNamespaceDefault(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want int64
+	}{
+		{Config{MaxWaiters: 100, Keys: testKeys(t)}, 25},
+		{Config{MaxWaiters: 3, Keys: testKeys(t)}, 1},
+		{Config{Keys: testKeys(t)}, DefaultMaxWaiters / 4},
+		{Config{MaxWaiters: 100}, 100},
+		{Config{MaxWaiters: 100, Keys: testKeys(t), MaxWaitersPerNamespace: 60}, 60},
+	} {
+		c.cfg.Locker = newFake(t)
+		if got := New(c.cfg).maxNSWaiters; got != c.want {
+			t.Errorf("MaxWaiters %d, keys %v, MaxWaitersPerNamespace %d: share %d, want %d",
+				c.cfg.MaxWaiters, c.cfg.Keys != nil, c.cfg.MaxWaitersPerNamespace, got, c.want)
+		}
+	}
+}
+
+// TestWaitersExact hammers the waiting slots with acquires of several
+// namespaces that wait, are cancelled or are refused, and checks that no
+// namespace ever has more than its share and that every slot comes back.
+func TestWaitersExact(t *testing.T) {
+	f, entered, release := waitingFake(t, 3)
+	go func() {
+		for range entered {
+		}
+	}()
+	keys := []string{keyA, keyB}
+	s := New(Config{Locker: f, Keys: testKeys(t), MaxWaiters: 5, MaxWaitersPerNamespace: 3})
+	h := s.Handler()
+	var wg sync.WaitGroup
+	var ok, full atomic.Int64
+	for i := range 200 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%7)*time.Millisecond)
+			defer cancel()
+			req := request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`,
+				headers: []string{"Authorization", "Bearer " + keys[i%2]}}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, newRequest(req).WithContext(ctx))
+			switch {
+			case w.Code == 201:
+				ok.Add(1)
+			case strings.Contains(w.Body.String(), "too-many-waiters"):
+				full.Add(1)
+			}
+		})
+		if i == 150 {
+			close(release)
+		}
+	}
+	wg.Wait()
+	close(entered)
+	if s.waiting.Load() != 0 || len(s.nsWaiting) != 0 {
+		t.Errorf("slots left taken: %d, %v", s.waiting.Load(), s.nsWaiting)
+	}
+	t.Logf("%d acquired, %d refused for want of a slot", ok.Load(), full.Load())
+}
