@@ -101,7 +101,7 @@ func TestExamples(t *testing.T) {
 					p.wantExit(0, 60*time.Second)
 				}
 				checkJournal(t, journal, 2)
-				wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+				wantNotHeld(t, inspect(t, g, res))
 			})
 
 			// While another owner holds the lock, an instance that does not
@@ -192,5 +192,5 @@ func TestExamplesServerlessRetry(t *testing.T) {
 		t.Errorf("the retry got fencing token %d, want the first invocation's %d", body.FencingToken, want)
 	}
 	// The retry finished the work and released the lock.
-	wantProblem(t, inspect(t, g, res), http.StatusNotFound, "not-found")
+	wantNotHeld(t, inspect(t, g, res))
 }
