@@ -500,7 +500,7 @@ func transport(err error) error {
 
 func checkResource(resource string) error {
 	if !redlock.ValidName(resource) {
-		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-]")
+		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..")
 	}
 	return nil
 }

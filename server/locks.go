@@ -14,7 +14,7 @@ import (
 
 // Details of invalid-request problems for the inputs with a fixed syntax.
 const (
-	resourceRule  = "resource must be 1-200 characters of [A-Za-z0-9._:-] after percent-decoding"
+	resourceRule  = "resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and .., after percent-decoding"
 	lockTokenRule = "the Lock-Token header must be 22-128 characters of [A-Za-z0-9_-]"
 	tokenRule     = "token must be 22-128 characters of [A-Za-z0-9_-]"
 )
