@@ -102,17 +102,23 @@ type HealthResponse struct {
 // HealthResponseStatus defines model for HealthResponse.Status.
 type HealthResponseStatus string
 
-// LockInfo defines model for LockInfo.
+// LockInfo A lock's state. `owner`, `fencing_token`, `remaining_ms` and
+// `held_nodes` are present when, and only when, `held` is true.
 type LockInfo struct {
-	FencingToken int64 `json:"fencing_token"`
+	// FencingToken The holder's fencing token. Only when held.
+	FencingToken *int64 `json:"fencing_token,omitempty"`
 
-	// Held Always true (a free lock is 404).
-	Held      bool   `json:"held"`
-	HeldNodes int    `json:"held_nodes"`
-	Owner     string `json:"owner"`
+	// Held Whether a token holds the lock on a quorum of nodes.
+	Held bool `json:"held"`
 
-	// RemainingMs Smallest remaining TTL among the quorum holding the lock.
-	RemainingMs int64  `json:"remaining_ms"`
+	// HeldNodes Number of nodes that hold the lock. Only when held.
+	HeldNodes *int `json:"held_nodes,omitempty"`
+
+	// Owner The holder's `owner` text (empty if it gave none). Only when held.
+	Owner *string `json:"owner,omitempty"`
+
+	// RemainingMs Smallest remaining TTL among the quorum holding the lock. Only when held.
+	RemainingMs *int64 `json:"remaining_ms,omitempty"`
 	Resource    string `json:"resource"`
 }
 
@@ -882,22 +888,6 @@ func (response InspectLock401ApplicationProblemPlusJSONResponse) VisitInspectLoc
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
 	w.WriteHeader(401)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type InspectLock404ApplicationProblemPlusJSONResponse struct {
-	NotFoundApplicationProblemPlusJSONResponse
-}
-
-func (response InspectLock404ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }

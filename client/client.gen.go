@@ -102,17 +102,23 @@ type HealthResponse struct {
 // HealthResponseStatus defines model for HealthResponse.Status.
 type HealthResponseStatus string
 
-// LockInfo defines model for LockInfo.
+// LockInfo A lock's state. `owner`, `fencing_token`, `remaining_ms` and
+// `held_nodes` are present when, and only when, `held` is true.
 type LockInfo struct {
-	FencingToken int64 `json:"fencing_token"`
+	// FencingToken The holder's fencing token. Only when held.
+	FencingToken *int64 `json:"fencing_token,omitempty"`
 
-	// Held Always true (a free lock is 404).
-	Held      bool   `json:"held"`
-	HeldNodes int    `json:"held_nodes"`
-	Owner     string `json:"owner"`
+	// Held Whether a token holds the lock on a quorum of nodes.
+	Held bool `json:"held"`
 
-	// RemainingMs Smallest remaining TTL among the quorum holding the lock.
-	RemainingMs int64  `json:"remaining_ms"`
+	// HeldNodes Number of nodes that hold the lock. Only when held.
+	HeldNodes *int `json:"held_nodes,omitempty"`
+
+	// Owner The holder's `owner` text (empty if it gave none). Only when held.
+	Owner *string `json:"owner,omitempty"`
+
+	// RemainingMs Smallest remaining TTL among the quorum holding the lock. Only when held.
+	RemainingMs *int64 `json:"remaining_ms,omitempty"`
 	Resource    string `json:"resource"`
 }
 
@@ -304,6 +310,8 @@ type ClientInterface interface {
 
 	// GetHealthz Liveness
 	//
+	// Always 200 while the process serves requests; HEAD too.
+	//
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -320,7 +328,14 @@ type ClientInterface interface {
 
 	// InspectLock Inspect a lock
 	//
-	// Tells who holds the lock. Never reveals the token.
+	// Tells whether the lock is held on a quorum of nodes, and by whom:
+	// 200 `{"resource": …, "held": true, "owner": …, "fencing_token": …,
+	// "remaining_ms": …, "held_nodes": …}` when held, 200
+	// `{"resource": …, "held": false}` when free. Never reveals the token.
+	// 503 `quorum-unavailable` when too few nodes answer to tell. This path
+	// never answers 404: a 404 means the URL names no route (a wrong base
+	// URL or proxy prefix), not a free lock. HEAD gives the same status
+	// and headers without a body.
 	//
 	// Corresponds with GET /locks/{resource} (the `InspectLock` operationId).
 	InspectLock(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -381,12 +396,17 @@ type ClientInterface interface {
 	// requests by route, method and status; request, lock operation, wait
 	// and per-node command latency histograms; acquisitions by outcome;
 	// waiters; node up and quarantine gauges; Go runtime and process
-	// metrics. Needs an API key only with `--metrics-auth on`.
+	// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+	// A server embedded without metrics (package server without
+	// `Config.Metrics`; `redlockd serve` always has them) has no such
+	// route: 404 `not-found`.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This document
+	//
+	// HEAD too.
 	//
 	// Corresponds with GET /openapi.yaml (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -395,13 +415,16 @@ type ClientInterface interface {
 	//
 	// 200 iff a quorum of nodes is reachable and not in restart quarantine
 	// (and the server is not shutting down), else 503. Node addresses are
-	// shown without credentials.
+	// shown without credentials. HEAD gives the same status without a
+	// body.
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealthz Liveness
+//
+// Always 200 while the process serves requests; HEAD too.
 //
 // Corresponds with GET /healthz (the `GetHealthz` operationId).
 func (c *RawClient) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -439,7 +462,14 @@ func (c *RawClient) ReleaseLock(ctx context.Context, resource Resource, params *
 
 // InspectLock Inspect a lock
 //
-// Tells who holds the lock. Never reveals the token.
+// Tells whether the lock is held on a quorum of nodes, and by whom:
+// 200 `{"resource": …, "held": true, "owner": …, "fencing_token": …,
+// "remaining_ms": …, "held_nodes": …}` when held, 200
+// `{"resource": …, "held": false}` when free. Never reveals the token.
+// 503 `quorum-unavailable` when too few nodes answer to tell. This path
+// never answers 404: a 404 means the URL names no route (a wrong base
+// URL or proxy prefix), not a free lock. HEAD gives the same status
+// and headers without a body.
 //
 // Corresponds with GET /locks/{resource} (the `InspectLock` operationId).
 func (c *RawClient) InspectLock(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -550,7 +580,10 @@ func (c *RawClient) AcquireLock(ctx context.Context, resource Resource, body Acq
 // requests by route, method and status; request, lock operation, wait
 // and per-node command latency histograms; acquisitions by outcome;
 // waiters; node up and quarantine gauges; Go runtime and process
-// metrics. Needs an API key only with `--metrics-auth on`.
+// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+// A server embedded without metrics (package server without
+// `Config.Metrics`; `redlockd serve` always has them) has no such
+// route: 404 `not-found`.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *RawClient) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -566,6 +599,8 @@ func (c *RawClient) GetMetrics(ctx context.Context, reqEditors ...RequestEditorF
 }
 
 // GetOpenAPI This document
+//
+// HEAD too.
 //
 // Corresponds with GET /openapi.yaml (the `GetOpenAPI` operationId).
 func (c *RawClient) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -584,7 +619,8 @@ func (c *RawClient) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorF
 //
 // 200 iff a quorum of nodes is reachable and not in restart quarantine
 // (and the server is not shutting down), else 503. Node addresses are
-// shown without credentials.
+// shown without credentials. HEAD gives the same status without a
+// body.
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *RawClient) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -941,6 +977,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetHealthzWithResponse Liveness
 	//
+	// Always 200 while the process serves requests; HEAD too.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
@@ -961,7 +999,14 @@ type ClientWithResponsesInterface interface {
 
 	// InspectLockWithResponse Inspect a lock
 	//
-	// Tells who holds the lock. Never reveals the token.
+	// Tells whether the lock is held on a quorum of nodes, and by whom:
+	// 200 `{"resource": …, "held": true, "owner": …, "fencing_token": …,
+	// "remaining_ms": …, "held_nodes": …}` when held, 200
+	// `{"resource": …, "held": false}` when free. Never reveals the token.
+	// 503 `quorum-unavailable` when too few nodes answer to tell. This path
+	// never answers 404: a 404 means the URL names no route (a wrong base
+	// URL or proxy prefix), not a free lock. HEAD gives the same status
+	// and headers without a body.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1024,7 +1069,10 @@ type ClientWithResponsesInterface interface {
 	// requests by route, method and status; request, lock operation, wait
 	// and per-node command latency histograms; acquisitions by outcome;
 	// waiters; node up and quarantine gauges; Go runtime and process
-	// metrics. Needs an API key only with `--metrics-auth on`.
+	// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+	// A server embedded without metrics (package server without
+	// `Config.Metrics`; `redlockd serve` always has them) has no such
+	// route: 404 `not-found`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1032,6 +1080,8 @@ type ClientWithResponsesInterface interface {
 	GetMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsResponse, error)
 
 	// GetOpenAPIWithResponse This document
+	//
+	// HEAD too.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1042,7 +1092,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// 200 iff a quorum of nodes is reachable and not in restart quarantine
 	// (and the server is not shutting down), else 503. Node addresses are
-	// shown without credentials.
+	// shown without credentials. HEAD gives the same status without a
+	// body.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1193,8 +1244,6 @@ type InspectLockResponse struct {
 	ApplicationproblemJSON400 *InvalidRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
-	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1218,11 +1267,6 @@ func (r InspectLockResponse) GetApplicationproblemJSON400() *InvalidRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r InspectLockResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
-}
-
-// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r InspectLockResponse) GetApplicationproblemJSON404() *NotFound {
-	return r.ApplicationproblemJSON404
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -1611,6 +1655,8 @@ func (r GetReadyzResponse) ContentType() string {
 
 // GetHealthzWithResponse Liveness
 //
+// Always 200 while the process serves requests; HEAD too.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `GetHealthz` operationId).
@@ -1643,7 +1689,14 @@ func (c *ClientWithResponses) ReleaseLockWithResponse(ctx context.Context, resou
 
 // InspectLockWithResponse Inspect a lock
 //
-// Tells who holds the lock. Never reveals the token.
+// Tells whether the lock is held on a quorum of nodes, and by whom:
+// 200 `{"resource": …, "held": true, "owner": …, "fencing_token": …,
+// "remaining_ms": …, "held_nodes": …}` when held, 200
+// `{"resource": …, "held": false}` when free. Never reveals the token.
+// 503 `quorum-unavailable` when too few nodes answer to tell. This path
+// never answers 404: a 404 means the URL names no route (a wrong base
+// URL or proxy prefix), not a free lock. HEAD gives the same status
+// and headers without a body.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1736,7 +1789,10 @@ func (c *ClientWithResponses) AcquireLockWithResponse(ctx context.Context, resou
 // requests by route, method and status; request, lock operation, wait
 // and per-node command latency histograms; acquisitions by outcome;
 // waiters; node up and quarantine gauges; Go runtime and process
-// metrics. Needs an API key only with `--metrics-auth on`.
+// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+// A server embedded without metrics (package server without
+// `Config.Metrics`; `redlockd serve` always has them) has no such
+// route: 404 `not-found`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1750,6 +1806,8 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 }
 
 // GetOpenAPIWithResponse This document
+//
+// HEAD too.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1766,7 +1824,8 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 //
 // 200 iff a quorum of nodes is reachable and not in restart quarantine
 // (and the server is not shutting down), else 503. Node addresses are
-// shown without credentials.
+// shown without credentials. HEAD gives the same status without a
+// body.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1919,13 +1978,6 @@ func ParseInspectLockResponse(rsp *http.Response) (*InspectLockResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest NotFound
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal

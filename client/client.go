@@ -21,6 +21,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,12 @@ var (
 	// not expect: an internal error, an unknown problem type, a malformed
 	// body, or something that is not redlockd at all (check the URL).
 	ErrUnexpected = errors.New("client: unexpected response")
+
+	// ErrNotFound means the answer was 404: the URL names no route of the
+	// gateway, so the base URL (or its path prefix) is wrong, or a proxy in
+	// front of it does not forward the path. It never means that a lock is
+	// free (Inspect returns Info.Held false for that).
+	ErrNotFound = errors.New("client: no such path (check the base URL)")
 )
 
 // problemTypePrefix is put before a problem kind to make its type.
@@ -160,11 +167,14 @@ type Lock struct {
 	Nodes, Quorum, Locked int
 }
 
-// Info is what Inspect tells about a held lock. It never includes the token.
+// Info is what Inspect tells about a lock. It never includes the token.
 type Info struct {
 	Resource string
-	Owner    string
-	Fence    int64
+	// Held tells whether a token holds the lock on a quorum of nodes. The
+	// other fields are zero when it is false.
+	Held  bool
+	Owner string
+	Fence int64
 	// Remaining is the smallest remaining TTL among the quorum of nodes that
 	// hold the lock.
 	Remaining time.Duration
@@ -219,7 +229,7 @@ func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions)
 		return Lock{}, transport(err)
 	}
 	if res.StatusCode() != http.StatusCreated || res.JSON201 == nil {
-		return Lock{}, responseError(opAcquire, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
+		return Lock{}, responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
 			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON413,
 			res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
 	}
@@ -255,7 +265,7 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 		return Lock{}, transport(err)
 	}
 	if res.StatusCode() != http.StatusOK || res.JSON200 == nil {
-		return Lock{}, responseError(opExtend, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
+		return Lock{}, responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
 			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON413,
 			res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
 	}
@@ -281,16 +291,18 @@ func (c *Client) Release(ctx context.Context, resource, token string) error {
 		return transport(err)
 	}
 	if res.StatusCode() != http.StatusNoContent {
-		return responseError(opRelease, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
+		return responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
 			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON500,
 			res.ApplicationproblemJSON503))
 	}
 	return nil
 }
 
-// Inspect tells who holds the lock on resource. May return redlock.ErrNotHeld
-// (nobody holds it), redlock.ErrInvalid, redlock.ErrQuorumUnavailable,
-// ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+// Inspect tells whether the lock on resource is held, and by whom: a free
+// lock is an Info with Held false and no error. May return
+// redlock.ErrInvalid, redlock.ErrQuorumUnavailable, ErrUnauthorized,
+// ErrNotFound (a wrong base URL: not a free lock), ErrUnreachable or
+// ErrUnexpected.
 func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 	if err := checkResource(resource); err != nil {
 		return Info{}, err
@@ -302,18 +314,20 @@ func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 		return Info{}, transport(err)
 	}
 	if res.StatusCode() != http.StatusOK || res.JSON200 == nil {
-		return Info{}, responseError(opInspect, res.HTTPResponse, problemOf(res.ApplicationproblemJSON400,
-			res.ApplicationproblemJSON401, res.ApplicationproblemJSON404, res.ApplicationproblemJSON500,
-			res.ApplicationproblemJSON503))
+		return Info{}, responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
+			res.ApplicationproblemJSON401, res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
 	}
 	b := res.JSON200
-	return Info{
-		Resource:  b.Resource,
-		Owner:     b.Owner,
-		Fence:     b.FencingToken,
-		Remaining: time.Duration(b.RemainingMs) * time.Millisecond,
-		HeldNodes: b.HeldNodes,
-	}, nil
+	info := Info{Resource: b.Resource, Held: b.Held}
+	if !b.Held {
+		return info, nil
+	}
+	if b.Owner == nil || b.FencingToken == nil || b.RemainingMs == nil || b.HeldNodes == nil {
+		return Info{}, fmt.Errorf("%w: a held lock without its owner, fencing_token, remaining_ms or held_nodes", ErrUnexpected)
+	}
+	info.Owner, info.Fence, info.HeldNodes = *b.Owner, *b.FencingToken, *b.HeldNodes
+	info.Remaining = time.Duration(*b.RemainingMs) * time.Millisecond
+	return info, nil
 }
 
 // bound gives ctx a deadline of c.timeout + wait unless it has one.
@@ -396,16 +410,6 @@ func (e *ProblemError) Error() string {
 // Unwrap returns Err.
 func (e *ProblemError) Unwrap() error { return e.Err }
 
-// op names the call, where the same answer means different things.
-type op int
-
-const (
-	opAcquire op = iota
-	opExtend
-	opRelease
-	opInspect
-)
-
 // problemOf returns the first non-nil problem the generated parser decoded,
 // or nil.
 func problemOf(ps ...*Problem) *Problem {
@@ -417,11 +421,19 @@ func problemOf(ps ...*Problem) *Problem {
 	return nil
 }
 
-// responseError maps an answer other than the success of op to a
-// *ProblemError. This is the one table from the gateway's problem types to
-// the library's errors.
-func responseError(o op, res *http.Response, p *Problem) error {
+// responseError maps an answer other than the success of a call (res, whose
+// body is body) to a *ProblemError. p is the problem the generated parser
+// decoded, if any; a problem body with a status the call does not declare
+// (a 404) is decoded here. This is the one table from the gateway's problem
+// types to the library's errors.
+func responseError(res *http.Response, body []byte, p *Problem) error {
 	e := &ProblemError{Status: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
+	if p == nil && strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
+		var undeclared Problem
+		if json.Unmarshal(body, &undeclared) == nil {
+			p = &undeclared
+		}
+	}
 	if p != nil {
 		e.Type, e.Title, e.Detail = p.Type, p.Title, p.Detail
 		if p.LockState != nil {
@@ -455,13 +467,11 @@ func responseError(o op, res *http.Response, p *Problem) error {
 	case "unauthorized":
 		e.Err = ErrUnauthorized
 	case "not-found":
-		if o == opInspect {
-			e.Err = redlock.ErrNotHeld
-		} else {
-			e.Err = ErrUnexpected // no such path: the base URL is wrong
-		}
+		e.Err = ErrNotFound // no such path: the base URL is wrong
 	case "":
 		switch e.Status {
+		case http.StatusNotFound:
+			e.Err = ErrNotFound // a proxy or server that is not the gateway
 		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			e.Err = ErrUnreachable // a proxy that could not reach the gateway
 		default:
@@ -490,7 +500,7 @@ func transport(err error) error {
 
 func checkResource(resource string) error {
 	if !redlock.ValidName(resource) {
-		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-]")
+		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..")
 	}
 	return nil
 }

@@ -130,9 +130,9 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}
-	if info.Resource != res || info.Owner != "test@host" || info.Fence != l.Fence || info.HeldNodes != 5 ||
+	if info.Resource != res || !info.Held || info.Owner != "test@host" || info.Fence != l.Fence || info.HeldNodes != 5 ||
 		info.Remaining <= 0 || info.Remaining > 10*time.Second {
-		t.Errorf("Inspect = %+v, want owner test@host, fence %d, 5 nodes, remaining in (0, 10s]", info, l.Fence)
+		t.Errorf("Inspect = %+v, want held, owner test@host, fence %d, 5 nodes, remaining in (0, 10s]", info, l.Fence)
 	}
 
 	e, err := c.Extend(ctx, res, l.Token, 20*time.Second)
@@ -150,9 +150,9 @@ func TestLifecycle(t *testing.T) {
 	if err := c.Release(ctx, res, l.Token); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	_, err = c.Inspect(ctx, res)
-	wantIs(t, err, redlock.ErrNotHeld)
-	wantProblem(t, err, http.StatusNotFound, "not-found")
+	if info, err := c.Inspect(ctx, res); err != nil || info != (client.Info{Resource: res}) {
+		t.Errorf("Inspect after Release = %+v, %v; want a free lock (Held false) and no error", info, err)
+	}
 
 	l2, err := c.Acquire(ctx, res, client.AcquireOptions{})
 	if err != nil {
@@ -264,10 +264,11 @@ func TestErrors(t *testing.T) {
 		}
 	})
 
-	t.Run("NotFound", func(t *testing.T) {
-		_, err := c.Inspect(ctx, resourceName(t))
-		wantIs(t, err, redlock.ErrNotHeld)
-		wantProblem(t, err, http.StatusNotFound, "not-found")
+	t.Run("Free", func(t *testing.T) {
+		res := resourceName(t)
+		if info, err := c.Inspect(ctx, res); err != nil || info != (client.Info{Resource: res}) {
+			t.Errorf("Inspect of a free lock = %+v, %v; want Held false and no error", info, err)
+		}
 	})
 
 	t.Run("IdempotentAcquire", func(t *testing.T) {
@@ -415,14 +416,40 @@ func TestPathPrefix(t *testing.T) {
 			t.Fatalf("%s: %v", base, err)
 		}
 	}
-	// Without the prefix the path is unknown: not a lock that is free.
-	c := newClient(t, g.URL, client.Options{})
-	_, err := c.Inspect(context.Background(), resourceName(t))
-	if !errors.Is(err, client.ErrUnexpected) && !errors.Is(err, redlock.ErrNotHeld) {
-		t.Fatalf("wrong prefix: %v", err)
+	// Without the prefix, or with a wrong one that reaches the gateway, the
+	// path is unknown: ErrNotFound, never a lock that is free.
+	for base, kind := range map[string]string{
+		g.URL:                  "",          // the proxy's 404
+		g.URL + "/redlockd/v1": "not-found", // the gateway's 404
+	} {
+		c := newClient(t, base, client.Options{})
+		info, err := c.Inspect(context.Background(), resourceName(t))
+		wantNotFound(t, err, kind)
+		if info.Held || info.Resource != "" {
+			t.Errorf("%s: Inspect returned %+v with its error", base, info)
+		}
+		_, err = c.Acquire(context.Background(), resourceName(t), client.AcquireOptions{})
+		wantNotFound(t, err, kind)
+		wantNotFound(t, c.Release(context.Background(), resourceName(t), clientToken()), kind)
+		_, err = c.Extend(context.Background(), resourceName(t), clientToken(), time.Second)
+		wantNotFound(t, err, kind)
 	}
-	_, err = c.Acquire(context.Background(), resourceName(t), client.AcquireOptions{})
-	wantIs(t, err, client.ErrUnexpected)
+}
+
+// wantNotFound asserts that err is a 404 of problem kind ("" if the body
+// was not a problem) as client.ErrNotFound, and no lock outcome.
+func wantNotFound(t *testing.T, err error, kind string) {
+	t.Helper()
+	wantIs(t, err, client.ErrNotFound)
+	pe := wantProblem(t, err, http.StatusNotFound, kind)
+	if kind != "" && (pe.Detail == "" || pe.RequestID == "") {
+		t.Errorf("404 without the gateway's detail or request id: %+v", pe)
+	}
+	for _, lockErr := range []error{redlock.ErrNotHeld, redlock.ErrNotOwner, redlock.ErrLockHeld, client.ErrUnexpected} {
+		if errors.Is(err, lockErr) {
+			t.Errorf("%v: errors.Is(%v)", err, lockErr)
+		}
+	}
 }
 
 // TestTransport covers answers that do not come from a gateway.
@@ -477,6 +504,7 @@ func TestTransport(t *testing.T) {
 		"Internal": {http.StatusInternalServerError, "application/problem+json",
 			`{"type":"urn:redlockd:problem:internal","title":"Internal error","status":500,"detail":"internal error"}`, client.ErrUnexpected},
 		"NotRedlockd":   {http.StatusOK, "text/html", "<html>hello</html>", client.ErrUnexpected},
+		"ProxyNotFound": {http.StatusNotFound, "text/html", "<html>not found</html>", client.ErrNotFound},
 		"MalformedJSON": {http.StatusCreated, "application/json", `{"token":`, client.ErrUnexpected},
 		"UnknownProblem": {http.StatusConflict, "application/problem+json",
 			`{"type":"about:blank","title":"Conflict","status":409,"detail":"?"}`, client.ErrUnexpected},
@@ -493,6 +521,12 @@ func TestTransport(t *testing.T) {
 			wantIs(t, err, tc.want)
 			if errors.Is(err, redlock.ErrLockHeld) || errors.Is(err, redlock.ErrNotOwner) || errors.Is(err, redlock.ErrQuorumUnavailable) {
 				t.Errorf("%v maps to a lock outcome", err)
+			}
+			// Not a lock that is free either.
+			info, err := c.Inspect(ctx, "r")
+			wantIs(t, err, tc.want)
+			if errors.Is(err, redlock.ErrNotHeld) || info.Held {
+				t.Errorf("Inspect: %+v, %v", info, err)
 			}
 		})
 	}

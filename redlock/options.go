@@ -20,8 +20,12 @@ const (
 )
 
 // ValidName reports whether s is a valid resource or namespace name:
-// 1–200 characters of [A-Za-z0-9._:-].
-func ValidName(s string) bool { return validChars(s, 1, MaxNameLen, &nameChars) }
+// 1–200 characters of [A-Za-z0-9._:-], other than "." and "..". (HTTP
+// clients normalise those away as path segments, so a lock named so could
+// not be released through a URL.)
+func ValidName(s string) bool {
+	return s != "." && s != ".." && validChars(s, 1, MaxNameLen, &nameChars)
+}
 
 // ValidToken reports whether s is a valid client-chosen token:
 // 22–128 characters of [A-Za-z0-9_-].

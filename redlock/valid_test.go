@@ -8,12 +8,19 @@ import (
 )
 
 // TestValidNames checks ValidName and ValidToken against the regular
-// expressions that define them, on every byte and on random strings around
-// the length limits.
+// expressions that define them (for names, the one in openapi.yaml, which
+// leaves out "." and ".."), on every byte and on random strings around the
+// length limits.
 func TestValidNames(t *testing.T) {
-	nameRe := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+	nameRe := regexp.MustCompile(`^([A-Za-z0-9._:-]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[A-Za-z0-9._:-]{3,})$`)
 	tokenRe := regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
-	var cases []string
+	validName := func(s string) bool { return len(s) <= MaxNameLen && nameRe.MatchString(s) }
+	for _, s := range []string{".", ".."} {
+		if ValidName(s) {
+			t.Errorf("ValidName(%q) = true: a client normalises it away", s)
+		}
+	}
+	cases := []string{"", ".", "..", "...", ".a", "a.", "..a", "a..", ".:", "-.", "._"}
 	for b := range 256 {
 		cases = append(cases, string([]byte{byte(b)}), strings.Repeat("a", 21)+string([]byte{byte(b)}))
 	}
@@ -33,7 +40,7 @@ func TestValidNames(t *testing.T) {
 		}
 	}
 	for _, s := range cases {
-		if got, want := ValidName(s), nameRe.MatchString(s); got != want {
+		if got, want := ValidName(s), validName(s); got != want {
 			t.Errorf("ValidName(%q) = %v, want %v", s, got, want)
 		}
 		if got, want := ValidToken(s), tokenRe.MatchString(s); got != want {

@@ -64,6 +64,15 @@ var badRequests = map[string]struct {
 	"resource double-escaped": {request{method: "GET", target: "/locks/a%252Fb"}, 400, "invalid-request"},
 	"resource star":           {request{method: "PATCH", target: "/locks/a*", headers: []string{"Lock-Token", tokenA}}, 400, "invalid-request"},
 	"resource empty":          {request{method: "GET", target: "/locks/"}, 404, "not-found"},
+	// "." and "..": clients normalise them away, so the lock could never be
+	// released.
+	"resource dot":         {request{method: "POST", target: "/locks/."}, 400, "invalid-request"},
+	"resource dot dot":     {request{method: "POST", target: "/locks/.."}, 400, "invalid-request"},
+	"resource %2E":         {request{method: "POST", target: "/locks/%2E"}, 400, "invalid-request"},
+	"resource %2e%2e":      {request{method: "POST", target: "/locks/%2e%2e"}, 400, "invalid-request"},
+	"resource .%2E, GET":   {request{method: "GET", target: "/locks/.%2E"}, 400, "invalid-request"},
+	"resource .., release": {request{method: "DELETE", target: "/locks/..", headers: []string{"Lock-Token", tokenA}}, 400, "invalid-request"},
+	"resource %2E, extend": {request{method: "PATCH", target: "/locks/%2E", headers: []string{"Lock-Token", tokenA}}, 400, "invalid-request"},
 	// Lock-Token.
 	"release no token":     {request{method: "DELETE", target: "/locks/x"}, 400, "invalid-request"},
 	"release empty token":  {request{method: "DELETE", target: "/locks/x", headers: []string{"Lock-Token", ""}}, 400, "invalid-request"},
@@ -79,7 +88,8 @@ var badRequests = map[string]struct {
 	"trailing slash":   {request{method: "POST", target: "/locks/x/"}, 404, "not-found"},
 	"locks root":       {request{method: "GET", target: "/locks"}, 404, "not-found"},
 	"PUT lock":         {request{method: "PUT", target: "/locks/x"}, 405, "method-not-allowed"},
-	"HEAD lock":        {request{method: "HEAD", target: "/locks/x"}, 405, "method-not-allowed"},
+	"OPTIONS lock":     {request{method: "OPTIONS", target: "/locks/x"}, 405, "method-not-allowed"},
+	"HEAD unknown":     {request{method: "HEAD", target: "/nope"}, 404, "not-found"},
 	"POST healthz":     {request{method: "POST", target: "/healthz"}, 405, "method-not-allowed"},
 	"DELETE readyz":    {request{method: "DELETE", target: "/readyz"}, 405, "method-not-allowed"},
 	"metrics, not yet": {request{method: "GET", target: "/metrics"}, 404, "not-found"},
@@ -101,10 +111,10 @@ func TestBadInput(t *testing.T) {
 func TestAllow(t *testing.T) {
 	_, h := newHandler(newFake(t), nil)
 	for target, exp := range map[string]string{
-		"/locks/x":      "GET, POST, PATCH, DELETE",
-		"/locks/a%2Fb":  "GET, POST, PATCH, DELETE",
-		"/readyz":       "GET",
-		"/openapi.yaml": "GET",
+		"/locks/x":      "GET, HEAD, POST, PATCH, DELETE",
+		"/locks/a%2Fb":  "GET, HEAD, POST, PATCH, DELETE",
+		"/readyz":       "GET, HEAD",
+		"/openapi.yaml": "GET, HEAD",
 	} {
 		w := serve(t, h, request{method: "PUT", target: target})
 		if got := w.Header().Get("Allow"); got != exp {

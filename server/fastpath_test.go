@@ -92,11 +92,11 @@ func newPathServer(t *testing.T, fast, keys bool) *pathServer {
 // bodies good and bad, and Lock-Token, Content-Type, X-Request-Id and
 // Authorization headers present, absent, repeated or bad.
 func fastPathRequests() []request {
-	methods := []string{http.MethodPost, http.MethodDelete, http.MethodGet, http.MethodPatch, http.MethodPut}
+	methods := []string{http.MethodPost, http.MethodDelete, http.MethodGet, http.MethodPatch, http.MethodPut, http.MethodHead}
 	paths := []string{"/locks/a", "/locks/held", "/locks/down", "/locks/boom", "/locks/gone", "/locks/x.y_z:1-2",
 		"/locks/", "/locks", "/locks/a/", "/locks/a/b", "/locks//a", "/locks/a%2Fb", "/locks/%61", "/locks/a%20b",
 		"/locks/a?x=1", "/locks/a?", "/locks/bad!name", "/locks/" + strings.Repeat("r", 200), "/locks/" + strings.Repeat("r", 201),
-		"/lock/a", "/locks/../healthz", "/healthz"}
+		"/lock/a", "/locks/../healthz", "/healthz", "/locks/.", "/locks/..", "/locks/%2E", "/locks/%2e%2e"}
 	bodies := []string{"", "{}", " ", `{"ttl_ms":10000}`, `{"ttl_ms":10000,"wait_ms":0}`, `{"wait_ms":50}`, `{"ttl_ms":1}`,
 		`{"ttl_ms":"1"}`, `{"bogus":1}`, `{"token":"` + tokenB + `","owner":"me"}`, `{"token":"short"}`, `[`, `null`,
 		`{"ttl_ms":10000}x`, `{"owner":"` + strings.Repeat("o", 17<<10) + `"}`}

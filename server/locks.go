@@ -14,7 +14,7 @@ import (
 
 // Details of invalid-request problems for the inputs with a fixed syntax.
 const (
-	resourceRule  = "resource must be 1-200 characters of [A-Za-z0-9._:-] after percent-decoding"
+	resourceRule  = "resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and .., after percent-decoding"
 	lockTokenRule = "the Lock-Token header must be 22-128 characters of [A-Za-z0-9_-]"
 	tokenRule     = "token must be 22-128 characters of [A-Za-z0-9_-]"
 )
@@ -158,14 +158,20 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 	return api.ExtendLock200JSONResponse(lockResponse(req.Resource, lock)), nil
 }
 
-// InspectLock tells who holds a lock: 200, or an error that Handler turns
-// into a problem response (404 not-found when it is free).
+// InspectLock tells whether a lock is held and by whom: 200 with held
+// true and the holder's fields, or 200 with held false when it is free (404
+// is only for paths that name no route), or an error that Handler turns
+// into a problem response.
 func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObject) (api.InspectLockResponseObject, error) {
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
 	}
 	defer s.metrics.observeOp("inspect", time.Now())
 	info, err := s.locker.Inspect(ctx, namespaceFrom(ctx), req.Resource)
+	if errors.Is(err, redlock.ErrNotHeld) {
+		setOutcome(ctx, "free")
+		return api.InspectLock200JSONResponse{Resource: req.Resource, Held: false}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +179,10 @@ func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObje
 	return api.InspectLock200JSONResponse{
 		Resource:     req.Resource,
 		Held:         true,
-		Owner:        info.Owner,
-		FencingToken: info.Fence,
-		RemainingMs:  info.Remaining.Milliseconds(),
-		HeldNodes:    info.HeldNodes,
+		Owner:        &info.Owner,
+		FencingToken: &info.Fence,
+		RemainingMs:  new(info.Remaining.Milliseconds()),
+		HeldNodes:    &info.HeldNodes,
 	}, nil
 }
 

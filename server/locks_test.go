@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -233,12 +234,17 @@ func TestExtend(t *testing.T) {
 	}
 }
 
+// TestInspect: a held lock is 200 held:true with the holder's fields; a free
+// lock is 200 held:false with no other field (404 is only for paths that name
+// no route, so that a wrong URL never reads as "free").
 func TestInspect(t *testing.T) {
 	f := newFake(t)
 	f.InspectFn = func(_ context.Context, namespace, resource string) (redlock.Info, error) {
 		switch resource {
 		case "held":
 			return redlock.Info{Resource: resource, Owner: "host/1", Fence: 7, Remaining: 1500 * time.Millisecond, HeldNodes: 4}, nil
+		case "anonymous":
+			return redlock.Info{Resource: resource, Fence: 8, Remaining: time.Second, HeldNodes: 3}, nil
 		case "free":
 			return redlock.Info{}, redlock.ErrNotHeld
 		default:
@@ -247,10 +253,16 @@ func TestInspect(t *testing.T) {
 	}
 	_, h := newHandler(f, nil)
 
-	got := decode[api.LockInfo](t, serve(t, h, request{method: "GET", target: "/locks/held"}), 200)
-	if exp := (api.LockInfo{Resource: "held", Held: true, Owner: "host/1", FencingToken: 7, RemainingMs: 1500, HeldNodes: 4}); got != exp {
-		t.Errorf("got %+v, want %+v", got, exp)
+	for target, exp := range map[string]map[string]any{
+		"/locks/held": {"resource": "held", "held": true, "owner": "host/1", "fencing_token": 7.0,
+			"remaining_ms": 1500.0, "held_nodes": 4.0},
+		"/locks/anonymous": {"resource": "anonymous", "held": true, "owner": "", "fencing_token": 8.0,
+			"remaining_ms": 1000.0, "held_nodes": 3.0},
+		"/locks/free": {"resource": "free", "held": false},
+	} {
+		if got := decode[map[string]any](t, serve(t, h, request{method: "GET", target: target}), 200); !maps.Equal(got, exp) {
+			t.Errorf("GET %s: got %v, want %v", target, got, exp)
+		}
 	}
-	checkProblem(t, serve(t, h, request{method: "GET", target: "/locks/free"}), 404, "not-found")
 	checkProblem(t, serve(t, h, request{method: "GET", target: "/locks/unknown"}), 503, "quorum-unavailable")
 }

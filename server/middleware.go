@@ -281,13 +281,13 @@ func loggableResource(r *http.Request, raw string) string {
 }
 
 // methodNotAllowed answers 405 with the Allow header listing the methods the
-// path supports.
+// path supports (HEAD with every GET: see routeHead).
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	path := cmp.Or(r.URL.RawPath, r.URL.Path)
 	var allow []string
 	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.Routes != nil {
-		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete,
-			http.MethodPut, http.MethodHead, http.MethodOptions} {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch,
+			http.MethodDelete, http.MethodPut, http.MethodOptions} {
 			if rctx.Routes.Match(chi.NewRouteContext(), m, path) {
 				allow = append(allow, m)
 			}

@@ -124,12 +124,10 @@ func (s *Server) problemFor(err error) problem {
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return problem{status: http.StatusServiceUnavailable, kind: "quorum-unavailable", title: "Quorum unavailable",
 			detail: "too few nodes answered in time; the outcome is unknown, try again", retryAfter: jitter(time.Second)}
-	case errors.Is(err, redlock.ErrNotHeld):
-		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "the lock is not held"}
 	case errors.Is(err, errNoRoute):
 		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "no such path"}
-	case errors.Is(err, errNoMetrics):
-		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "metrics are not enabled"}
+	case errors.Is(err, errNoMetrics): // this server has no /metrics: no such route
+		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "no such path: metrics are not enabled"}
 	case errors.Is(err, errNoMethod):
 		return problem{status: http.StatusMethodNotAllowed, kind: "method-not-allowed", title: "Method not allowed",
 			detail: "the path does not support this method; see the Allow header"}

@@ -101,6 +101,16 @@ func TestBadInput(t *testing.T) {
 		{name: "NameNUL", method: "POST", path: "/locks/a%00b", want: []outcome{invalid}},
 		{name: "NameStar", method: "POST", path: "/locks/a*b", want: []outcome{invalid}},
 		{name: "NameEmpty", method: "POST", path: "/locks/", want: []outcome{invalid, notFound}},
+		// "." and "..": clients normalise them away, so such a lock could
+		// never be released.
+		{name: "NameDot", method: "POST", path: "/locks/.", want: []outcome{invalid}},
+		{name: "NameDotDot", method: "POST", path: "/locks/..", want: []outcome{invalid}},
+		{name: "NameDotEncoded", method: "POST", path: "/locks/%2E", want: []outcome{invalid}},
+		{name: "NameDotDotEncoded", method: "POST", path: "/locks/%2e%2e", want: []outcome{invalid}},
+		{name: "NameDotDotHalfEncoded", method: "POST", path: "/locks/.%2E", body: `{"ttl_ms":40000}`, want: []outcome{invalid}},
+		{name: "GetNameDotDot", method: "GET", path: "/locks/%2e%2e", want: []outcome{invalid}},
+		{name: "DeleteNameDotDot", method: "DELETE", path: "/locks/..", hdr: goodTok, want: []outcome{invalid}},
+		{name: "PatchNameDot", method: "PATCH", path: "/locks/%2E", hdr: goodTok, want: []outcome{invalid}},
 		{name: "GetNameEncodedSlash", method: "GET", path: "/locks/a%2Fb", want: []outcome{invalid}},
 		{name: "DeleteNameSpace", method: "DELETE", path: "/locks/a%20b", hdr: goodTok, want: []outcome{invalid}},
 		{name: "PatchNameTooLong", method: "PATCH", path: "/locks/" + strings.Repeat("n", 201), hdr: goodTok, want: []outcome{invalid}},

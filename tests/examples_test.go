@@ -104,7 +104,7 @@ func TestExamples(t *testing.T) {
 					p.wantExit(0, 60*time.Second)
 				}
 				checkJournal(t, journal, 2)
-				wantFree(t, g, res)
+				wantNotHeld(t, inspect(t, g, res))
 			})
 
 			// While another owner holds the lock, an instance that does not
@@ -222,27 +222,7 @@ func TestExamplesServerlessRetry(t *testing.T) {
 		t.Errorf("the retry got fencing token %d, want the first invocation's %d", body.FencingToken, want)
 	}
 	// The retry finished the work and released the lock.
-	wantFree(t, g, res)
-}
-
-// wantFree fails unless GET /locks/{res} says the lock is free: 200
-// {"held":false}, or 404 not-found from a gateway that predates that answer.
-// (A 404 cannot mean "free" once every free lock answers 200; then only the
-// 200 form should stay.)
-func wantFree(t testing.TB, g *Gateway, res string) {
-	t.Helper()
-	r := inspect(t, g, res)
-	if r.Status == http.StatusNotFound {
-		wantProblem(t, r, http.StatusNotFound, "not-found")
-		return
-	}
-	wantStatus(t, r, http.StatusOK)
-	var body struct {
-		Held *bool `json:"held"`
-	}
-	if err := json.Unmarshal(r.Body, &body); err != nil || body.Held == nil || *body.Held {
-		t.Errorf("GET /locks/%s = %s, want held false", res, r.Body)
-	}
+	wantNotHeld(t, inspect(t, g, res))
 }
 
 // handlerResult is the result that examples/serverless/handler.mjs printed

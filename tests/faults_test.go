@@ -66,7 +66,7 @@ func TestFaults(t *testing.T) {
 		d := release(t, gw, res, tok)
 		wantStatus(t, d, http.StatusNoContent)
 		wantFast(t, d)
-		wantProblem(t, inspect(t, gw, res), http.StatusNotFound, "not-found")
+		wantNotHeld(t, inspect(t, gw, res))
 
 		// Two down of five is still ready.
 		var r *Resp
@@ -93,7 +93,7 @@ func TestFaults(t *testing.T) {
 			t.Errorf("failed acquire left its key behind:\n%s", snap)
 		}
 
-		// Nobody can tell whether it is free: not a 404.
+		// Nobody can tell whether it is free: not held:false.
 		i := inspect(t, gw, res)
 		wantProblem(t, i, http.StatusServiceUnavailable, "quorum-unavailable")
 		wantFast(t, i)

@@ -391,7 +391,7 @@ func testFencing(t *testing.T, gw *Gateway) {
 			wantStatus(t, release(t, gw, res, r.str(t, "token")), http.StatusNoContent)
 		} else { // let it expire
 			eventually(t, 5*time.Second, "lock expired", func() bool {
-				return inspect(t, gw, res).Status == http.StatusNotFound
+				return isNotHeld(inspect(t, gw, res))
 			})
 		}
 	}
@@ -416,7 +416,7 @@ func testRelease(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 		if got := holders(t, nodes, res, tok); len(got) != 0 {
 			t.Errorf("token still on nodes %v after release", got)
 		}
-		wantProblem(t, inspect(t, gw, res), http.StatusNotFound, "not-found")
+		wantNotHeld(t, inspect(t, gw, res))
 
 		b := lock(t, gw, res, "")
 		if f0, f1 := a.num(t, "fencing_token"), b.num(t, "fencing_token"); f1 <= f0 {
@@ -447,7 +447,7 @@ func testRelease(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 		res := resourceName(t)
 		tok := lock(t, gw, res, `{"ttl_ms":150}`).str(t, "token")
 		eventually(t, 5*time.Second, "lock expired", func() bool {
-			return inspect(t, gw, res).Status == http.StatusNotFound
+			return isNotHeld(inspect(t, gw, res))
 		})
 		r := release(t, gw, res, tok)
 		wantProblem(t, r, http.StatusConflict, "not-owner")
@@ -542,7 +542,7 @@ func testExtend(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 		res := resourceName(t)
 		tok := lock(t, gw, res, `{"ttl_ms":150}`).str(t, "token")
 		eventually(t, 5*time.Second, "lock expired", func() bool {
-			return inspect(t, gw, res).Status == http.StatusNotFound
+			return isNotHeld(inspect(t, gw, res))
 		})
 		r := extend(t, gw, res, tok, `{"ttl_ms":5000}`)
 		wantProblem(t, r, http.StatusConflict, "not-owner")
@@ -550,7 +550,7 @@ func testExtend(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 			t.Errorf("lock_state %q, want expired", got)
 		}
 		// Extending a lost lock never brings it back.
-		wantProblem(t, inspect(t, gw, res), http.StatusNotFound, "not-found")
+		wantNotHeld(t, inspect(t, gw, res))
 		if got := holders(t, nodes, res, tok); len(got) != 0 {
 			t.Errorf("expired token back on nodes %v", got)
 		}
@@ -603,7 +603,7 @@ func testInspect(t *testing.T, gw *Gateway) {
 	})
 
 	t.Run("Free", func(t *testing.T) {
-		wantProblem(t, inspect(t, gw, resourceName(t)), http.StatusNotFound, "not-found")
+		wantNotHeld(t, inspect(t, gw, resourceName(t)))
 	})
 }
 
