@@ -272,7 +272,9 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 	return lockFrom(res.JSON200, start), nil
 }
 
-// Release deletes the lock held with token. May return redlock.ErrInvalid,
+// Release deletes the lock held with token. It is idempotent: retried with
+// the token that released the lock (its first answer lost), it succeeds again
+// for max TTL after the release. May return redlock.ErrInvalid,
 // redlock.ErrLockExpired or redlock.ErrHeldByOther (both
 // redlock.ErrNotOwner: the critical section may not have been exclusive),
 // redlock.ErrQuorumUnavailable (unknown: the lock expires at the end of its

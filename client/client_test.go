@@ -216,7 +216,12 @@ func TestErrors(t *testing.T) {
 		if err := c.Release(ctx, res, l.Token); err != nil {
 			t.Fatal(err)
 		}
-		err = c.Release(ctx, res, l.Token)
+		// A retried release succeeds again (idempotent); a token that
+		// never held the lock is told the lock is free.
+		if err := c.Release(ctx, res, l.Token); err != nil {
+			t.Fatalf("retried release: %v", err)
+		}
+		err = c.Release(ctx, res, other)
 		wantIs(t, err, redlock.ErrLockExpired, redlock.ErrNotOwner)
 		if errors.Is(err, redlock.ErrHeldByOther) {
 			t.Errorf("%v: is ErrHeldByOther too", err)
