@@ -318,10 +318,17 @@ type ClientInterface interface {
 	// ReleaseLock Release a lock
 	//
 	// Releases the lock held with `Lock-Token`. With `matched` = nodes that
-	// held the token and `silent` = nodes that did not answer: 204 iff
+	// held the token (or on which this token released the lock within the
+	// last max TTL) and `silent` = nodes that did not answer: 204 iff
 	// matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 	// token cannot have held a quorum: the critical section may not have
 	// been exclusive); else 503 `quorum-unavailable`.
+	//
+	// Release is idempotent: a DELETE retried because its answer was lost
+	// (a timeout, or a 503 whose deletes ran late) answers 204 again for
+	// at least max TTL after the release, even once another token holds
+	// the lock (which it leaves alone). A token that never held the lock
+	// gets 409.
 	//
 	// Corresponds with DELETE /locks/{resource} (the `ReleaseLock` operationId).
 	ReleaseLock(ctx context.Context, resource Resource, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -442,10 +449,17 @@ func (c *RawClient) GetHealthz(ctx context.Context, reqEditors ...RequestEditorF
 // ReleaseLock Release a lock
 //
 // Releases the lock held with `Lock-Token`. With `matched` = nodes that
-// held the token and `silent` = nodes that did not answer: 204 iff
+// held the token (or on which this token released the lock within the
+// last max TTL) and `silent` = nodes that did not answer: 204 iff
 // matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 // token cannot have held a quorum: the critical section may not have
 // been exclusive); else 503 `quorum-unavailable`.
+//
+// Release is idempotent: a DELETE retried because its answer was lost
+// (a timeout, or a 503 whose deletes ran late) answers 204 again for
+// at least max TTL after the release, even once another token holds
+// the lock (which it leaves alone). A token that never held the lock
+// gets 409.
 //
 // Corresponds with DELETE /locks/{resource} (the `ReleaseLock` operationId).
 func (c *RawClient) ReleaseLock(ctx context.Context, resource Resource, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -987,10 +1001,17 @@ type ClientWithResponsesInterface interface {
 	// ReleaseLockWithResponse Release a lock
 	//
 	// Releases the lock held with `Lock-Token`. With `matched` = nodes that
-	// held the token and `silent` = nodes that did not answer: 204 iff
+	// held the token (or on which this token released the lock within the
+	// last max TTL) and `silent` = nodes that did not answer: 204 iff
 	// matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 	// token cannot have held a quorum: the critical section may not have
 	// been exclusive); else 503 `quorum-unavailable`.
+	//
+	// Release is idempotent: a DELETE retried because its answer was lost
+	// (a timeout, or a 503 whose deletes ran late) answers 204 again for
+	// at least max TTL after the release, even once another token holds
+	// the lock (which it leaves alone). A token that never held the lock
+	// gets 409.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1671,10 +1692,17 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 // ReleaseLockWithResponse Release a lock
 //
 // Releases the lock held with `Lock-Token`. With `matched` = nodes that
-// held the token and `silent` = nodes that did not answer: 204 iff
+// held the token (or on which this token released the lock within the
+// last max TTL) and `silent` = nodes that did not answer: 204 iff
 // matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 // token cannot have held a quorum: the critical section may not have
 // been exclusive); else 503 `quorum-unavailable`.
+//
+// Release is idempotent: a DELETE retried because its answer was lost
+// (a timeout, or a 503 whose deletes ran late) answers 204 again for
+// at least max TTL after the release, even once another token holds
+// the lock (which it leaves alone). A token that never held the lock
+// gets 409.
 //
 // Returns a wrapper object for the known response body format(s).
 //
