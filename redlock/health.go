@@ -162,12 +162,26 @@ func (n *node) check(ctx context.Context) {
 		return // stopped, or the caller gave up: says nothing about the node
 	}
 	h := &health{latency: at.Sub(start), at: at}
-	err := ping.Err()
-	if err == nil && info.Err() == nil && repl.Err() == nil && set.Err() == nil {
+	pingErr, infoErr, replErr := ping.Err(), info.Err(), repl.Err()
+	if execErr != nil && errCode(execErr) == "" {
+		// A failed connection fails every command of the pipeline, also
+		// those answered before: their replies tell.
+		if ping.Val() == "PONG" {
+			pingErr = nil
+		}
+		if info.Val() != "" {
+			infoErr = nil
+		}
+		if repl.Val() != "" {
+			replErr = nil
+		}
+	}
+	err := pingErr
+	if err == nil && infoErr == nil && replErr == nil && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}
 	if err == nil {
-		if ierr := info.Err(); ierr != nil {
+		if ierr := infoErr; ierr != nil {
 			if !n.opts.NoQuarantine {
 				err = fmt.Errorf("INFO server: %w", ierr)
 			}
@@ -181,7 +195,7 @@ func (n *node) check(ctx context.Context) {
 		}
 	}
 	var desc string
-	if err == nil && repl.Err() == nil {
+	if err == nil && replErr == nil {
 		if role := n.noteRole(repl.Val(), runID(info.Val()), at); role == "slave" {
 			desc = errReplica
 			if !isRedisErr(set.Err(), "READONLY") {
@@ -261,8 +275,9 @@ func (n *node) promoted(at time.Time) {
 }
 
 // noteReply records what a request's answer says about the node: an error
-// means down (a READONLY answer also that it is a replica), while an answer
-// changes nothing: only a health check, which includes a write, marks a
+// means down (a READONLY answer also that it is a replica; a node down
+// already keeps the description of its last check), while an answer changes
+// nothing: only a health check, which includes a write, marks a
 // node up (see the package comment above). An error after ctx (the
 // caller's) ended says nothing about the node.
 func (n *node) noteReply(ctx context.Context, err error) {
@@ -272,8 +287,12 @@ func (n *node) noteReply(ctx context.Context, err error) {
 	if isRedisErr(err, "READONLY") {
 		n.markReplica()
 	}
+	old := n.health.Load()
+	if old != nil && !old.up {
+		return // down already: the check's description stays until the next check
+	}
 	h := &health{err: n.describe(err), at: time.Now()}
-	if old := n.health.Load(); old != nil {
+	if old != nil {
 		h.latency, h.uptime = old.latency, old.uptime
 	}
 	n.health.Store(h)
