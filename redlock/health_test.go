@@ -99,6 +99,12 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	}
 }
 
+// replicaMaster starts a server for others to be replicas of: they sync
+// at once, and nothing is written in the package's directory.
+func replicaMaster(t *testing.T) *redistest.Server {
+	return redistest.Start(t, "--repl-diskless-sync-delay", "0", "--dir", t.TempDir())
+}
+
 // writeFault is a way to make a node answer PING but refuse writes.
 type writeFault struct {
 	name  string
@@ -120,7 +126,8 @@ func writeFaults(t *testing.T) []writeFault {
 	return []writeFault{
 		{name: "READONLY", code: "READONLY", err: errReplica,
 			start: func(t *testing.T, s *redistest.Server) {
-				m := redistest.Start(t, "--repl-diskless-sync-delay", "0") // replicas sync at once
+				m := replicaMaster(t)
+				do(t, s, "CONFIG", "SET", "repl-diskless-load", "swapdb") // no copy on disk
 				do(t, s, "REPLICAOF", "127.0.0.1", m.Port)
 			},
 			stop: func(t *testing.T, s *redistest.Server) { do(t, s, "REPLICAOF", "NO", "ONE") }},
@@ -220,7 +227,12 @@ func TestReplicaBetweenTicks(t *testing.T) {
 	const maxTTL = 2 * time.Second
 	cl := newCluster(t, 3, Options{HealthInterval: time.Hour, MaxTTL: maxTTL, DefaultTTL: time.Second}, true)
 	waitQuarantineOver(t, cl.c, 2*maxTTL)
-	m := redistest.Start(t, "--repl-diskless-sync-delay", "0") // replicas sync at once
+	m := replicaMaster(t)
+	for _, s := range cl.servers[:2] {
+		if err := s.Client().ConfigSet(t.Context(), "repl-diskless-load", "swapdb").Err(); err != nil {
+			t.Fatal(err) // no copy on disk
+		}
+	}
 	n, s := cl.c.nodes[0], cl.servers[0].Client()
 	if err := s.Do(t.Context(), "REPLICAOF", "127.0.0.1", m.Port).Err(); err != nil {
 		t.Fatal(err)
