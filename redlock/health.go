@@ -17,7 +17,7 @@ import (
 // Each node has a health loop, started by New and stopped by Close: every
 // Options.HealthInterval (first at once) it sends, in one pipelined round
 // trip bounded by the node timeout, PING, INFO server, INFO replication and
-// a write, SET <KeyPrefix>health:<random> 1 PX healthKeyTTL, and records
+// a write, SET <KeyPrefix>health 1 PX healthKeyTTL, and records
 // whether the node is up, the round trip's latency, the last error and the
 // server's uptime. A node is up only if all of them succeeded: one that
 // answers PING but refuses writes (READONLY on a replica, OOM at maxmemory,

@@ -42,8 +42,8 @@ type node struct {
 	stopLoop  context.CancelFunc // stops the health loop
 	loopDone  chan struct{}      // closed when the health loop returned
 	firstDone chan struct{}      // closed when the loop's first check is over
-	// healthKey is the key the health check writes: under the key prefix,
-	// random per node and process.
+	// healthKey is the key the health check writes: <KeyPrefix>health,
+	// shared by every gateway of the prefix (the value is always 1).
 	healthKey string
 	// lastRunID and lastReplID are the run_id and master_replid of the last
 	// health check (the health loop's only).
@@ -72,7 +72,7 @@ func newNode(idx int, o *redis.Options, opts Options) *node {
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.PoolTimeout = timeout
-	n := &node{idx: idx, addr: opt.Addr, opts: opts, healthKey: opts.KeyPrefix + "health:" + NewToken()}
+	n := &node{idx: idx, addr: opt.Addr, opts: opts, healthKey: opts.KeyPrefix + "health"}
 	if !opts.NoQuarantine {
 		userHook := opt.OnConnect
 		opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
