@@ -34,15 +34,25 @@ import (
 // proxy that keeps the gateway's connection open, and shows quarantine and
 // outages in Status while no request is made.
 //
-// Between two ticks the answers to requests can only mark a node down: a
-// node that failed a command (an error reply, or no answer in time) is shown
-// down at once, but only a health check marks it up again, since only the
-// check is known to include a write: an answer to a read-only command
-// (inspect) succeeds on a replica, and a refused acquire writes nothing. So
-// a node that refuses writes stays down until a check's write succeeds,
-// without flapping, and a node that failed one command because of a passing
-// fault is shown down until the next tick at most.
+// Between two ticks the answers to requests update the state too, but
+// only a check can show up a node that refuses writes, since only the check
+// is known to include a write: an answer to a read-only command (inspect)
+// succeeds on a replica, and a refused acquire writes nothing. So:
 //
+//   - a failed command shows the node down at once: "refusing" if the node
+//     answered with an error reply (READONLY, OOM, ...), or for no answer
+//     (a timeout, a lost connection);
+//   - a check that fails although the node answers (an error reply, or a
+//     write that hangs while the reads before it answer) also shows it down
+//     and refusing; one whose PING gets no answer shows it down for no
+//     answer;
+//   - an answered command shows a node up again only if it was down for no
+//     answer, as after a passing network fault; a refusing node stays down
+//     until a check's write succeeds.
+//
+// A node that refuses writes is thus down until writes work again, without
+// flapping, while a node cut off for a moment is up again at its next answer.
+
 // Replicas (see node.noteRole): a node seen as a replica (role:slave in INFO
 // replication, or a READONLY answer to any command) does not vote until a
 // check sees it as a master again; from then on it is quarantined for max
@@ -55,8 +65,12 @@ import (
 // health is what is known of a node's health. It is never changed after it
 // is stored: a new observation stores a new value.
 type health struct {
-	up      bool
-	latency time.Duration // round trip of the last PING + INFO server
+	up bool
+	// refused is set when the node is down although it answers: it refused
+	// commands (an error reply), or its writes hung while its reads did
+	// not. Only a check clears it (see the package comment).
+	refused bool
+	latency time.Duration // round trip of the last check
 	err     string        // short description of the last error; "" when up
 	uptime  time.Duration // uptime_in_seconds at the last check; 0 if unknown
 	at      time.Time     // when it was observed
@@ -212,6 +226,9 @@ func (n *node) check(ctx context.Context) {
 		}
 	}
 	h.up = err == nil
+	// Down for no answer at all (PING failed without a reply), or because
+	// it answers but refuses.
+	h.refused = err != nil && (pingErr == nil || errCode(pingErr) != "")
 	if desc == "" {
 		desc = n.describe(err)
 	}
@@ -274,24 +291,33 @@ func (n *node) promoted(at time.Time) {
 		Msg("redlock: node was a replica and is a master again: it may have lost lock keys; it does not vote for max TTL")
 }
 
-// noteReply records what a request's answer says about the node: an error
-// means down (a READONLY answer also that it is a replica; a node down
-// already keeps the description of its last check), while an answer changes
-// nothing: only a health check, which includes a write, marks a
-// node up (see the package comment above). An error after ctx (the
-// caller's) ended says nothing about the node.
+// noteReply records what a request's answer says about the node (see the
+// package comment): an error reply means down, refusing (and a READONLY one
+// that the node is a replica); no answer (a timeout, a lost connection)
+// means down; an answer means up again only if the node was down for not
+// answering, never if it was down for refusing, which only a check clears. A
+// node down already keeps the description of its check. An error after ctx
+// (the caller's) ended says nothing about the node.
 func (n *node) noteReply(ctx context.Context, err error) {
-	if err == nil || ctx.Err() != nil {
-		return // the common case allocates nothing
+	old := n.health.Load()
+	if err == nil {
+		if old == nil || old.up || old.refused {
+			return // the common case allocates nothing
+		}
+		n.health.Store(&health{up: true, latency: old.latency, uptime: old.uptime, at: time.Now()})
+		return
 	}
-	if isRedisErr(err, "READONLY") {
+	if ctx.Err() != nil {
+		return
+	}
+	code := errCode(err)
+	if code == "READONLY" {
 		n.markReplica()
 	}
-	old := n.health.Load()
-	if old != nil && !old.up {
-		return // down already: the check's description stays until the next check
+	if old != nil && !old.up && (old.refused || code == "") {
+		return // down already, and this says no more
 	}
-	h := &health{err: n.describe(err), at: time.Now()}
+	h := &health{err: n.describe(err), refused: code != "", at: time.Now()}
 	if old != nil {
 		h.latency, h.uptime = old.latency, old.uptime
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,8 +69,9 @@ func TestHealthLoop(t *testing.T) {
 }
 
 // TestHealthRequestsUpdateStatus: between two ticks of a slow loop, a failed
-// request shows the node down at once, but an answered one does not show it
-// up: only a health check, which includes a write, does.
+// request shows the node down at once. An answered one shows it up again if
+// it was down for not answering, but not if it refused (an error reply):
+// only a health check, which includes a write, does.
 func TestHealthRequestsUpdateStatus(t *testing.T) {
 	cl := newCluster(t, 3, Options{HealthInterval: time.Hour})
 	if st := cl.c.Status(t.Context()); !st[0].Up {
@@ -87,11 +89,34 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Err != "" {
+		t.Fatalf("after an answered request: %+v", st)
+	}
+
+	// Node 0 refuses: the answers between ticks leave it down.
+	var refuse atomic.Bool
+	cl.c.nodes[0].pipe.fault = func(sent bool) error {
+		if sent && refuse.Load() {
+			return redisError("OOM command not allowed when used memory > 'maxmemory'.")
+		}
+		return nil
+	}
+	refuse.Store(true)
+	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := cl.c.Status(t.Context()); st[0].Up || !strings.HasPrefix(st[0].Err, "OOM") {
+		t.Fatalf("after a refusal: %+v", st)
+	}
+	refuse.Store(false)
+	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cl.c.Inspect(t.Context(), "", uniq(t)); !errors.Is(err, ErrNotHeld) {
 		t.Fatal(err)
 	}
 	if st := cl.c.Status(t.Context()); st[0].Up {
-		t.Fatalf("an answer between ticks showed the node up: %+v", st)
+		t.Fatalf("an answer between ticks showed a refusing node up: %+v", st)
 	}
 	cl.c.nodes[0].check(t.Context())
 	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Err != "" {
@@ -153,10 +178,15 @@ func writeFaults(t *testing.T) []writeFault {
 func TestHealthWriteRefused(t *testing.T) {
 	const interval = 50 * time.Millisecond
 	const maxTTL = 3 * time.Second
-	for _, f := range writeFaults(t) {
+	faults := writeFaults(t)
+	for _, f := range faults[:2] { // the unbatched path too, where requests report their own replies
+		f.name += "-NoBatching"
+		faults = append(faults, f)
+	}
+	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
 			cl := newCluster(t, 5, Options{HealthInterval: interval, NodeTimeout: 200 * time.Millisecond,
-				MaxTTL: maxTTL, DefaultTTL: time.Second}, true)
+				MaxTTL: maxTTL, DefaultTTL: time.Second, NoBatching: strings.HasSuffix(f.name, "-NoBatching")}, true)
 			waitQuarantineOver(t, cl.c, 2*maxTTL)
 			if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 				t.Fatalf("healthy cluster: %v", err)
@@ -194,7 +224,7 @@ func TestHealthWriteRefused(t *testing.T) {
 			st = waitStatus(t, cl.c, 5*time.Second, "nodes up again", func(st []NodeStatus) bool {
 				return st[0].Up && st[1].Up && st[2].Up
 			})
-			if f.name != "READONLY" {
+			if f.code != "READONLY" {
 				if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 					t.Fatalf("acquire once writes work again: %v", err)
 				}
