@@ -90,9 +90,9 @@ func (c *Coordinator) stopHealth() {
 	}
 }
 
-// Status reports each node's health as last seen: by its health loop (PING
-// and INFO server every Options.HealthInterval, bounded by the node timeout)
-// and, in between, by the answers to requests. QuarantinedUntil is read at the
+// Status reports each node's health as last seen: by its health loop (PING,
+// INFO and a write every Options.HealthInterval, bounded by the node timeout)
+// and, in between, by the answers to requests (see the package comment). QuarantinedUntil is read at the
 // call. Right after New it waits for the loops' first checks, which start at
 // once and take at most about the node timeout, or until ctx ends.
 func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
