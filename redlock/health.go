@@ -17,8 +17,8 @@ import (
 // Each node has a health loop, started by New and stopped by Close: every
 // Options.HealthInterval (first at once) it sends, in one pipelined round
 // trip bounded by the node timeout, PING, INFO server, INFO replication and
-// a write, SET <KeyPrefix>health 1 PX healthKeyTTL, and records
-// whether the node is up, the round trip's latency, the last error and the
+// a write, SET <KeyPrefix>health 1 PX healthKeyTTL, and records whether
+// the node is up, the round trip's latency, the last error and the
 // server's uptime. A node is up only if all of them succeeded: one that
 // answers PING but refuses writes (READONLY on a replica, OOM at maxmemory,
 // MISCONF, LOADING, BUSY, or a write that blocks under CLIENT PAUSE WRITE
@@ -52,7 +52,7 @@ import (
 //
 // A node that refuses writes is thus down until writes work again, without
 // flapping, while a node cut off for a moment is up again at its next answer.
-
+//
 // Replicas (see node.noteRole): a node seen as a replica (role:slave in INFO
 // replication, or a READONLY answer to any command) does not vote until a
 // check sees it as a master again; from then on it is quarantined for max
