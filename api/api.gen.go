@@ -147,10 +147,13 @@ type LockResponse struct {
 // NodeStatus defines model for NodeStatus.
 type NodeStatus struct {
 	// Addr host:port, never with credentials.
-	Addr      string  `json:"addr"`
+	Addr string `json:"addr"`
+
+	// Err When the node is down, why, in a few words (e.g. `READONLY: replica, refuses writes`, `OOM: at maxmemory, refuses writes`, a timeout). The health check includes a write, so a node that answers but refuses writes is down.
+	Err       *string `json:"err,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
 
-	// QuarantinedUntil End of the restart quarantine (the node does not vote until then), or null.
+	// QuarantinedUntil End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
 	QuarantinedUntil *string `json:"quarantined_until"`
 	Up               bool    `json:"up"`
 }

@@ -147,10 +147,13 @@ type LockResponse struct {
 // NodeStatus defines model for NodeStatus.
 type NodeStatus struct {
 	// Addr host:port, never with credentials.
-	Addr      string  `json:"addr"`
+	Addr string `json:"addr"`
+
+	// Err When the node is down, why, in a few words (e.g. `READONLY: replica, refuses writes`, `OOM: at maxmemory, refuses writes`, a timeout). The health check includes a write, so a node that answers but refuses writes is down.
+	Err       *string `json:"err,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
 
-	// QuarantinedUntil End of the restart quarantine (the node does not vote until then), or null.
+	// QuarantinedUntil End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
 	QuarantinedUntil *string `json:"quarantined_until"`
 	Up               bool    `json:"up"`
 }
@@ -420,10 +423,10 @@ type ClientInterface interface {
 
 	// GetReadyz Readiness
 	//
-	// 200 iff a quorum of nodes is reachable and not in restart quarantine
-	// (and the server is not shutting down), else 503. Node addresses are
-	// shown without credentials. HEAD gives the same status without a
-	// body.
+	// 200 iff a quorum of nodes is up (answers its health check, which
+	// includes a write) and not in quarantine (and the server is not
+	// shutting down), else 503. Node addresses are shown without
+	// credentials. HEAD gives the same status without a body.
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -631,10 +634,10 @@ func (c *RawClient) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorF
 
 // GetReadyz Readiness
 //
-// 200 iff a quorum of nodes is reachable and not in restart quarantine
-// (and the server is not shutting down), else 503. Node addresses are
-// shown without credentials. HEAD gives the same status without a
-// body.
+// 200 iff a quorum of nodes is up (answers its health check, which
+// includes a write) and not in quarantine (and the server is not
+// shutting down), else 503. Node addresses are shown without
+// credentials. HEAD gives the same status without a body.
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *RawClient) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1111,10 +1114,10 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadyzWithResponse Readiness
 	//
-	// 200 iff a quorum of nodes is reachable and not in restart quarantine
-	// (and the server is not shutting down), else 503. Node addresses are
-	// shown without credentials. HEAD gives the same status without a
-	// body.
+	// 200 iff a quorum of nodes is up (answers its health check, which
+	// includes a write) and not in quarantine (and the server is not
+	// shutting down), else 503. Node addresses are shown without
+	// credentials. HEAD gives the same status without a body.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1850,10 +1853,10 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 
 // GetReadyzWithResponse Readiness
 //
-// 200 iff a quorum of nodes is reachable and not in restart quarantine
-// (and the server is not shutting down), else 503. Node addresses are
-// shown without credentials. HEAD gives the same status without a
-// body.
+// 200 iff a quorum of nodes is up (answers its health check, which
+// includes a write) and not in quarantine (and the server is not
+// shutting down), else 503. Node addresses are shown without
+// credentials. HEAD gives the same status without a body.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -1,8 +1,11 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -63,8 +66,97 @@ func (e *NodeError) Error() string {
 // Unwrap returns the node's underlying error.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// errQuarantined marks a node that answered but does not vote (restart quarantine).
-var errQuarantined = errors.New("in restart quarantine")
+// errQuarantined marks a node that answered but does not vote (restart or
+// replica quarantine).
+var errQuarantined = errors.New("in quarantine")
+
+// Unavailable is what an ErrQuorumUnavailable error says about the nodes
+// that did not vote, as counted by Explain.
+type Unavailable struct {
+	// Refused counts the nodes that answered with a Redis error, by the
+	// error's first word (READONLY, OOM, NOAUTH, ERR, ...).
+	Refused map[string]int
+	// Silent is how many did not answer within the node timeout (or before
+	// the caller gave up).
+	Silent int
+	// Unreachable is how many could not be reached (connection refused or
+	// cut, or another error that is no Redis answer).
+	Unreachable int
+	// Quarantined is how many answered but do not vote yet (restarted, or
+	// a replica made master again, within max TTL).
+	Quarantined int
+}
+
+// Explain counts the *NodeErrors joined in err, one per node.
+func Explain(err error) Unavailable {
+	u := Unavailable{Refused: map[string]int{}}
+	seen := map[int]bool{}
+	var walk func(error)
+	walk = func(err error) {
+		var ne *NodeError
+		switch e := err.(type) {
+		case nil:
+		case *NodeError:
+			ne = e
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+		if ne == nil || seen[ne.Node] {
+			return
+		}
+		seen[ne.Node] = true
+		switch code := errCode(ne.Err); {
+		case errors.Is(ne.Err, errQuarantined):
+			u.Quarantined++
+		case code != "":
+			u.Refused[code]++
+		case isTimeout(ne.Err), errors.Is(ne.Err, context.Canceled):
+			u.Silent++ // the caller gave up before it answered
+		default:
+			u.Unreachable++
+		}
+	}
+	walk(err)
+	return u
+}
+
+// Describe says what happened to a round of nodes with this quorum, in one
+// line for people, e.g. "3 of 5 nodes refused (READONLY ×3), 0 did not
+// answer in time; quorum is 3". It names no address and no token.
+func (u Unavailable) Describe(nodes, quorum int) string {
+	refused := 0
+	codes := make([]string, 0, len(u.Refused))
+	for code, k := range u.Refused {
+		refused += k
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d nodes refused", refused, nodes)
+	if refused > 0 {
+		b.WriteString(" (")
+		for i, code := range codes {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s ×%d", code, u.Refused[code])
+		}
+		b.WriteString(")")
+	}
+	fmt.Fprintf(&b, ", %d did not answer in time", u.Silent)
+	if u.Unreachable > 0 {
+		fmt.Fprintf(&b, ", %d could not be reached", u.Unreachable)
+	}
+	if u.Quarantined > 0 {
+		fmt.Fprintf(&b, ", %d in quarantine (not voting yet)", u.Quarantined)
+	}
+	fmt.Fprintf(&b, "; quorum is %d", quorum)
+	return b.String()
+}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

@@ -5,17 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Node health.
 //
 // Each node has a health loop, started by New and stopped by Close: every
-// Options.HealthInterval (first at once) it sends PING and INFO server in one
-// round trip bounded by the node timeout, and records whether the node is up,
-// the round trip's latency, the last error and the server's uptime. The
-// uptime also feeds the restart quarantine, through the same code as the
+// Options.HealthInterval (first at once) it sends, in one pipelined round
+// trip bounded by the node timeout, PING, INFO server, INFO replication and
+// a write, SET <KeyPrefix>health 1 PX healthKeyTTL, and records whether
+// the node is up, the round trip's latency, the last error and the
+// server's uptime. A node is up only if all of them succeeded: one that
+// answers PING but refuses writes (READONLY on a replica, OOM at maxmemory,
+// MISCONF, LOADING, BUSY, or a write that blocks under CLIENT PAUSE WRITE
+// and so gets no answer in time) is down, as every acquire on it would fail.
+// A replica is down even if it accepts writes (replica-read-only no): its
+// data is its master's, not its own.
+//
+// The uptime also feeds the restart quarantine, through the same code as the
 // check made on every new connection (node.noteInfo). That connection check
 // stays the primary defence: it runs before the first command of a
 // connection, so a restarted node is caught before its first vote, while the
@@ -23,14 +34,43 @@ import (
 // proxy that keeps the gateway's connection open, and shows quarantine and
 // outages in Status while no request is made.
 //
-// Between two ticks the answers to requests update the state too: a node
-// that failed a command is shown down at once, one that answered is shown up.
+// Between two ticks the answers to requests update the state too, but
+// only a check can show up a node that refuses writes, since only the check
+// is known to include a write: an answer to a read-only command (inspect)
+// succeeds on a replica, and a refused acquire writes nothing. So:
+//
+//   - a failed command shows the node down at once: "refusing" if the node
+//     answered with an error reply (READONLY, OOM, ...), or for no answer
+//     (a timeout, a lost connection);
+//   - a check that fails although the node answers (an error reply, or a
+//     write that hangs while the reads before it answer) also shows it down
+//     and refusing; one whose PING gets no answer shows it down for no
+//     answer;
+//   - an answered command shows a node up again only if it was down for no
+//     answer, as after a passing network fault; a refusing node stays down
+//     until a check's write succeeds.
+//
+// A node that refuses writes is thus down until writes work again, without
+// flapping, while a node cut off for a moment is up again at its next answer.
+//
+// Replicas (see node.noteRole): a node seen as a replica (role:slave in INFO
+// replication, or a READONLY answer to any command) does not vote until a
+// check sees it as a master again; from then on it is quarantined for max
+// TTL like a restarted node, since a replica discards its data when it syncs
+// with its master and so may have lost lock keys. The same holds when a
+// check sees the node's master_replid change with no restart in between
+// (it was a replica and was promoted back between two checks). With
+// Options.NoQuarantine neither applies.
 
 // health is what is known of a node's health. It is never changed after it
 // is stored: a new observation stores a new value.
 type health struct {
-	up      bool
-	latency time.Duration // round trip of the last PING + INFO server
+	up bool
+	// refused is set when the node is down although it answers: it refused
+	// commands (an error reply), or its writes hung while its reads did
+	// not. Only a check clears it (see the package comment).
+	refused bool
+	latency time.Duration // round trip of the last check
 	err     string        // short description of the last error; "" when up
 	uptime  time.Duration // uptime_in_seconds at the last check; 0 if unknown
 	at      time.Time     // when it was observed
@@ -50,9 +90,9 @@ func (c *Coordinator) stopHealth() {
 	}
 }
 
-// Status reports each node's health as last seen: by its health loop (PING
-// and INFO server every Options.HealthInterval, bounded by the node timeout)
-// and, in between, by the answers to requests. QuarantinedUntil is read at the
+// Status reports each node's health as last seen: by its health loop (PING,
+// INFO and a write every Options.HealthInterval, bounded by the node timeout)
+// and, in between, by the answers to requests (see the package comment). QuarantinedUntil is read at the
 // call. Right after New it waits for the loops' first checks, which start at
 // once and take at most about the node timeout, or until ctx ends.
 func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
@@ -112,10 +152,15 @@ func (n *node) healthLoop(ctx context.Context) {
 	}
 }
 
-// check sends PING and INFO server in one round trip, bounded by the node
-// timeout, and records the outcome (nothing when ctx ended first). With
-// quarantine on, a node whose INFO fails is down: it could not vote anyway,
-// since every new connection must read its uptime first.
+// healthKeyTTL is how long the key written by a health check lives.
+const healthKeyTTL = 5 * time.Second
+
+// check sends PING, INFO server, INFO replication and SET of the node's
+// health key in one round trip, bounded by the node timeout, and records the
+// outcome (nothing when ctx ended first). The write comes last: under CLIENT
+// PAUSE WRITE it blocks, and the commands before it still answer. With
+// quarantine on, a node whose INFO server fails is down: it could not vote
+// anyway, since every new connection must read its uptime first.
 func (n *node) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
 	defer cancel()
@@ -123,18 +168,34 @@ func (n *node) check(ctx context.Context) {
 	pipe := n.client.Pipeline()
 	ping := pipe.Ping(cctx)
 	info := pipe.Info(cctx, "server")
+	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
+	set := pipe.Set(cctx, n.healthKey, "1", healthKeyTTL)
 	_, execErr := pipe.Exec(cctx)
 	at := time.Now()
 	if ctx.Err() != nil {
 		return // stopped, or the caller gave up: says nothing about the node
 	}
 	h := &health{latency: at.Sub(start), at: at}
-	err := ping.Err()
-	if err == nil && info.Err() == nil {
+	pingErr, infoErr, replErr := ping.Err(), info.Err(), repl.Err()
+	if execErr != nil && errCode(execErr) == "" {
+		// A failed connection fails every command of the pipeline, also
+		// those answered before: their replies tell.
+		if ping.Val() == "PONG" {
+			pingErr = nil
+		}
+		if info.Val() != "" {
+			infoErr = nil
+		}
+		if repl.Val() != "" {
+			replErr = nil
+		}
+	}
+	err := pingErr
+	if err == nil && infoErr == nil && replErr == nil && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}
 	if err == nil {
-		if ierr := info.Err(); ierr != nil {
+		if ierr := infoErr; ierr != nil {
 			if !n.opts.NoQuarantine {
 				err = fmt.Errorf("INFO server: %w", ierr)
 			}
@@ -147,24 +208,116 @@ func (n *node) check(ctx context.Context) {
 			}
 		}
 	}
+	var desc string
+	if err == nil && replErr == nil {
+		if role := n.noteRole(repl.Val(), runID(info.Val()), at); role == "slave" {
+			desc = errReplica
+			if !isRedisErr(set.Err(), "READONLY") {
+				desc = "replica (of " + infoField(repl.Val(), "master_host") + ":" + infoField(repl.Val(), "master_port") +
+					"): its data is its master's"
+			}
+			err = errors.New(desc)
+		}
+	}
+	if err == nil && set.Err() != nil {
+		err = set.Err()
+		if isTimeout(err) {
+			desc = fmt.Sprintf("writes get no answer within the node timeout (%v), reads do (CLIENT PAUSE WRITE?)", n.opts.NodeTimeout)
+		}
+	}
 	h.up = err == nil
-	h.err = n.shortError(err)
+	// Down for no answer at all (PING failed without a reply), or because
+	// it answers but refuses.
+	h.refused = err != nil && (pingErr == nil || errCode(pingErr) != "")
+	if desc == "" {
+		desc = n.describe(err)
+	}
+	h.err = desc
 	n.health.Store(h)
 }
 
-// noteReply records what a request's answer says about the node: an error
-// means down, an answer means up. An error after ctx (the caller's) ended
-// says nothing about the node.
+// errReplica is how Status describes a read-only replica.
+const errReplica = "READONLY: replica, refuses writes"
+
+// noteRole reads the role of the node from an INFO replication reply
+// received at at, from the server process runID, and returns it ("master",
+// "slave", or "" if absent). A node seen as a replica does not vote
+// (node.quarantined); one seen as a master after being seen as a replica, or
+// whose master_replid changed within the same process (it was a replica in
+// between), is quarantined for max TTL from at: it may have lost its keys.
+// Only the health loop calls it.
+func (n *node) noteRole(repl, runID string, at time.Time) string {
+	role := infoField(repl, "role")
+	replID := infoField(repl, "master_replid")
+	switched := runID != "" && runID == n.lastRunID && replID != "" && n.lastReplID != "" && replID != n.lastReplID
+	n.lastRunID, n.lastReplID = runID, replID
+	switch role {
+	case "slave":
+		n.markReplica()
+	case "master":
+		if n.replica.Swap(false) || switched {
+			n.promoted(at)
+		}
+	}
+	return role
+}
+
+// markReplica records that the node was seen as a replica, and logs it the
+// first time.
+func (n *node) markReplica() {
+	if !n.replica.Swap(true) {
+		n.opts.Logger.Warn().Str("node", n.addr).
+			Msg("redlock: node is a replica: it refuses writes, and is quarantined for max TTL once it is a master again")
+	}
+}
+
+// promoted quarantines a node that was a replica and is a master again,
+// seen at at, for max TTL: it discarded its data when it synced with its
+// master, and so may have lost lock keys.
+func (n *node) promoted(at time.Time) {
+	if n.opts.NoQuarantine {
+		n.opts.Logger.Warn().Str("node", n.addr).
+			Msg("redlock: node was a replica and is a master again: it may have lost lock keys; quarantine is off, it votes at once")
+		return
+	}
+	end := mono(at) + int64(n.opts.MaxTTL)
+	for {
+		old := n.replUntil.Load()
+		if old >= end || n.replUntil.CompareAndSwap(old, end) {
+			break
+		}
+	}
+	n.opts.Logger.Warn().Str("node", n.addr).Time("quarantined_until", at.Add(n.opts.MaxTTL)).
+		Msg("redlock: node was a replica and is a master again: it may have lost lock keys; it does not vote for max TTL")
+}
+
+// noteReply records what a request's answer says about the node (see the
+// package comment): an error reply means down, refusing (and a READONLY one
+// that the node is a replica); no answer (a timeout, a lost connection)
+// means down; an answer means up again only if the node was down for not
+// answering, never if it was down for refusing, which only a check clears. A
+// node down already keeps the description of its check. An error after ctx
+// (the caller's) ended says nothing about the node.
 func (n *node) noteReply(ctx context.Context, err error) {
 	old := n.health.Load()
 	if err == nil {
-		if old != nil && old.up {
-			return // nothing new; the common case allocates nothing
+		if old == nil || old.up || old.refused {
+			return // the common case allocates nothing
 		}
-	} else if ctx.Err() != nil {
+		n.health.Store(&health{up: true, latency: old.latency, uptime: old.uptime, at: time.Now()})
 		return
 	}
-	h := &health{up: err == nil, err: n.shortError(err), at: time.Now()}
+	if ctx.Err() != nil {
+		return
+	}
+	code := errCode(err)
+	if code == "READONLY" {
+		n.markReplica()
+	}
+	if old != nil && !old.up && (old.refused || code == "") {
+		return // down already, and this says no more
+	}
+	h := &health{err: n.describe(err), refused: code != "", at: time.Now()}
 	if old != nil {
 		h.latency, h.uptime = old.latency, old.uptime
 	}
@@ -174,9 +327,21 @@ func (n *node) noteReply(ctx context.Context, err error) {
 // maxErrLen bounds the length of an error shown in Status.
 const maxErrLen = 120
 
-// shortError describes err in a few words for Status. go-redis errors name
+// refusals describes, in a few words, the error replies by which Redis
+// refuses a command for a state of the node rather than of the command.
+var refusals = map[string]string{
+	"READONLY":   errReplica,
+	"OOM":        "OOM: at maxmemory, refuses writes",
+	"MISCONF":    "MISCONF: cannot persist to disk, refuses writes",
+	"LOADING":    "LOADING: loading its dataset",
+	"BUSY":       "BUSY: running a slow script",
+	"MASTERDOWN": "MASTERDOWN: replica cut off from its master",
+	"NOREPLICAS": "NOREPLICAS: too few replicas, refuses writes",
+}
+
+// describe describes err in a few words for Status. go-redis errors name
 // the address at most, never credentials; a timeout says which one.
-func (n *node) shortError(err error) string {
+func (n *node) describe(err error) string {
 	if err == nil {
 		return ""
 	}
@@ -184,9 +349,11 @@ func (n *node) shortError(err error) string {
 	if errors.As(err, &ne) {
 		err = ne.Err
 	}
-	var nerr net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()) {
+	if isTimeout(err) {
 		return fmt.Sprintf("no answer within the node timeout (%v)", n.opts.NodeTimeout)
+	}
+	if d, ok := refusals[errCode(err)]; ok {
+		return d
 	}
 	s := err.Error()
 	if len(s) > maxErrLen {
@@ -197,4 +364,35 @@ func (n *node) shortError(err error) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// isTimeout reports whether err is a command's timeout.
+func isTimeout(err error) bool {
+	var nerr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout())
+}
+
+// errCode returns the first word of a Redis error reply in err (READONLY,
+// OOM, NOAUTH, ERR, ...), or "" if err holds none.
+func errCode(err error) string {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	code, _, _ := strings.Cut(re.Error(), " ")
+	return code
+}
+
+// isRedisErr reports whether err holds a Redis error reply whose first word
+// is code.
+func isRedisErr(err error, code string) bool { return err != nil && errCode(err) == code }
+
+// infoField reads the value of field from an INFO reply ("" if absent).
+func infoField(info, field string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -1,10 +1,13 @@
 package redlock
 
 import (
+	"context"
+	"errors"
 	"net"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +69,9 @@ func TestHealthLoop(t *testing.T) {
 }
 
 // TestHealthRequestsUpdateStatus: between two ticks of a slow loop, a failed
-// request shows the node down at once, and an answered one shows it up.
+// request shows the node down at once. An answered one shows it up again if
+// it was down for not answering, but not if it refused (an error reply):
+// only a health check, which includes a write, does.
 func TestHealthRequestsUpdateStatus(t *testing.T) {
 	cl := newCluster(t, 3, Options{HealthInterval: time.Hour})
 	if st := cl.c.Status(t.Context()); !st[0].Up {
@@ -86,6 +91,247 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	}
 	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Err != "" {
 		t.Fatalf("after an answered request: %+v", st)
+	}
+
+	// Node 0 refuses: the answers between ticks leave it down.
+	var refuse atomic.Bool
+	cl.c.nodes[0].pipe.fault = func(sent bool) error {
+		if sent && refuse.Load() {
+			return redisError("OOM command not allowed when used memory > 'maxmemory'.")
+		}
+		return nil
+	}
+	refuse.Store(true)
+	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := cl.c.Status(t.Context()); st[0].Up || !strings.HasPrefix(st[0].Err, "OOM") {
+		t.Fatalf("after a refusal: %+v", st)
+	}
+	refuse.Store(false)
+	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.c.Inspect(t.Context(), "", uniq(t)); !errors.Is(err, ErrNotHeld) {
+		t.Fatal(err)
+	}
+	if st := cl.c.Status(t.Context()); st[0].Up {
+		t.Fatalf("an answer between ticks showed a refusing node up: %+v", st)
+	}
+	cl.c.nodes[0].check(t.Context())
+	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Err != "" {
+		t.Fatalf("after a health check: %+v", st)
+	}
+}
+
+// replicaMaster starts a server for others to be replicas of: they sync
+// at once, and nothing is written in the package's directory.
+func replicaMaster(t *testing.T) *redistest.Server {
+	return redistest.Start(t, "--repl-diskless-sync-delay", "0", "--dir", t.TempDir())
+}
+
+// writeFault is a way to make a node answer PING but refuse writes.
+type writeFault struct {
+	name  string
+	code  string // the Redis error's first word an acquire gets; "" for a timeout
+	err   string // in Status
+	start func(t *testing.T, s *redistest.Server)
+	stop  func(t *testing.T, s *redistest.Server)
+}
+
+// writeFaults are READONLY (a replica of another server), OOM (maxmemory
+// with noeviction) and CLIENT PAUSE WRITE (a write blocks: a timeout).
+func writeFaults(t *testing.T) []writeFault {
+	do := func(t *testing.T, s *redistest.Server, args ...any) {
+		t.Helper()
+		if err := s.Client().Do(t.Context(), args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, s.Addr(), err)
+		}
+	}
+	return []writeFault{
+		{name: "READONLY", code: "READONLY", err: errReplica,
+			start: func(t *testing.T, s *redistest.Server) {
+				m := replicaMaster(t)
+				do(t, s, "CONFIG", "SET", "repl-diskless-load", "swapdb") // no copy on disk
+				do(t, s, "REPLICAOF", "127.0.0.1", m.Port)
+			},
+			stop: func(t *testing.T, s *redistest.Server) { do(t, s, "REPLICAOF", "NO", "ONE") }},
+		{name: "OOM", code: "OOM", err: "OOM: at maxmemory, refuses writes",
+			start: func(t *testing.T, s *redistest.Server) {
+				do(t, s, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+				do(t, s, "CONFIG", "SET", "maxmemory", "1")
+			},
+			stop: func(t *testing.T, s *redistest.Server) { do(t, s, "CONFIG", "SET", "maxmemory", "0") }},
+		{name: "PAUSE-WRITE", err: "writes get no answer within the node timeout",
+			start: func(t *testing.T, s *redistest.Server) { do(t, s, "CLIENT", "PAUSE", 600000, "WRITE") },
+			stop:  func(t *testing.T, s *redistest.Server) { do(t, s, "CLIENT", "UNPAUSE") }},
+	}
+}
+
+// TestHealthWriteRefused: with 3 of 5 nodes refusing writes (READONLY, OOM,
+// CLIENT PAUSE WRITE), Status shows them down within a few ticks and keeps
+// them down across many ticks while requests run (an answer to a read-only
+// command does not bring them up); an acquire's error counts the refusals by
+// their Redis error, or the timeouts. Once writes work again the nodes are up
+// again; a replica made master again is quarantined for max TTL and does not
+// vote meanwhile.
+func TestHealthWriteRefused(t *testing.T) {
+	const interval = 50 * time.Millisecond
+	const maxTTL = 3 * time.Second
+	faults := writeFaults(t)
+	for _, f := range faults[:2] { // the unbatched path too, where requests report their own replies
+		f.name += "-NoBatching"
+		faults = append(faults, f)
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			cl := newCluster(t, 5, Options{HealthInterval: interval, NodeTimeout: 200 * time.Millisecond,
+				MaxTTL: maxTTL, DefaultTTL: time.Second, NoBatching: strings.HasSuffix(f.name, "-NoBatching")}, true)
+			waitQuarantineOver(t, cl.c, 2*maxTTL)
+			if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+				t.Fatalf("healthy cluster: %v", err)
+			}
+			bad := func(st []NodeStatus) bool { return !st[0].Up && !st[1].Up && !st[2].Up }
+			for _, s := range cl.servers[:3] {
+				f.start(t, s)
+			}
+			st := waitStatus(t, cl.c, 5*time.Second, "refusing nodes shown down", func(st []NodeStatus) bool {
+				return bad(st) && strings.HasPrefix(st[0].Err, f.err) && strings.HasPrefix(st[1].Err, f.err) && strings.HasPrefix(st[2].Err, f.err)
+			})
+			t.Logf("node 0: %q", st[0].Err)
+			// Many ticks, with requests between them: never up.
+			for end := time.Now().Add(10 * interval); time.Now().Before(end); {
+				_, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{})
+				if !errors.Is(err, ErrQuorumUnavailable) {
+					t.Fatalf("acquire with 3 of 5 nodes refusing writes: %v", err)
+				}
+				u := Explain(err)
+				if f.code != "" && (u.Refused[f.code] != 3 || u.Silent != 0) || f.code == "" && (u.Silent != 3 || len(u.Refused) != 0) {
+					t.Fatalf("acquire error counted as %+v: %v", u, err)
+				}
+				_, _ = cl.c.Inspect(t.Context(), "", uniq(t)) // read-only: succeeds on a replica
+				if st := cl.c.Status(t.Context()); !bad(st) || !st[3].Up || !st[4].Up {
+					t.Fatalf("status flipped while the nodes refuse writes: %+v", st)
+				}
+			}
+			_, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{})
+			t.Logf("acquire: %s", Explain(err).Describe(5, 3))
+
+			for _, s := range cl.servers[:3] {
+				f.stop(t, s)
+			}
+			stopped := time.Now()
+			st = waitStatus(t, cl.c, 5*time.Second, "nodes up again", func(st []NodeStatus) bool {
+				return st[0].Up && st[1].Up && st[2].Up
+			})
+			if f.code != "READONLY" {
+				if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+					t.Fatalf("acquire once writes work again: %v", err)
+				}
+				return
+			}
+			// Former replicas: quarantined for max TTL from when they were
+			// seen as masters again, and do not vote meanwhile.
+			for i, s := range st[:3] {
+				if q := s.QuarantinedUntil; q.Before(stopped.Add(maxTTL-time.Second)) || q.After(stopped.Add(maxTTL+time.Second)) {
+					t.Fatalf("node %d made master again: quarantined until %v, %v after; want about max TTL (%v)", i, q, q.Sub(stopped), maxTTL)
+				}
+			}
+			_, err = cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{})
+			if u := Explain(err); !errors.Is(err, ErrQuorumUnavailable) || u.Quarantined != 3 {
+				t.Fatalf("acquire while the former replicas are quarantined: %+v, %v", u, err)
+			}
+			waitQuarantineOver(t, cl.c, 2*maxTTL)
+			if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+				t.Fatalf("acquire after the quarantine: %v", err)
+			}
+		})
+	}
+}
+
+// TestReplicaBetweenTicks: a node made a replica and a master again between
+// two health checks is caught by its changed master_replid, and a READONLY
+// answer to a request keeps a node from voting until a check sees it as a
+// master, which then quarantines it.
+func TestReplicaBetweenTicks(t *testing.T) {
+	const maxTTL = 2 * time.Second
+	cl := newCluster(t, 3, Options{HealthInterval: time.Hour, MaxTTL: maxTTL, DefaultTTL: time.Second}, true)
+	waitQuarantineOver(t, cl.c, 2*maxTTL)
+	m := replicaMaster(t)
+	for _, s := range cl.servers[:2] {
+		if err := s.Client().ConfigSet(t.Context(), "repl-diskless-load", "swapdb").Err(); err != nil {
+			t.Fatal(err) // no copy on disk
+		}
+	}
+	n, s := cl.c.nodes[0], cl.servers[0].Client()
+	if err := s.Do(t.Context(), "REPLICAOF", "127.0.0.1", m.Port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the replica synced", func() bool {
+		info, err := s.Info(t.Context(), "replication").Result()
+		return err == nil && infoField(info, "master_link_status") == "up"
+	})
+	// A request sees READONLY: the node stops voting at once.
+	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
+		t.Fatal(err) // two of three nodes
+	}
+	if !n.quarantined(time.Now()) || cl.c.Status(t.Context())[0].Err != errReplica {
+		t.Fatalf("a READONLY answer: quarantined %v, status %+v", n.quarantined(time.Now()), cl.c.Status(t.Context())[0])
+	}
+	if err := s.Do(t.Context(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Writable again, but not a voter until a check has seen it as a master.
+	cl.setDown(2)
+	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); Explain(err).Quarantined != 1 {
+		t.Fatalf("former replica voted before a check: %v", err)
+	}
+	cl.setDown(0)
+	n.check(t.Context())
+	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].QuarantinedUntil.IsZero() {
+		t.Fatalf("after the check: %+v", st[0])
+	}
+
+	// Replica and master again between two checks, unseen by requests.
+	waitQuarantineOver(t, cl.c, 2*maxTTL)
+	n = cl.c.nodes[1]
+	s = cl.servers[1].Client()
+	n.check(t.Context())
+	if err := s.Do(t.Context(), "REPLICAOF", "127.0.0.1", m.Port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the replica synced", func() bool {
+		info, err := s.Info(t.Context(), "replication").Result()
+		return err == nil && infoField(info, "master_link_status") == "up"
+	})
+	if err := s.Do(t.Context(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	n.check(t.Context())
+	if st := cl.c.Status(t.Context()); !st[1].Up || st[1].QuarantinedUntil.IsZero() {
+		t.Fatalf("replica and master again between two checks: %+v", st[1])
+	}
+}
+
+// TestExplain: the summary of a quorum error counts each node once, by what
+// it did.
+func TestExplain(t *testing.T) {
+	node := func(i int, err error) error { return &NodeError{Node: i, Addr: "x:" + strconv.Itoa(i), Err: err} }
+	err := errors.Join(errors.Join(ErrQuorumUnavailable,
+		node(0, redisError("READONLY You can't write against a read only replica.")),
+		node(1, redisError("OOM command not allowed when used memory > 'maxmemory'.")),
+		node(2, redisError("READONLY You can't write against a read only replica.")),
+		node(3, context.DeadlineExceeded),
+		node(4, errQuarantined),
+		node(5, errors.New("dial tcp x:5: connect: connection refused")),
+		node(3, context.DeadlineExceeded)), context.Canceled)
+	got := Explain(err).Describe(7, 4)
+	want := "3 of 7 nodes refused (OOM ×1, READONLY ×2), 1 did not answer in time, 1 could not be reached, 1 in quarantine (not voting yet); quorum is 4"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if got := Explain(ErrQuorumUnavailable).Describe(5, 3); got != "0 of 5 nodes refused, 0 did not answer in time; quorum is 3" {
+		t.Fatalf("no node errors: %q", got)
 	}
 }
 

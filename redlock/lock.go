@@ -48,9 +48,11 @@ type NodeStatus struct {
 	Addr    string
 	Up      bool
 	Latency time.Duration
-	// QuarantinedUntil is non-zero while the node does not vote (restart quarantine).
+	// QuarantinedUntil is non-zero while the node does not vote (restart
+	// quarantine, or that of a replica made master again).
 	QuarantinedUntil time.Time
-	// Err is a short description of the last error when not up.
+	// Err is a short description of the last error when not up, e.g.
+	// "READONLY: replica, refuses writes".
 	Err string
 	// Uptime is the server's uptime_in_seconds at the last health check; 0
 	// if unknown.

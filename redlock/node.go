@@ -29,6 +29,12 @@ type node struct {
 	// address whose quarantine is not over yet to the end of that quarantine
 	// (mono). There is seldom more than one.
 	incarnations map[string]int64
+	// replica is set while the node is seen as a replica (see noteRole): it
+	// does not vote then (with quarantine on).
+	replica atomic.Bool
+	// replUntil is the end of the quarantine of a node that was a replica
+	// and is a master again (mono); 0 if none.
+	replUntil atomic.Int64
 
 	// health is the latest health observation (see health.go); nil before
 	// the first.
@@ -36,6 +42,12 @@ type node struct {
 	stopLoop  context.CancelFunc // stops the health loop
 	loopDone  chan struct{}      // closed when the health loop returned
 	firstDone chan struct{}      // closed when the loop's first check is over
+	// healthKey is the key the health check writes: <KeyPrefix>health,
+	// shared by every gateway of the prefix (the value is always 1).
+	healthKey string
+	// lastRunID and lastReplID are the run_id and master_replid of the last
+	// health check (the health loop's only).
+	lastRunID, lastReplID string
 }
 
 // base anchors mono: durations since it are monotonic.
@@ -60,7 +72,7 @@ func newNode(idx int, o *redis.Options, opts Options) *node {
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.PoolTimeout = timeout
-	n := &node{idx: idx, addr: opt.Addr, opts: opts}
+	n := &node{idx: idx, addr: opt.Addr, opts: opts, healthKey: opts.KeyPrefix + "health"}
 	if !opts.NoQuarantine {
 		userHook := opt.OnConnect
 		opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
@@ -184,12 +196,19 @@ func uptime(info string) (time.Duration, error) {
 	return 0, fmt.Errorf("INFO server has no uptime_in_seconds")
 }
 
-// quarantined reports whether the node must not vote at t.
-func (n *node) quarantined(t time.Time) bool { return mono(t) < n.until.Load() }
+// quarantined reports whether the node must not vote at t: it restarted
+// within max TTL, or it is a replica or was one within max TTL (with
+// quarantine on).
+func (n *node) quarantined(t time.Time) bool {
+	m := mono(t)
+	return m < n.until.Load() || m < n.replUntil.Load() || (n.replica.Load() && !n.opts.NoQuarantine)
+}
 
-// quarantineEnd is the wall-clock end of the quarantine, zero if none.
+// quarantineEnd is the wall-clock end of the restart or replica quarantine,
+// zero if none. A node that is a replica now has no end yet: it is shown
+// down instead.
 func (n *node) quarantineEnd(now time.Time) time.Time {
-	u := n.until.Load()
+	u := max(n.until.Load(), n.replUntil.Load())
 	if u <= mono(now) {
 		return time.Time{}
 	}

@@ -79,8 +79,8 @@ type Options struct {
 	// Acquire; each delay is jittered uniformly in [RetryDelay/2, 3*RetryDelay/2].
 	// Default: 50ms.
 	RetryDelay time.Duration
-	// NoQuarantine turns restart quarantine off: a node that restarted votes
-	// at once. Only safe when every node runs with appendfsync always.
+	// NoQuarantine turns restart quarantine off: a node that restarted, or
+	// that was a replica and is a master again, votes at once. Only safe when every node runs with appendfsync always.
 	// Default: quarantine on.
 	NoQuarantine bool
 	// PollInterval is how often a waiting Acquire tries again when no
@@ -98,9 +98,9 @@ type Options struct {
 	// several goroutines at once and must not block. For metrics.
 	// Default: none.
 	OnNodeCommand func(node string, d time.Duration, err error)
-	// HealthInterval is how often each node's health loop sends PING and
-	// INFO server (see Status); the uptime it reads also feeds the restart
-	// quarantine. Default: 1s.
+	// HealthInterval is how often each node's health loop sends PING, INFO
+	// and a write (SET <KeyPrefix>health; see Status); the uptime and role
+	// it reads also feed the quarantine. Default: 1s.
 	HealthInterval time.Duration
 	// NoBatching sends every command to its node in its own round trip from
 	// its own goroutine, as most Redlock libraries do, instead of sharing

@@ -16,9 +16,10 @@ func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.G
 	return api.GetHealthz200JSONResponse{Status: api.HealthResponseStatusOk}, nil
 }
 
-// GetReadyz is the readiness probe: 200 when a quorum of nodes is up and out
-// of restart quarantine and the server is not shutting down, else 503. The
-// body shows every node's address, never its credentials.
+// GetReadyz is the readiness probe: 200 when a quorum of nodes is up (their
+// health check, which includes a write, succeeded) and out of quarantine and
+// the server is not shutting down, else 503. The body shows every node's
+// address, never its credentials, and why a node is down.
 func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
 	nodes := s.locker.Status(ctx)
 	body := api.ReadyResponse{
@@ -33,6 +34,9 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 			Addr:      n.Addr,
 			Up:        n.Up,
 			LatencyMs: math.Round(float64(n.Latency)/float64(time.Millisecond)*1000) / 1000,
+		}
+		if !n.Up && n.Err != "" {
+			ns.Err = &n.Err // redlock's short description: no credentials, no token
 		}
 		quarantined := n.QuarantinedUntil.After(now)
 		if quarantined {

@@ -263,9 +263,9 @@ type nodeCollector struct {
 
 var (
 	nodeUpDesc = prometheus.NewDesc("redlockd_node_up",
-		"1 if the node answered its last health check or command, else 0; by node host:port.", []string{"node"}, nil)
+		"1 if the node's last health check (PING, INFO and a write) succeeded and no command failed on it since, else 0; by node host:port.", []string{"node"}, nil)
 	nodeQuarantinedDesc = prometheus.NewDesc("redlockd_node_quarantined",
-		"1 while the node is in restart quarantine (it does not vote), else 0; by node host:port.", []string{"node"}, nil)
+		"1 while the node is in quarantine (it does not vote: it restarted, or was a replica, within max TTL), else 0; by node host:port.", []string{"node"}, nil)
 )
 
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -123,7 +123,7 @@ func (s *Server) problemFor(err error) problem {
 	case errors.Is(err, redlock.ErrQuorumUnavailable),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return problem{status: http.StatusServiceUnavailable, kind: "quorum-unavailable", title: "Quorum unavailable",
-			detail: "too few nodes answered in time; the outcome is unknown, try again", retryAfter: jitter(time.Second)}
+			detail: s.unavailableDetail(err), retryAfter: jitter(time.Second)}
 	case errors.Is(err, errNoRoute):
 		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "no such path"}
 	case errors.Is(err, errNoMetrics): // this server has no /metrics: no such route
@@ -169,6 +169,18 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.status)
 	_ = json.NewEncoder(w).Encode(body) // the client is gone if this fails
+}
+
+// unavailableDetail says why a quorum was not reached: how many nodes
+// refused (by the Redis error's first word), did not answer in time, or are
+// quarantined. Node errors name no token and no credentials; the detail
+// names no address either.
+func (s *Server) unavailableDetail(err error) string {
+	u := redlock.Explain(err)
+	if len(u.Refused) == 0 && u.Silent == 0 && u.Unreachable == 0 && u.Quarantined == 0 {
+		return "too few nodes answered in time; the outcome is unknown, try again"
+	}
+	return u.Describe(s.locker.Nodes(), s.locker.Quorum()) + "; the outcome is unknown, try again"
 }
 
 // retryHeld returns how long a client should wait before trying a lock again
