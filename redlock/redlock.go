@@ -107,10 +107,10 @@ func (c *Coordinator) validity(ttl time.Duration, start time.Time) time.Duration
 
 func (c *Coordinator) checkName(namespace, resource string) error {
 	if namespace != "" && !ValidName(namespace) {
-		return invalid("namespace must be 1-%d characters of [A-Za-z0-9._:-]", MaxNameLen)
+		return invalid("namespace must be 1-%d characters of [A-Za-z0-9._:-], other than . and ..", MaxNameLen)
 	}
 	if !ValidName(resource) {
-		return invalid("resource must be 1-%d characters of [A-Za-z0-9._:-]", MaxNameLen)
+		return invalid("resource must be 1-%d characters of [A-Za-z0-9._:-], other than . and ..", MaxNameLen)
 	}
 	return nil
 }
