@@ -226,7 +226,10 @@ func TestUnknownEnv(t *testing.T) {
 	}
 	const value = "/etc/redlockd/value-not-shown.json"
 
-	cmd := exec.Command(binPath, "serve", "--listen", "127.0.0.1:0", "--redis", strings.Join(urls, ","))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "serve", "--listen", "127.0.0.1:0", "--redis", strings.Join(urls, ","))
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.Env = append(cleanEnv(), "REDLOCKD_API_KEYS_FIEL="+value)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -314,9 +317,11 @@ func TestRunAPIKeyEnv(t *testing.T) {
 // TestClientGoneLogged: a waiting acquire whose client goes away (at the
 // head of the queue, and parked behind it) is logged with outcome
 // client_gone and status 499 at info level, with no node errors and no
-// "quorum unavailable" line, and counted as such.
+// "quorum unavailable" line, and counted as such. So is an acquire whose
+// client goes away while the nodes do not answer yet.
 func TestClientGoneLogged(t *testing.T) {
-	g := startGateway(t, startCluster(t, 3))
+	nodes := startCluster(t, 3)
+	g := startGateway(t, nodes, "--node-timeout", "5s")
 	res := resourceName(t)
 	held := acquire(t, g, res, `{"ttl_ms":30000}`)
 	wantStatus(t, held, http.StatusCreated)
@@ -362,6 +367,42 @@ func TestClientGoneLogged(t *testing.T) {
 		t.Errorf("node errors counted:\n%s", grepLines(m, "redlockd_node_command_errors_total"))
 	}
 	wantStatus(t, release(t, g, res, held.str(t, "token")), http.StatusNoContent)
+
+	// An acquire in a round that waits for silent nodes (no quorum
+	// without them): its client goes away well before the node timeout.
+	nodes[0].Pause()
+	nodes[1].Pause()
+	defer nodes[1].Resume()
+	defer nodes[0].Resume()
+	const id = "client-gone-round"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wrote := make(chan struct{})
+	req, err := newRequest(g.URL+"/locks/"+resourceName(t), http.MethodPost, "", "X-Request-Id", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) },
+	}))
+	go func() { _, _ = (&http.Client{Transport: &http.Transport{}}).Do(req) }()
+	<-wrote
+	time.Sleep(200 * time.Millisecond) // into the round, which lasts the 5s node timeout
+	cancel()
+	l := waitLogWhere(t, g, "the access log line of "+id, func(l map[string]any) bool {
+		return l["req_id"] == id && l["message"] == "request"
+	})
+	if l["outcome"] != "client_gone" || l["status"] != float64(499) || l["level"] != "info" {
+		t.Errorf("%s: access log %v, want outcome client_gone, status 499, level info", id, l)
+	}
+	for _, l := range logLines(g) {
+		if l["req_id"] == id && l["message"] != "request" {
+			t.Errorf("%s: a line besides the access log: %v", id, l)
+		}
+	}
+	if s := g.Stderr(); strings.Contains(s, "context canceled") {
+		t.Errorf("the log shows node errors of the gone client:\n%s", tail(s, 20))
+	}
 }
 
 // grepLines returns the lines of s that contain sub.
