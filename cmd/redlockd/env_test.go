@@ -3,13 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redlockd/redlockd/server"
 )
 
 func TestCheckEnv(t *testing.T) {
@@ -162,5 +168,116 @@ func TestServeUnknownEnv(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no warning about REDLOCKD_MAX_WAITER:\n%s", logs.String())
+	}
+}
+
+// TestMainReload: Reload swaps in new API keys and a new certificate; a key
+// pair that does not match, or a keys file that does not parse, keeps the
+// old ones and is logged as an error.
+func TestMainReload(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.json")
+	writeKeys := func(key string) {
+		t.Helper()
+		entry := `{"keys":[{"name":"k","namespace":"ns","sha256":"` + server.HashKey(key) + `"}]}`
+		if err := os.WriteFile(keys, []byte(entry), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKeys("first-key-0123456789")
+	cert1, key1, pool1 := selfSignedCert(t)
+	m, logs := openDevMain(t, func(c *Config) { c.APIKeysFile, c.TLSCert, c.TLSKey = keys, cert1, key1 })
+	get := func(pool *x509.CertPool, key string) (int, error) {
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		req, _ := http.NewRequest(http.MethodGet, "https://"+m.Addr()+"/locks/r", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get(pool1, "first-key-0123456789"); err != nil || code == http.StatusUnauthorized {
+		t.Fatalf("before: %d %v", code, err)
+	}
+
+	writeKeys("second-key-0123456789")
+	cert2, key2, pool2 := selfSignedCert(t)
+	copyTo := func(src, dst string) {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyTo(cert2, cert1)
+	copyTo(key2, key1)
+	if err := m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(pool1, "second-key-0123456789"); err == nil {
+		t.Error("the old certificate is still served")
+	}
+	if code, err := get(pool2, "second-key-0123456789"); err != nil || code == http.StatusUnauthorized {
+		t.Errorf("new key and certificate: %d %v", code, err)
+	}
+	if code, err := get(pool2, "first-key-0123456789"); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("old key: %d %v, want 401", code, err)
+	}
+
+	// A key that does not match the certificate, and a broken keys file.
+	_, key3, _ := selfSignedCert(t)
+	copyTo(key3, key1)
+	if err := os.WriteFile(keys, []byte(`{"keys":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reload(); err == nil {
+		t.Fatal("Reload of broken files: no error")
+	}
+	if code, err := get(pool2, "second-key-0123456789"); err != nil || code == http.StatusUnauthorized {
+		t.Errorf("after a failed reload: %d %v", code, err)
+	}
+	for _, msg := range []string{"API keys not reloaded: the previous keys stay in use", "TLS certificate not reloaded: the previous certificate stays in use"} {
+		if l := logs.find(t, msg); l == nil || l["level"] != "error" || l["error"] == nil {
+			t.Errorf("log line %q: %v", msg, l)
+		}
+	}
+	key3PEM, _ := os.ReadFile(key3)
+	if s := logs.String(); strings.Contains(s, "second-key-0123456789") || strings.Contains(s, string(key3PEM)) {
+		t.Error("the log shows a key")
+	}
+}
+
+// TestParseRunAPIKey: the key comes from --api-key-file given as a flag,
+// else REDLOCKD_API_KEY, else REDLOCKD_API_KEY_FILE; a malformed
+// REDLOCKD_API_KEY is a usage error that does not quote it.
+func TestParseRunAPIKey(t *testing.T) {
+	args := func(extra ...string) []string {
+		return append(append([]string{"--resource", "r"}, extra...), "--", "true")
+	}
+	for _, tc := range []struct {
+		name      string
+		env       []string
+		args      []string
+		key, file string
+	}{
+		{"env key", []string{"REDLOCKD_API_KEY= k3y "}, nil, "k3y", ""},
+		{"env key over env file", []string{"REDLOCKD_API_KEY=k3y", "REDLOCKD_API_KEY_FILE=/f"}, nil, "k3y", ""},
+		{"flag over env key", []string{"REDLOCKD_API_KEY=k3y"}, []string{"--api-key-file", "/flag"}, "", "/flag"},
+		{"env file", []string{"REDLOCKD_API_KEY_FILE=/f"}, nil, "", "/f"},
+		{"empty env key", []string{"REDLOCKD_API_KEY=", "REDLOCKD_API_KEY_FILE=/f"}, nil, "", "/f"},
+	} {
+		c, err := ParseRunFlags(args(tc.args...), runEnvOf(tc.env...))
+		if err != nil || c.APIKey != tc.key || c.APIKeyFile != tc.file {
+			t.Errorf("%s: key %q file %q (%v), want %q %q", tc.name, c.APIKey, c.APIKeyFile, err, tc.key, tc.file)
+		}
+	}
+	_, err := ParseRunFlags(args(), runEnvOf("REDLOCKD_API_KEY=two words"))
+	if err == nil || strings.Contains(err.Error(), "words") {
+		t.Errorf("malformed key: %v", err)
 	}
 }

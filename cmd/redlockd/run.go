@@ -453,7 +453,7 @@ func (r *runner) acquireFailed(err error) int {
 		r.printf("the gateway refused the request: %v", err)
 		return exitUsage
 	case errors.Is(err, client.ErrUnauthorized):
-		r.printf("the gateway refused the API key (see --api-key-file): %v", err)
+		r.printf("the gateway refused the API key (see --api-key-file and REDLOCKD_API_KEY): %v", err)
 		return exitUsage
 	default:
 		// Unknown outcome: the lock may have been taken with our token.
