@@ -116,14 +116,17 @@ func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 	known := knownEnv()
 	var missing []string // security variables serve does not have
 	if cfg != nil {
-		for name, on := range map[string]bool{
-			"REDLOCKD_API_KEYS_FILE": cfg.APIKeysFile != "",
-			"REDLOCKD_METRICS_AUTH":  cfg.MetricsAuth,
-			"REDLOCKD_TLS_CERT":      cfg.TLSCert != "",
-			"REDLOCKD_TLS_KEY":       cfg.TLSKey != "",
+		for _, s := range []struct {
+			name string
+			on   bool
+		}{
+			{"REDLOCKD_API_KEYS_FILE", cfg.APIKeysFile != ""},
+			{"REDLOCKD_METRICS_AUTH", cfg.MetricsAuth},
+			{"REDLOCKD_TLS_CERT", cfg.TLSCert != ""},
+			{"REDLOCKD_TLS_KEY", cfg.TLSKey != ""},
 		} {
-			if !on {
-				missing = append(missing, name)
+			if !s.on {
+				missing = append(missing, s.name)
 			}
 		}
 	}
