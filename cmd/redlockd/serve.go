@@ -280,6 +280,9 @@ func (m *Main) Reload() error {
 			logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate reloaded")
 		}
 	}
+	if m.logw != nil {
+		m.logw.Flush() // the outcome is out when Reload returns
+	}
 	return errors.Join(errs...)
 }
 
