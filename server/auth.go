@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redlockd/redlockd/redlock"
 )
@@ -51,8 +52,11 @@ type keysFile struct {
 }
 
 // Keys is a validated set of API keys. The zero value and nil hold no key.
+// Replace swaps in another set atomically (a reload of the keys file), so
+// a server given a *Keys sees each request against one whole set, the old
+// or the new.
 type Keys struct {
-	entries []keyEntry
+	entries atomic.Pointer[[]keyEntry]
 }
 
 type keyEntry struct {
@@ -88,7 +92,7 @@ func ParseKeys(data []byte) (*Keys, error) {
 		errs   []error
 		names  = map[string]int{}
 		hashes = map[[sha256.Size]byte]int{}
-		k      = &Keys{entries: make([]keyEntry, 0, len(f.Keys))}
+		set    = make([]keyEntry, 0, len(f.Keys))
 	)
 	for i, e := range f.Keys {
 		n := i + 1
@@ -114,11 +118,13 @@ func ParseKeys(data []byte) (*Keys, error) {
 			continue
 		}
 		hashes[sum] = n
-		k.entries = append(k.entries, keyEntry{name: e.Name, namespace: e.Namespace, sum: sum})
+		set = append(set, keyEntry{name: e.Name, namespace: e.Namespace, sum: sum})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	k := &Keys{}
+	k.entries.Store(&set)
 	return k, nil
 }
 
@@ -130,29 +136,43 @@ func HashKey(key string) string {
 
 // Len returns the number of keys.
 func (k *Keys) Len() int {
+	return len(k.set())
+}
+
+// set returns the current keys; nil for none.
+func (k *Keys) set() []keyEntry {
 	if k == nil {
-		return 0
+		return nil
 	}
-	return len(k.entries)
+	if p := k.entries.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Replace puts the keys of from in place of k's, atomically: a request
+// checked after it returns is checked against from's keys only. from must
+// come from ParseKeys and is not changed.
+func (k *Keys) Replace(from *Keys) {
+	set := from.set()
+	k.entries.Store(&set)
 }
 
 // lookup returns the entry whose hash is key's. It compares with every entry
 // in constant time and does not stop at a match.
 func (k *Keys) lookup(key string) (keyEntry, bool) {
-	if k == nil {
-		return keyEntry{}, false
-	}
+	entries := k.set()
 	sum := sha256.Sum256([]byte(key))
 	found, idx := 0, 0
-	for i := range k.entries {
-		eq := subtle.ConstantTimeCompare(sum[:], k.entries[i].sum[:])
+	for i := range entries {
+		eq := subtle.ConstantTimeCompare(sum[:], entries[i].sum[:])
 		idx = subtle.ConstantTimeSelect(eq, i, idx)
 		found |= eq
 	}
 	if found == 0 {
 		return keyEntry{}, false
 	}
-	return k.entries[idx], true
+	return entries[idx], true
 }
 
 // caller is who made a request: the API key's name and namespace.

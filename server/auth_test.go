@@ -272,7 +272,7 @@ func FuzzParseKeys(f *testing.F) {
 		if k.Len() == 0 {
 			t.Fatal("no keys and no error")
 		}
-		for _, e := range k.entries {
+		for _, e := range k.set() {
 			if !redlock.ValidName(e.name) || !redlock.ValidName(e.namespace) {
 				t.Fatalf("invalid entry accepted: %+v", e)
 			}

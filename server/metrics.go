@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"maps"
 	"net/http"
 	"strconv"
@@ -118,6 +119,7 @@ var acquireOutcomes = map[string]string{
 	"unauthorized":       "unauthorized",
 	"too-many-waiters":   "too_many_waiters",
 	"shutting-down":      "shutting_down",
+	outcomeClientGone:    "client_gone",
 	"internal":           "error",
 }
 
@@ -146,7 +148,7 @@ func NewMetrics() *Metrics {
 		}, []string{"op"}),
 		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "redlockd_acquisitions_total",
-			Help: "Acquire requests by outcome: acquired, held (409 lock-held), unavailable (503 quorum-unavailable), invalid (400, 413), unauthorized (401), too_many_waiters, shutting_down, error (500).",
+			Help: "Acquire requests by outcome: acquired, held (409 lock-held), unavailable (503 quorum-unavailable), invalid (400, 413), unauthorized (401), too_many_waiters, shutting_down, client_gone (the client went away before the answer), error (500).",
 		}, []string{"outcome"}),
 		waitTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "redlockd_wait_duration_seconds",
@@ -208,7 +210,9 @@ func (m *Metrics) ObserveNodeCommand(node string, d time.Duration, err error) {
 		return
 	}
 	m.nodeObs.get(node).Observe(d.Seconds())
-	if err != nil {
+	// context.Canceled: the request gave up on the node (its client went
+	// away, or it was shut down), which is no failure of the node.
+	if err != nil && !errors.Is(err, context.Canceled) {
 		// Not resolved ahead: the series appears with the first error.
 		m.nodeErrors.WithLabelValues(node).Inc()
 	}

@@ -71,6 +71,38 @@ type reqInfo struct {
 	pattern, pathResource string
 	// w is the request's ResponseWriter as front wraps it.
 	w statusWriter
+	// gone is set when the request ended because its client went away
+	// (see clientGone).
+	gone bool
+}
+
+// A request whose client went away before its answer (a waiting acquire
+// whose client was killed, say) is logged and counted with outcome
+// outcomeClientGone and status statusClientGone at info level: it is no
+// failure of the gateway or of Redis, and the client sees no status at all.
+// The status is nginx's 499 "client closed request". The response, if any
+// is still written, is the one problemFor makes.
+const (
+	outcomeClientGone = "client_gone"
+	statusClientGone  = 499
+)
+
+// clientGone reports whether err ended request r because its client went
+// away, and if so notes it for the access log. net/http cancels a
+// request's context when its client goes away, and a parked acquire's
+// context is cancelled when its connection closes (see park.go); a lock
+// operation cut short that way fails with context.Canceled, joined to the
+// node errors it caused. A node timeout is context.DeadlineExceeded, and a
+// shutdown is errShuttingDown: neither is a client gone.
+func clientGone(r *http.Request, err error) bool {
+	if !errors.Is(err, context.Canceled) || errors.Is(err, errShuttingDown) || r.Context().Err() == nil {
+		return false
+	}
+	if rq := reqInfoOf(r.Context()); rq != nil {
+		rq.gone = true
+		rq.outcome = outcomeClientGone
+	}
+	return true
 }
 
 // statusWriter is an http.ResponseWriter that notes the status of the
@@ -223,6 +255,9 @@ func (s *Server) recovered(w http.ResponseWriter, r *http.Request, v any) {
 func (s *Server) logRequest(r *http.Request, rq *reqInfo, status int) {
 	elapsed := time.Since(rq.start)
 	status = cmp.Or(status, http.StatusOK)
+	if rq.gone {
+		status = statusClientGone
+	}
 	route, resource := s.routeOf(r, rq)
 	outcome := rq.outcome
 	if outcome == "" {

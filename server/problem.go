@@ -143,10 +143,12 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	p := s.problemFor(err)
 	setOutcome(r.Context(), p.kind)
 	log := s.logger(r.Context())
-	switch p.kind {
-	case "internal":
+	switch {
+	case clientGone(r, err):
+		// Not a failure: the access log says client_gone (middleware.go).
+	case p.kind == "internal":
 		log.Error().Err(err).Msg("internal error")
-	case "quorum-unavailable":
+	case p.kind == "quorum-unavailable":
 		log.Warn().Err(err).Msg("quorum unavailable")
 	}
 	if sw, ok := w.(interface{ Status() int }); ok && sw.Status() != 0 {

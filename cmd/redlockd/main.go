@@ -40,9 +40,12 @@ func main() {
 	}()
 	stopProcs := func() {}
 	if cmd, _ := splitCommand(os.Args[1:]); cmd == "serve" {
+		// SIGHUP reloads keys and certificate once Main.Run listens for
+		// it; until then (and after) it must not kill the gateway.
+		signal.Ignore(syscall.SIGHUP)
 		stopProcs = governProcs(os.LookupEnv) // see procs.go
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()...)
 	stopProcs()
 	stop()
 	os.Exit(code)
@@ -58,11 +61,14 @@ func splitCommand(args []string) (string, []string) {
 }
 
 // run dispatches the subcommand in args and returns the exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+// lookupEnv reads the environment; environ lists it, as NAME=value pairs,
+// for serve and run to report unknown REDLOCKD_* variables (see checkEnv):
+// tests that leave it out check none.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ ...string) int {
 	cmd, args := splitCommand(args)
 	switch cmd {
 	case "serve":
-		return runServe(ctx, args, stdout, stderr, lookupEnv)
+		return runServe(ctx, args, stdout, stderr, lookupEnv, environ)
 	case "version":
 		if len(args) > 0 {
 			return usage(stderr, fmt.Errorf("version takes no arguments"))
@@ -73,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 		printUsage(stdout)
 		return exitOK
 	case "run":
-		return runRun(ctx, args, stdout, stderr, lookupEnv)
+		return runRun(ctx, args, stdout, stderr, lookupEnv, environ)
 	case "bench":
 		return runBench(ctx, args, stdout, stderr)
 	case "keygen":
@@ -85,8 +91,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 }
 
-// runServe parses the serve configuration and runs the gateway until ctx ends.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+// runServe parses the serve configuration and runs the gateway until ctx
+// ends. An unknown REDLOCKD_* variable in environ is logged as a warning,
+// or is a usage error when it looks like a missing security setting (see
+// checkEnv).
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ []string) int {
 	cfg, err := ParseServeFlags(args, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout)
@@ -97,6 +106,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	}
 	m := NewMain()
 	m.Config = cfg
+	m.UnknownEnv = checkEnv(environ, "serve", &cfg)
+	var fatal []error
+	for _, f := range m.UnknownEnv {
+		if f.Fatal != "" {
+			fatal = append(fatal, errors.New(f.String()))
+		}
+	}
+	if len(fatal) > 0 {
+		return usage(stderr, errors.Join(fatal...))
+	}
 	m.Stderr = stderr
 	err = m.Run(ctx)
 	var ue *UsageError
@@ -143,11 +162,19 @@ nothing durable or fault tolerant. Try: redlockd, then
 
 Serve flags. Each flag has an environment variable twin; a flag wins over its
 variable, a variable over the default; an empty variable counts as unset.
-Durations are Go durations (50ms, 30s, 1m).
+Durations are Go durations (50ms, 30s, 1m). A REDLOCKD_* variable that
+redlockd does not read is logged as a warning at start-up; one that looks
+like a misspelt --api-keys-file, --metrics-auth or --tls-* variable that is
+not otherwise set stops serve with status 64.
 
 `)
 	printServeFlags(w)
 	fmt.Fprint(w, `
+Signals: SIGINT or SIGTERM shut down gracefully. SIGHUP reloads the API keys
+file and the TLS certificate and key in place (open connections and requests
+in flight carry on); a file that does not load is logged as an error and the
+previous keys or certificate stay in use.
+
 Exit status: 0 after a graceful shutdown (SIGINT or SIGTERM: waiting acquires
 get 503, in-flight requests finish), 64 on a usage or configuration error,
 1 on any other error.

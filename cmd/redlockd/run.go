@@ -56,6 +56,9 @@ type RunConfig struct {
 	Owner string
 	// APIKeyFile is a file holding the API key, if the gateway needs one.
 	APIKeyFile string
+	// APIKey is the key itself, from REDLOCKD_API_KEY, used when no
+	// --api-key-file flag is given. It is never printed.
+	APIKey string
 	// Grace is how long CMD has to exit after SIGTERM when the lock is lost,
 	// before SIGKILL.
 	Grace time.Duration
@@ -99,19 +102,17 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 var runFlagOrder = []string{"url", "resource", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
 
 // ParseRunFlags returns the configuration given by args (the arguments after
-// "run") and by REDLOCKD_URL and REDLOCKD_API_KEY_FILE, read through
-// lookupEnv. A flag wins over its variable; an empty variable counts as
-// unset. CMD follows "--" (or the first argument that is not a flag). May
-// return flag.ErrHelp or a *UsageError listing every problem.
+// "run") and by REDLOCKD_URL, REDLOCKD_API_KEY and REDLOCKD_API_KEY_FILE,
+// read through lookupEnv. A flag wins over its variable; an empty variable
+// counts as unset. The API key comes from --api-key-file given as a flag,
+// else from REDLOCKD_API_KEY, else from the file REDLOCKD_API_KEY_FILE
+// names. CMD follows "--" (or the first argument that is not a flag). May
+// return flag.ErrHelp or a *UsageError listing every problem; no error
+// quotes the key.
 func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunConfig, error) {
 	c := defaultRunConfig()
 	var failIfLocked bool
 	fs := c.flagSet(&failIfLocked)
-	for name, env := range runEnv {
-		if v, ok := lookupEnv(env); ok && v != "" {
-			_ = fs.Set(name, v) // string flags: cannot fail
-		}
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -119,11 +120,28 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 		return c, &UsageError{Err: err}
 	}
 	c.Command = fs.Args()
-	waitSet := false
-	fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
+	given := map[string]bool{} // flags of the command line
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if key, ok := lookupEnv(runAPIKeyEnv); ok && !given["api-key-file"] {
+		switch key = strings.TrimSpace(key); {
+		case strings.ContainsAny(key, " \t\r\n"):
+			add("%s must hold the key alone, on one line", runAPIKeyEnv)
+		case key != "":
+			c.APIKey = key
+		}
+	}
+	for name, env := range runEnv {
+		if name == "api-key-file" && c.APIKey != "" {
+			continue // REDLOCKD_API_KEY wins
+		}
+		if v, ok := lookupEnv(env); ok && v != "" && !given[name] {
+			_ = fs.Set(name, v) // string flags: cannot fail
+		}
+	}
+	waitSet := given["wait"]
 	if failIfLocked {
 		if waitSet && c.Wait != 0 {
 			add("--fail-if-locked and --wait %v contradict each other", c.Wait)
@@ -198,6 +216,11 @@ validity ends (the gateway or a quorum of nodes is unavailable), the lock is
 lost: run says so on stderr, sends SIGTERM to CMD's process group, SIGKILL
 after --grace, and exits 76.
 
+API key: a gateway with API keys needs one. run takes it from the file given
+with --api-key-file, else from REDLOCKD_API_KEY (the key itself, as CI
+systems hold secrets), else from the file named by REDLOCKD_API_KEY_FILE. The
+key is sent as Authorization: Bearer and never printed.
+
 Signals: SIGINT, SIGTERM and SIGQUIT are forwarded to CMD's process group,
 SIGHUP, SIGUSR1 and SIGUSR2 to CMD itself; run keeps the lock until CMD exits,
 then releases it. Before CMD starts, SIGINT, SIGTERM, SIGHUP or SIGQUIT stop
@@ -223,6 +246,9 @@ Flags:
 		var notes []string
 		if env, ok := runEnv[name]; ok {
 			notes = append(notes, "env "+env)
+		}
+		if name == "api-key-file" {
+			notes = append(notes, "or the key itself in "+runAPIKeyEnv)
 		}
 		if f.DefValue != "" && f.DefValue != "false" {
 			def := f.DefValue
@@ -273,7 +299,10 @@ var forwardedSignals = append(stopSignals, syscall.SIGUSR1, syscall.SIGUSR2)
 // runRun is `redlockd run`. The signals that main's ctx stands for come to
 // run on its own channel, so ctx is used only for its values: its
 // cancellation must not cut an extension or the final release short.
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+//
+// An unknown REDLOCKD_* variable in environ is reported on stderr, and run
+// goes on (see checkEnv).
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ []string) int {
 	sigc := make(chan os.Signal, 16)
 	signal.Notify(sigc, forwardedSignals...)
 	defer signal.Stop(sigc)
@@ -283,11 +312,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookup
 		printRunUsage(stdout)
 		return exitOK
 	}
+	for _, f := range checkEnv(environ, "run", nil) {
+		fmt.Fprintf(stderr, "redlockd run: warning: %s\n", f)
+	}
 	if err != nil {
 		return runUsage(stderr, err)
 	}
-	var key string
-	if cfg.APIKeyFile != "" {
+	key := cfg.APIKey
+	if key == "" && cfg.APIKeyFile != "" {
 		if key, err = readAPIKey(cfg.APIKeyFile); err != nil {
 			return runUsage(stderr, err)
 		}
@@ -421,7 +453,7 @@ func (r *runner) acquireFailed(err error) int {
 		r.printf("the gateway refused the request: %v", err)
 		return exitUsage
 	case errors.Is(err, client.ErrUnauthorized):
-		r.printf("the gateway refused the API key (see --api-key-file): %v", err)
+		r.printf("the gateway refused the API key (see --api-key-file and REDLOCKD_API_KEY): %v", err)
 		return exitUsage
 	default:
 		// Unknown outcome: the lock may have been taken with our token.

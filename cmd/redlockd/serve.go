@@ -10,8 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,10 +47,18 @@ type Main struct {
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
 	// Default: 10s.
 	ShutdownTimeout time.Duration
+	// UnknownEnv are the REDLOCKD_* variables of the environment that
+	// serve does not read (see checkEnv): Open logs them as warnings.
+	UnknownEnv []envFinding
 
 	// Log is the logger, built by Open from Config and Stderr.
 	Log  zerolog.Logger
 	logw *logWriter // between Log and Stderr
+
+	// keys are the API keys in use, nil without --api-keys-file; cert is
+	// the TLS certificate in use, nil without TLS. Reload replaces both.
+	keys *server.Keys
+	cert atomic.Pointer[tls.Certificate]
 
 	dev      *devNodes
 	coord    *redlock.Coordinator
@@ -80,13 +91,24 @@ func (m *Main) Open() (err error) {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	tlsConfig, err := c.loadTLS()
+	cert, err := c.loadTLS()
 	if err != nil {
 		return err
 	}
 	keys, err := c.loadKeys()
 	if err != nil {
 		return err
+	}
+	m.keys = keys
+	var tlsConfig *tls.Config
+	if cert != nil {
+		// The certificate is looked up at each handshake, so that Reload
+		// can replace it without touching the listener.
+		m.cert.Store(cert)
+		tlsConfig = &tls.Config{
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return m.cert.Load(), nil },
+			MinVersion:     tls.VersionTLS12,
+		}
 	}
 	m.logw = newLogWriter(m.stderr())
 	m.Log = newLogger(m.logw, c)
@@ -99,6 +121,13 @@ func (m *Main) Open() (err error) {
 	}()
 
 	m.Log.Info().Str("version", Version()).Stringer("config", c).Msg("redlockd starting")
+	for _, f := range m.UnknownEnv {
+		e := m.Log.Warn().Str("variable", f.Name)
+		if f.Suggest != "" {
+			e = e.Str("did_you_mean", f.Suggest)
+		}
+		e.Msg(f.String())
+	}
 	nodes, err := m.startNodes()
 	if err != nil {
 		return err
@@ -114,6 +143,9 @@ func (m *Main) Open() (err error) {
 		return fmt.Errorf("redlockd: start coordinator: %w", err)
 	}
 	m.logCluster(nodes)
+	if cert != nil {
+		logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate loaded")
+	}
 	// Dial every node before listening, so the first requests do not pay for it.
 	m.coord.Warm(context.Background(), time.Second)
 
@@ -209,21 +241,82 @@ func (m *Main) Addr() string {
 }
 
 // Run opens m unless Open was already called, serves until ctx ends, then
-// closes m gracefully. It returns nil after a graceful shutdown.
+// closes m gracefully. It returns nil after a graceful shutdown. While it
+// runs, SIGHUP calls Reload.
 func (m *Main) Run(ctx context.Context) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if m.ln == nil {
 		if err := m.Open(); err != nil {
 			return err
 		}
 	}
-	select {
-	case <-ctx.Done():
-		m.Log.Info().Str("cause", context.Cause(ctx).Error()).Msg("shutting down")
-		return m.Close()
-	case <-m.served:
-		m.Log.Error().AnErr("error", m.serveErr).Msg("HTTP server stopped on its own")
-		return m.Close()
+	for {
+		select {
+		case <-hup:
+			m.Log.Info().Msg("SIGHUP: reloading the API keys file and the TLS certificate")
+			_ = m.Reload() // logged
+		case <-ctx.Done():
+			m.Log.Info().Str("cause", context.Cause(ctx).Error()).Msg("shutting down")
+			return m.Close()
+		case <-m.served:
+			m.Log.Error().AnErr("error", m.serveErr).Msg("HTTP server stopped on its own")
+			return m.Close()
+		}
 	}
+}
+
+// Reload reads the API keys file and the TLS certificate and key again
+// (SIGHUP) and puts each that loads in place of the old one: the requests
+// and TLS handshakes that follow use it, while open connections, requests
+// in flight and the listener are left alone. One that does not load (a
+// missing file, bad JSON, a key that does not match the certificate) is
+// logged at error level, the old one stays, and Reload returns why. What
+// was not configured at Open (no --api-keys-file, no TLS) stays off.
+func (m *Main) Reload() error {
+	c := m.Config
+	var errs []error
+	if m.keys == nil && m.cert.Load() == nil {
+		m.Log.Info().Msg("nothing to reload: no --api-keys-file and no --tls-cert")
+	}
+	if m.keys != nil {
+		if keys, err := c.loadKeys(); err != nil {
+			m.Log.Error().Err(err).Msg("API keys not reloaded: the previous keys stay in use")
+			errs = append(errs, err)
+		} else {
+			m.keys.Replace(keys)
+			m.Log.Info().Str("file", c.APIKeysFile).Int("keys", keys.Len()).Msg("API keys reloaded")
+		}
+	}
+	if m.cert.Load() != nil {
+		if cert, err := c.loadTLS(); err != nil {
+			m.Log.Error().Err(err).Msg("TLS certificate not reloaded: the previous certificate stays in use")
+			errs = append(errs, err)
+		} else {
+			m.cert.Store(cert)
+			logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate reloaded")
+		}
+	}
+	if m.logw != nil {
+		m.logw.Flush() // the outcome is out when Reload returns
+	}
+	return errors.Join(errs...)
+}
+
+// logCert adds to e what identifies cert: its subject, names and validity,
+// never key material.
+func logCert(e *zerolog.Event, cert *tls.Certificate) *zerolog.Event {
+	leaf := cert.Leaf
+	if leaf == nil {
+		return e
+	}
+	e = e.Str("subject", leaf.Subject.String()).Strs("dns_names", leaf.DNSNames).
+		Time("not_before", leaf.NotBefore).Time("not_after", leaf.NotAfter)
+	if time.Now().After(leaf.NotAfter) {
+		e = e.Bool("expired", true)
+	}
+	return e
 }
 
 // Close shuts down gracefully: the server first answers every waiting
@@ -388,8 +481,8 @@ func isTerminal(w io.Writer) bool {
 }
 
 // loadTLS loads the certificate and key when both are given; nil otherwise.
-// May return a *UsageError.
-func (c Config) loadTLS() (*tls.Config, error) {
+// Its errors name the files, never key material. May return a *UsageError.
+func (c Config) loadTLS() (*tls.Certificate, error) {
 	if c.TLSCert == "" || c.TLSKey == "" {
 		return nil, nil
 	}
@@ -397,7 +490,7 @@ func (c Config) loadTLS() (*tls.Config, error) {
 	if err != nil {
 		return nil, usageErrorf("--tls-cert/--tls-key: %v", err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	return &cert, nil
 }
 
 // isLoopback reports whether addr is a loopback IP address. The unspecified

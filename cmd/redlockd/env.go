@@ -1,0 +1,224 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+)
+
+// Unknown REDLOCKD_* environment variables.
+//
+// A misspelt variable is otherwise silently ignored: REDLOCKD_API_KEYS_FIEL
+// would run a gateway without authentication. So serve and run report every
+// REDLOCKD_* variable that no part of redlockd reads, by name (never its
+// value), with the known name it is closest to. serve refuses to start
+// (exit 64) when such a variable looks like a security setting that is not
+// in effect (API keys, metrics auth, TLS): a gateway that is less protected
+// than its operator asked for is worse than one that does not start. Every
+// other unknown variable is a warning, as a leftover variable must not stop
+// a gateway.
+
+// cmdEnv are the variables run sets for its command: a gateway or a nested
+// run started from that command sees them.
+var cmdEnv = []string{"REDLOCKD_RESOURCE", "REDLOCKD_TOKEN", "REDLOCKD_FENCING_TOKEN"}
+
+// testEnv are the variables the tests in tests/ read; testEnvPrefix starts
+// the names of those they set for their own helper processes.
+var testEnv = []string{
+	"REDLOCKD_LOAD", "REDLOCKD_LOAD_C", "REDLOCKD_LOAD_DURATION", "REDLOCKD_LOAD_LOG",
+	"REDLOCKD_SOAK_SEED", "REDLOCKD_SOAK_DURATION",
+}
+
+const testEnvPrefix = "REDLOCKD_TESTS_"
+
+// runAPIKeyEnv holds the API key of `redlockd run`.
+const runAPIKeyEnv = "REDLOCKD_API_KEY"
+
+// securityEnv are the serve variables whose absence leaves the gateway less
+// protected, with what it would do without them.
+var securityEnv = map[string]string{
+	"REDLOCKD_API_KEYS_FILE": "run without API keys (anyone who reaches the port can take and release locks)",
+	"REDLOCKD_METRICS_AUTH":  "serve /metrics without an API key",
+	"REDLOCKD_TLS_CERT":      "serve plain HTTP instead of HTTPS",
+	"REDLOCKD_TLS_KEY":       "serve plain HTTP instead of HTTPS",
+}
+
+// serveEnv returns the names of serve's variables: one per flag.
+func serveEnv() []string {
+	c := DefaultConfig()
+	var names []string
+	c.flagSet().VisitAll(func(f *flag.Flag) { names = append(names, envName(f.Name)) })
+	return names
+}
+
+// knownEnv returns every REDLOCKD_* name some part of redlockd reads or
+// sets, with the command it belongs to: serve, run, "run's command" or
+// "the tests".
+func knownEnv() map[string]string {
+	known := map[string]string{}
+	for _, n := range testEnv {
+		known[n] = "the tests"
+	}
+	for _, n := range cmdEnv {
+		known[n] = "run's command"
+	}
+	for _, n := range runEnv {
+		known[n] = "run"
+	}
+	known[runAPIKeyEnv] = "run"
+	for _, n := range serveEnv() {
+		known[n] = "serve"
+	}
+	return known
+}
+
+// envFinding is a REDLOCKD_* variable of the environment that the running
+// command does not read.
+type envFinding struct {
+	// Name is the variable's name; its value is never kept.
+	Name string
+	// Suggest is the known name closest to Name, or "".
+	Suggest string
+	// Owner is the command Name belongs to when it is known but not the
+	// running command's; "" for an unknown name.
+	Owner string
+	// Fatal is the consequence when Name looks like a security setting of
+	// serve that is not in effect; "" otherwise.
+	Fatal string
+}
+
+// String describes f for a log line or an error message.
+func (f envFinding) String() string {
+	var b strings.Builder
+	if f.Owner != "" {
+		fmt.Fprintf(&b, "environment variable %s is for %s, not serve", f.Name, f.Owner)
+	} else {
+		fmt.Fprintf(&b, "unknown environment variable %s", f.Name)
+	}
+	if f.Suggest != "" {
+		fmt.Fprintf(&b, " (did you mean %s?)", f.Suggest)
+	}
+	if f.Fatal != "" {
+		fmt.Fprintf(&b, ": refusing to %s; fix or unset the variable", f.Fatal)
+	} else {
+		b.WriteString(": ignored")
+	}
+	return b.String()
+}
+
+// checkEnv returns the REDLOCKD_* variables of environ (NAME=value pairs)
+// that the command cmd ("serve" or "run") does not read, in environ's
+// order. For serve, cfg is the parsed configuration: a variable close to a
+// security setting it does not have is fatal, even when it is another
+// command's (REDLOCKD_API_KEY_FILE is run's, one letter from
+// REDLOCKD_API_KEYS_FILE). For run, no finding is fatal and cfg is nil.
+func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
+	known := knownEnv()
+	var missing []string // security variables serve does not have
+	if cfg != nil {
+		for _, s := range []struct {
+			name string
+			on   bool
+		}{
+			{"REDLOCKD_API_KEYS_FILE", cfg.APIKeysFile != ""},
+			{"REDLOCKD_METRICS_AUTH", cfg.MetricsAuth},
+			{"REDLOCKD_TLS_CERT", cfg.TLSCert != ""},
+			{"REDLOCKD_TLS_KEY", cfg.TLSKey != ""},
+		} {
+			if !s.on {
+				missing = append(missing, s.name)
+			}
+		}
+	}
+	var out []envFinding
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if len(name) <= len(envPrefix) || !strings.EqualFold(name[:len(envPrefix)], envPrefix) {
+			continue
+		}
+		owner, isKnown := known[name]
+		if !isKnown && strings.HasPrefix(name, testEnvPrefix) {
+			owner, isKnown = "the tests", true
+		}
+		if isKnown && (owner == cmd || (cmd == "run" && owner == "run's command")) {
+			continue
+		}
+		f := envFinding{Name: name}
+		for _, sec := range missing {
+			if near(name, sec) {
+				f.Suggest, f.Fatal = sec, securityEnv[sec]
+				break
+			}
+		}
+		switch {
+		case f.Fatal != "":
+			if isKnown {
+				f.Owner = owner
+			}
+		case isKnown:
+			continue // another command's: fine
+		default:
+			f.Suggest = closest(name, known)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// closest returns the known name nearest to name, or "" if none is near.
+func closest(name string, known map[string]string) string {
+	best, bestD := "", -1
+	for k := range known {
+		if !near(name, k) {
+			continue
+		}
+		if d := distance(normEnv(name), normEnv(k)); bestD < 0 || d < bestD || (d == bestD && k < best) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// near reports whether name could be a misspelling of known: the same but
+// for case and - for _, or one edit away (two for names past the prefix
+// longer than 6 characters).
+func near(name, known string) bool {
+	a, b := normEnv(name), normEnv(known)
+	limit := 1
+	if len(b) > 6 {
+		limit = 2
+	}
+	return distance(a, b) <= limit
+}
+
+// normEnv returns the part of a variable name after REDLOCKD_, upper case,
+// with - as _.
+func normEnv(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(name[len(envPrefix):], "-", "_"))
+}
+
+// distance returns the optimal string alignment distance of a and b (bytes):
+// insertions, deletions, substitutions and swaps of two neighbours.
+func distance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
