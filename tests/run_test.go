@@ -46,6 +46,18 @@ func TestRun(t *testing.T) {
 		}
 	})
 
+	// A base URL that names no route of the gateway (a wrong proxy
+	// prefix) is a usage error, not "unavailable": retrying cannot help.
+	t.Run("WrongURL", func(t *testing.T) {
+		res := resourceName(t)
+		p := runProc(t, nil, "run", "--url", g.URL+"/v1", "--resource", res, "--wait", "5s", "--", "true")
+		p.wantExit(64, 10*time.Second)
+		if msg := p.errs.String(); !strings.Contains(msg, "check --url") {
+			t.Errorf("stderr %q does not say to check --url", msg)
+		}
+		wantFree(t, res)
+	})
+
 	t.Run("CommandNotFound", func(t *testing.T) {
 		res := resourceName(t)
 		p := run(t, nil, "--resource", res, "--", "/nonexistent/command")

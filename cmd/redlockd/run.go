@@ -88,7 +88,7 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // errors are returned, help is printed by printRunUsage
 	fs.Usage = func() {}
 	fs.StringVar(&c.URL, "url", c.URL, "base `URL` of the redlockd gateway, http:// or https://")
-	fs.StringVar(&c.Resource, "resource", c.Resource, "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] (required)")
+	fs.StringVar(&c.Resource, "resource", c.Resource, "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (required)")
 	fs.DurationVar(&c.TTL, "ttl", c.TTL, "TTL of the lock; run extends it every ttl/3 while CMD runs")
 	fs.DurationVar(&c.Wait, "wait", c.Wait, "how long to wait for the lock when another owner holds it; 0 tries once")
 	fs.BoolVar(failIfLocked, "fail-if-locked", false, "do not wait: exit 75 at once if the lock is held (same as --wait 0)")
@@ -155,7 +155,7 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 	case c.Resource == "":
 		add("--resource is required")
 	case !redlock.ValidName(c.Resource):
-		add("--resource %q must be 1-200 characters of [A-Za-z0-9._:-]", c.Resource)
+		add("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Resource)
 	}
 	if c.TTL < redlock.MinTTL {
 		add("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)
@@ -265,8 +265,9 @@ Flags:
 Exit status:
   CMD's   CMD ran holding the lock throughout, and the release succeeded
           or could not be confirmed; 128+N if CMD was killed by signal N
-  64      usage error: bad flags, unreadable --api-key-file, or the gateway
-          refused a value (e.g. --ttl above its max TTL) or the API key
+  64      usage error: bad flags, unreadable --api-key-file, the gateway
+          refused a value (e.g. --ttl above its max TTL) or the API key, or
+          --url names no route of the gateway (404)
   69      gateway or quorum unavailable: CMD not run
   75      lock held by another owner, not acquired within --wait: CMD not run
   76      lock lost while CMD ran (CMD was sent SIGTERM), or found not held
@@ -454,6 +455,10 @@ func (r *runner) acquireFailed(err error) int {
 		return exitUsage
 	case errors.Is(err, client.ErrUnauthorized):
 		r.printf("the gateway refused the API key (see --api-key-file and REDLOCKD_API_KEY): %v", err)
+		return exitUsage
+	case errors.Is(err, client.ErrNotFound):
+		// A wrong --url (or proxy prefix): retrying cannot help.
+		r.printf("%s names no route of a redlockd gateway (check --url): %v: CMD not run", r.cfg.URL, err)
 		return exitUsage
 	default:
 		// Unknown outcome: the lock may have been taken with our token.
