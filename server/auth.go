@@ -104,7 +104,7 @@ func ParseKeys(data []byte) (*Keys, error) {
 			names[e.Name] = n
 		}
 		if !redlock.ValidName(e.Namespace) {
-			errs = append(errs, fmt.Errorf("key #%d (%s): namespace %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", n, truncate(e.Name, 64), truncate(e.Namespace, 64)))
+			errs = append(errs, fmt.Errorf("key #%d (%s): namespace %q must be 1-200 characters of [A-Za-z0-9._:-], other than \".\" and \"..\"", n, truncate(e.Name, 64), truncate(e.Namespace, 64)))
 		}
 		b, err := hex.DecodeString(e.SHA256)
 		if err != nil || len(b) != sha256.Size {
