@@ -133,9 +133,10 @@ func TestHealthWrites(t *testing.T) {
 			if el := time.Since(stopped); el >= maxTTL-time.Second {
 				t.Fatalf("the checks took %v: the quarantine (%v) is nearly over", el, maxTTL)
 			}
-			if !strings.Contains(gw.Stderr(), "was a replica and is a master again") {
-				t.Errorf("no warning about the former replicas in the log:\n%s", tail(gw.Stderr(), 20))
-			}
+			// The log reaches the test through a pipe: await the line.
+			eventually(t, 5*time.Second, "the warning about the former replicas in the log", func() bool {
+				return strings.Contains(gw.Stderr(), "was a replica and is a master again")
+			})
 			gw.waitReady(t)
 			if el := time.Since(stopped); el < maxTTL-time.Second {
 				t.Errorf("ready %v after the replicas became masters again, want about max TTL %v", el, maxTTL)

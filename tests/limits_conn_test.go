@@ -110,6 +110,10 @@ func TestMaxConnections(t *testing.T) {
 				t.Error("the connection idle the longest is still open")
 			}
 
+			// The log reaches the test through a pipe: await the line.
+			eventually(t, 5*time.Second, "the connection limit logged", func() bool {
+				return strings.Contains(gw.Stderr(), `"connection limit reached`)
+			})
 			log := gw.Stderr()
 			if n := strings.Count(log, `"connection limit reached`); n != 1 {
 				t.Errorf("%d log lines say the connection limit was reached, want 1", n)
