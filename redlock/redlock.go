@@ -78,9 +78,9 @@ func (c *Coordinator) Close() error {
 	return errors.Join(errs...)
 }
 
-// keys returns the lock, meta, fence, waiting and released (tombstones)
-// keys of a resource. Names never contain '/', so namespace and resource
-// cannot collide across namespaces.
+// keys returns the lock, meta, fence and waiting keys of a resource, and
+// the prefix of its release tombstones (see releaseKeys). Names never
+// contain '/', so namespace and resource cannot collide across namespaces.
 func (c *Coordinator) keys(namespace, resource string) []string {
 	base := namespace + "/" + resource
 	p := c.opts.KeyPrefix
@@ -198,14 +198,17 @@ func (a *attempt) interest() int {
 	return 1
 }
 
-// releaseKeys are the keys release.lua takes: lock, meta, waiting and
-// released.
-func releaseKeys(keys []string) []string { return []string{keys[0], keys[1], keys[3], keys[4]} }
+// releaseKeys are the keys release.lua takes: lock, meta, waiting, and the
+// tombstone of token's release, released:<ns>/<resource>/<token> (a token
+// never contains '/').
+func releaseKeys(keys []string, token string) []string {
+	return []string{keys[0], keys[1], keys[3], keys[4] + "/" + token}
+}
 
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys), []any{a.token, a.c.channel(), 0}, int64Reply)
+	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.channel(), 0}, int64Reply)
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
@@ -450,7 +453,7 @@ func (c *Coordinator) notOwner(other int) error {
 
 // Release deletes the lock on every node where token holds it. It succeeds
 // iff the token held the lock on a quorum. It is idempotent: each node keeps
-// a tombstone of the tokens that released the lock for max TTL, so a retried
+// a tombstone of the token's release for max TTL, so a retried
 // release of a lock this token released succeeds again, even after another
 // token took the lock. May return ErrInvalid,
 // ErrLockExpired or ErrHeldByOther (the token cannot have held a quorum), or
@@ -462,7 +465,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	if !ValidToken(token) {
 		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
-	keys := releaseKeys(c.keys(namespace, resource))
+	keys := releaseKeys(c.keys(namespace, resource), token)
 	keep := c.opts.MaxTTL.Milliseconds()
 	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel(), keep}, int64Reply)
 	var matched, other, silent int
