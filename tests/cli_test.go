@@ -89,13 +89,9 @@ func TestDevMode(t *testing.T) {
 // TestEnvConfig configures the gateway through REDLOCKD_* variables only.
 func TestEnvConfig(t *testing.T) {
 	nodes := startCluster(t, 3)
-	urls := make([]string, len(nodes))
-	for i, n := range nodes {
-		urls[i] = n.URL()
-	}
 	g := startProcess(t, []string{
 		"REDLOCKD_LISTEN=127.0.0.1:0",
-		"REDLOCKD_REDIS=" + strings.Join(urls, ","),
+		"REDLOCKD_REDIS=" + redisURLs(nodes),
 		"REDLOCKD_RESTART_QUARANTINE=off",
 		"REDLOCKD_KEY_PREFIX=envtest:",
 		"REDLOCKD_DEFAULT_TTL=7s",

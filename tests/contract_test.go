@@ -223,13 +223,9 @@ func wantAllow(t *testing.T, c *http.Client, base string, proto int) {
 // gateway with an HTTPS listener.
 func TestContractHTTP2(t *testing.T) {
 	nodes := startCluster(t, 3)
-	urls := make([]string, len(nodes))
-	for i, n := range nodes {
-		urls[i] = n.URL()
-	}
 	ca := newTestCA(t)
 	certFile, keyFile := ca.issue(t, "gateway")
-	g := startServe(t, urls, "--tls-cert", certFile, "--tls-key", keyFile)
+	g := startUnready(t, nodes, "--tls-cert", certFile, "--tls-key", keyFile)
 	base := strings.Replace(g.URL, "http://", "https://", 1)
 	// Each client has its own config: a Transport adds "h2" to its
 	// config's NextProtos.

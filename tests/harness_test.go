@@ -352,11 +352,16 @@ func startGateway(t testing.TB, nodes []*RedisNode, extraFlags ...string) *Gatew
 // startUnready is startGateway without waiting for /readyz.
 func startUnready(t testing.TB, nodes []*RedisNode, extraFlags ...string) *Gateway {
 	t.Helper()
+	return startServe(t, strings.Split(redisURLs(nodes), ","), extraFlags...)
+}
+
+// redisURLs is the --redis value for nodes: their URLs, comma-separated.
+func redisURLs(nodes []*RedisNode) string {
 	urls := make([]string, len(nodes))
 	for i, n := range nodes {
 		urls[i] = n.URL()
 	}
-	return startServe(t, urls, extraFlags...)
+	return strings.Join(urls, ",")
 }
 
 // startServe runs `redlockd serve` on a free port of 127.0.0.1 against the

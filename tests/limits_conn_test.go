@@ -63,11 +63,7 @@ func (c *idleConn) closedByServer() bool {
 // without a cap stops accepting once 400 connections are open.
 func TestMaxConnections(t *testing.T) {
 	nodes := startCluster(t, 3)
-	urls := make([]string, len(nodes))
-	for i, n := range nodes {
-		urls[i] = n.URL()
-	}
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--redis", strings.Join(urls, ","), "--restart-quarantine", "off"}
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--redis", redisURLs(nodes), "--restart-quarantine", "off"}
 
 	for _, tc := range []struct {
 		name  string

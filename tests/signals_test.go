@@ -24,15 +24,11 @@ import (
 // is logged as an error, without key material.
 func TestSIGHUPReload(t *testing.T) {
 	nodes := startCluster(t, 3)
-	urls := make([]string, len(nodes))
-	for i, n := range nodes {
-		urls[i] = n.URL()
-	}
 	ca := newTestCA(t)
 	certFile, keyFile := ca.issue(t, "gateway-1")
 	oldKey, newKey := keygen(t, "old", "team"), keygen(t, "new", "team")
 	keys := keysFile(t, oldKey)
-	g := startServe(t, urls, "--api-keys-file", keys, "--tls-cert", certFile, "--tls-key", keyFile)
+	g := startUnready(t, nodes, "--api-keys-file", keys, "--tls-cert", certFile, "--tls-key", keyFile)
 	base := strings.Replace(g.URL, "http://", "https://", 1)
 	host := strings.TrimPrefix(g.URL, "http://")
 	tlsConf := &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}
@@ -220,15 +216,11 @@ func waitLogWhere(t *testing.T, g *Gateway, what string, match func(map[string]a
 // not reported.
 func TestUnknownEnv(t *testing.T) {
 	nodes := startCluster(t, 3)
-	urls := make([]string, len(nodes))
-	for i, n := range nodes {
-		urls[i] = n.URL()
-	}
 	const value = "/etc/redlockd/value-not-shown.json"
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, "serve", "--listen", "127.0.0.1:0", "--redis", strings.Join(urls, ","))
+	cmd := exec.CommandContext(ctx, binPath, "serve", "--listen", "127.0.0.1:0", "--redis", redisURLs(nodes))
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.Env = append(cleanEnv(), "REDLOCKD_API_KEYS_FIEL="+value)
 	out, err := cmd.CombinedOutput()
@@ -251,7 +243,7 @@ func TestUnknownEnv(t *testing.T) {
 		"REDLOCKD_SOMETHING_ELSE=x", // unknown, close to nothing
 		// Read by run, set by run for its command, read by the tests.
 		"REDLOCKD_API_KEY=" + key.Key, "REDLOCKD_URL=http://x", "REDLOCKD_TOKEN=t", "REDLOCKD_LOAD=1", "REDLOCKD_TESTS_HTTP_FLOOR=x",
-	}, "serve", "--listen", "127.0.0.1:0", "--restart-quarantine", "off", "--redis", strings.Join(urls, ","),
+	}, "serve", "--listen", "127.0.0.1:0", "--restart-quarantine", "off", "--redis", redisURLs(nodes),
 		"--api-keys-file", keysFile(t, key))
 	g.waitReady(t)
 	want := map[string]string{
