@@ -12,8 +12,8 @@ import (
 // the request and makes a map of path values; the generated wrappers, which
 // bind parameters by reflection; the strict handler, which runs a JSON
 // decoder over the empty body strictJSON leaves it) cost the gateway about
-// 7 us of CPU per acquire+release, some 9 % of all it spends on one (see the
-// README's "Measuring"). serveFast serves those two requests itself, with
+// 7 us of CPU per acquire+release, some 9 % of all it spends on one (see
+// docs/measuring.md). serveFast serves those two requests itself, with
 // the same Server methods, body decoding and error handling as the generated
 // code: the responses, log lines and metrics are the same, as
 // TestFastPathSameAsGenerated checks request by request against the

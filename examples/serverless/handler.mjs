@@ -10,7 +10,7 @@
 //
 // That only works if event.id is the id that the platform keeps across
 // retries of one event and that no other event has (e.g. an SQS messageId,
-// an EventBridge or CloudEvents id; see the README). An event without an id
+// an EventBridge or CloudEvents id; see docs/clients.md). An event without an id
 // is refused: two such events would derive one token, and the second would
 // "re-acquire" the lock that the first holds, with the same fencing token.
 //
