@@ -11,9 +11,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Command batching: every node's fan-out commands go through its client's
+// automatic pipelining (go-redis AsyncAutoPipeline). Concurrent requests
+// share round trips and syscalls, on the gateway's side and on Redis's: with
+// one batch in flight per node, commands that arrive while a batch is out
+// leave together as the next one. A round submits its command to every node
+// without blocking and without a goroutine per node; the nodes' clients tell
+// the round when each reply is in (see arrivals), and the caller is woken
+// once, when the last is in or the node timeout has passed.
+//
+// go-redis bounds each batch by the connection's read and write timeouts
+// (the node timeout) and does not retry it (MaxRetries -1, see newNode). A
+// command still queued when its round gave up is sent all the same: a late
+// SET then holds that node's key for one TTL at most, which is what a
+// command sent just before a node pauses does too (see doc.go).
+
+// maxQueued bounds the commands accepted for one node and not yet answered:
+// beyond it the node is far behind, and a command fails at once (the node
+// counts as silent for that round).
+const maxQueued = 4096
+
 // round collects the answers of the nodes to one command: when each came,
-// and one wake-up of the caller once the last is in, rather than one per
-// node (a round waits for every node but a silent one).
+// and one wake-up of the caller once the last is in.
 type round struct {
 	start   time.Time
 	left    atomic.Int32
@@ -27,10 +46,10 @@ func newRound(nodes, waiting int) *round {
 	return r
 }
 
-// arrive records that node's command has its result.
+// arrive records that node's command has its result; only the first call
+// per node counts.
 func (r *round) arrive(node int) {
-	r.arrived[node].Store(1 + int64(time.Since(r.start)))
-	if r.left.Add(-1) == 0 {
+	if r.arrived[node].CompareAndSwap(0, 1+int64(time.Since(r.start))) && r.left.Add(-1) == 0 {
 		close(r.all)
 	}
 }
@@ -41,27 +60,38 @@ func (r *round) took(node int) (time.Duration, bool) {
 	return time.Duration(at - 1), at != 0
 }
 
-// evalSha encodes an EVALSHA of script.
-func evalSha(script *redis.Script, keys []string, args []any) []byte {
-	size := 64 + 16*(len(keys)+len(args)) // headers, EVALSHA, the key count
-	for _, k := range keys {
-		size += len(k)
-	}
-	for _, a := range args {
-		if s, ok := a.(string); ok {
-			size += len(s)
-		} else {
-			size += 20
+// roundCmd is one node's command in a round.
+type roundCmd struct {
+	*redis.Cmd
+	round *round
+	node  int
+}
+
+// arrivals is the hook of every node's client that tells a round when its
+// command has its reply: go-redis runs a batch of one command through the
+// process hooks, and a larger one through the pipeline hooks.
+type arrivals struct{}
+
+func (arrivals) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (arrivals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if rc, ok := cmd.(*roundCmd); ok {
+			rc.round.arrive(rc.node)
 		}
+		return err
 	}
-	b := appendArrayLen(make([]byte, 0, size+len(script.Hash())), 3+len(keys)+len(args))
-	b = appendBulk(b, "EVALSHA")
-	b = appendBulk(b, script.Hash())
-	b = appendInt(b, int64(len(keys)))
-	for _, k := range keys {
-		b = appendBulk(b, k)
+}
+func (arrivals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if rc, ok := c.(*roundCmd); ok {
+				rc.round.arrive(rc.node)
+			}
+		}
+		return err
 	}
-	return appendArgs(b, args)
 }
 
 // isNoScript reports a NOSCRIPT error (the node's script cache was flushed).
@@ -72,9 +102,8 @@ func isNoScript(err error) bool {
 // runScript runs script on every node in idxs in parallel, each bounded by
 // the node timeout, with the keys and arguments of that node, and returns
 // every reply parsed by parse. With batching on, the commands go through the
-// nodes' pipelined connections (pipe.go) and no goroutine is started per
-// node; otherwise each node gets its own goroutine and round trip
-// (Options.NoBatching).
+// nodes' automatic pipelines; otherwise each node gets its own goroutine and
+// round trip (Options.NoBatching).
 func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *redis.Script,
 	keys []string, args []any, parse func(result) (T, error)) []reply[T] {
 	if c.opts.NoBatching {
@@ -83,31 +112,42 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 			return parse(result{cmd.Val(), cmd.Err()})
 		})
 	}
-	// Every call ends by its deadline: the pipe answers it, or fails it
-	// when the node is silent that long (see pipe.go). No timer is needed
-	// here, only the caller's context.
 	rd := newRound(len(c.nodes), len(idxs))
-	deadline := rd.start.Add(c.opts.NodeTimeout)
-	enc := evalSha(script, keys, args)
-	calls := make([]call, len(idxs))
-	for j, i := range idxs {
-		calls[j] = call{enc: enc, node: i, deadline: deadline, round: rd}
-		c.nodes[i].pipe.submit(&calls[j])
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
 	}
+	cmdArgs = append(cmdArgs, args...)
+	cmds := make([]roundCmd, len(idxs))
+	for j, i := range idxs {
+		cmds[j] = roundCmd{Cmd: redis.NewCmd(ctx, cmdArgs...), round: rd, node: i}
+		if err := c.nodes[i].pipe.Process(ctx, &cmds[j]); err != nil {
+			rd.arrive(i) // refused without being queued (a full queue, a closed client)
+		}
+	}
+	timer := time.NewTimer(c.opts.NodeTimeout)
 	select {
 	case <-rd.all:
+	case <-timer.C:
 	case <-ctx.Done():
 	}
+	timer.Stop()
 	out := make([]reply[T], 0, len(idxs))
 	for j, i := range idxs {
 		took, ok := rd.took(i)
-		if !ok { // the caller gave up first
-			c.noteCommand(i, time.Since(rd.start), ctx.Err())
-			c.nodes[i].noteReply(ctx, ctx.Err())
-			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(ctx.Err())})
+		if !ok { // silent for the node timeout, or the caller gave up first
+			err := ctx.Err()
+			if err == nil {
+				err = context.DeadlineExceeded
+			}
+			took = time.Since(rd.start)
+			c.noteCommand(i, took, err)
+			c.nodes[i].noteReply(ctx, err)
+			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(err)})
 			continue
 		}
-		res := calls[j].res
+		res := result{cmds[j].Val(), cmds[j].Err()}
 		if isNoScript(res.err) {
 			// The node lost its script cache: EVAL it once, directly.
 			rctx, rcancel := context.WithTimeout(ctx, c.opts.NodeTimeout)

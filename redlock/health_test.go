@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,21 +93,15 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	}
 
 	// Node 0 refuses: the answers between ticks leave it down.
-	var refuse atomic.Bool
-	cl.c.nodes[0].pipe.fault = func(sent bool) error {
-		if sent && refuse.Load() {
-			return redisError("OOM command not allowed when used memory > 'maxmemory'.")
-		}
-		return nil
-	}
-	refuse.Store(true)
+	oom := "OOM command not allowed when used memory > 'maxmemory'."
+	cl.hooks[0].refuse.Store(&oom)
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := cl.c.Status(t.Context()); st[0].Up || !strings.HasPrefix(st[0].Err, "OOM") {
 		t.Fatalf("after a refusal: %+v", st)
 	}
-	refuse.Store(false)
+	cl.hooks[0].refuse.Store(nil)
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}

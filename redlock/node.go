@@ -18,8 +18,8 @@ type node struct {
 	idx    int
 	addr   string // host:port, never credentials
 	client *redis.Client
-	pipe   *pipe   // the batched fan-out connection; nil with Options.NoBatching
-	opts   Options // the coordinator's, defaults filled in
+	pipe   *redis.AutoPipeliner // the batched fan-out (see batch.go); nil with Options.NoBatching
+	opts   Options              // the coordinator's, defaults filled in
 	// until is the end of the node's restart quarantine, in nanoseconds of
 	// the process's monotonic clock (see mono); 0 when not quarantined. It
 	// is the latest end in incarnations, written under qmu.
@@ -62,7 +62,7 @@ func mono(t time.Time) int64 { return int64(t.Sub(base)) }
 // With quarantine on, every new connection first reads the server's uptime,
 // before any command runs on it: a restarted Redis drops every connection, so
 // the restart is seen before the node's first vote after it.
-func newNode(idx int, o *redis.Options, opts Options) *node {
+func newNode(idx int, o *redis.Options, opts Options) (*node, error) {
 	opt := *o
 	timeout := opts.NodeTimeout
 	opt.ContextTimeoutEnabled = true
@@ -86,9 +86,15 @@ func newNode(idx int, o *redis.Options, opts Options) *node {
 	}
 	n.client = redis.NewClient(&opt)
 	if !opts.NoBatching {
-		n.pipe = newPipe(n, o)
+		n.client.AddHook(arrivals{})
+		ap, err := n.client.AsyncAutoPipelineWithOptions(&redis.AutoPipelineOptions{MaxQueuedCommands: maxQueued})
+		if err != nil {
+			n.client.Close()
+			return nil, err
+		}
+		n.pipe = ap
 	}
-	return n
+	return n, nil
 }
 
 // checkUptime reads the server's uptime on a new connection, before any

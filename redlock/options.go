@@ -105,10 +105,7 @@ type Options struct {
 	// NoBatching sends every command to its node in its own round trip from
 	// its own goroutine, as most Redlock libraries do, instead of sharing
 	// pipelines between concurrent calls. For comparison. Default: batching,
-	// over one connection per node that redlock dials itself: it honours the
-	// node's Network, Addr, Dialer, TLSConfig, Username and Password (or
-	// CredentialsProvider), DB and ClientName; go-redis hooks and OnConnect
-	// apply to the node's other commands (health checks, the wait channel).
+	// through each node's go-redis automatic pipelining (see batch.go).
 	NoBatching bool
 	// Logger receives warnings and debug lines. It never receives tokens.
 	// Default: zerolog.Nop().

@@ -45,7 +45,14 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		if o == nil {
 			return nil, invalid("node %d has no options", i)
 		}
-		c.nodes = append(c.nodes, newNode(i, o, opts))
+		n, err := newNode(i, o, opts)
+		if err != nil {
+			for _, n := range c.nodes {
+				n.client.Close()
+			}
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
 		c.idxs = append(c.idxs, i)
 	}
 	c.hub.listen(c) // release announcements wake waiting acquires
@@ -70,9 +77,6 @@ func (c *Coordinator) Close() error {
 	c.stopHealth()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
-		if n.pipe != nil {
-			n.pipe.close()
-		}
 		errs = append(errs, n.client.Close())
 	}
 	return errors.Join(errs...)

@@ -34,16 +34,26 @@ func uniq(t *testing.T) string {
 // downHook fails every command on a node while down is set: a fault
 // injected in front of a real client.
 type downHook struct {
-	down atomic.Bool // fail every command without sending it
-	lost atomic.Bool // send every command, then fail it: its reply is lost
+	down   atomic.Bool            // fail every command without sending it
+	lost   atomic.Bool            // send every command, then fail it: its reply is lost
+	refuse atomic.Pointer[string] // send every command, then fail it with this error reply
 }
 
 var errInjected = errors.New("injected: node down")
 
-// fault is the same faults for a node's pipelined connection.
-func (h *downHook) fault(sent bool) error {
-	if (!sent && h.down.Load()) || (sent && h.lost.Load()) {
+// redisError is an error reply, as go-redis reports one (a redis.Error).
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
+
+// after is the error that replaces a sent command's reply, if any.
+func (h *downHook) after() error {
+	if h.lost.Load() {
 		return errInjected
+	}
+	if r := h.refuse.Load(); r != nil {
+		return redisError(*r)
 	}
 	return nil
 }
@@ -56,9 +66,9 @@ func (h *downHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return errInjected
 		}
 		err := next(ctx, cmd)
-		if h.lost.Load() {
-			cmd.SetErr(errInjected)
-			return errInjected
+		if e := h.after(); e != nil {
+			cmd.SetErr(e)
+			return e
 		}
 		return err
 	}
@@ -69,11 +79,11 @@ func (h *downHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 			return errInjected
 		}
 		err := next(ctx, cmds)
-		if h.lost.Load() {
+		if e := h.after(); e != nil {
 			for _, cmd := range cmds {
-				cmd.SetErr(errInjected)
+				cmd.SetErr(e)
 			}
-			return errInjected
+			return e
 		}
 		return err
 	}
@@ -103,10 +113,7 @@ func newCluster(t testing.TB, n int, opts Options, quarantine ...bool) *cluster 
 	t.Cleanup(func() { c.Close() })
 	for _, n := range c.nodes {
 		h := &downHook{}
-		n.client.AddHook(h)
-		if n.pipe != nil {
-			n.pipe.fault = h.fault
-		}
+		n.client.AddHook(h) // after arrivals: the round sees the injected fault
 		cl.hooks = append(cl.hooks, h)
 	}
 	cl.c = c
