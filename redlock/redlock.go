@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -724,8 +725,7 @@ func toInt(v any) int64 {
 	case int64:
 		return x
 	case string:
-		var n int64
-		_, _ = fmt.Sscan(x, &n)
+		n, _ := strconv.ParseInt(x, 10, 64)
 		return n
 	}
 	return 0

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"math/bits"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,7 +167,7 @@ func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, dea
 				return false, nil
 			}
 			seen |= 1 << node
-			if bitCount(seen) >= c.quorum {
+			if bits.OnesCount64(seen) >= c.quorum {
 				return false, nil
 			}
 			if gather == nil {
@@ -184,14 +185,6 @@ func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, dea
 			return false, ctx.Err()
 		}
 	}
-}
-
-func bitCount(x uint64) int {
-	n := 0
-	for ; x != 0; x &= x - 1 {
-		n++
-	}
-	return n
 }
 
 // waiter is one waiting Acquire in a queue.

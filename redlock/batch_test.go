@@ -1,0 +1,158 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// countHook counts the fan-out commands a node's client executes and the
+// batches (pipelines, or lone commands) they went out in, and can hold every
+// batch for a while before it is sent: a slow node.
+type countHook struct {
+	cmds, batches atomic.Int64
+	delay         atomic.Int64 // nanoseconds
+}
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.count(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *countHook) count(cmds []redis.Cmder) {
+	n := 0
+	for _, c := range cmds {
+		if _, ok := c.(*roundCmd); ok {
+			n++
+		}
+	}
+	if n > 0 {
+		h.cmds.Add(int64(n))
+		h.batches.Add(1)
+		time.Sleep(time.Duration(h.delay.Load()))
+	}
+}
+
+// withCountHooks adds a countHook to every node of cl.
+func withCountHooks(cl *cluster) []*countHook {
+	var hooks []*countHook
+	for _, n := range cl.c.nodes {
+		h := &countHook{}
+		n.client.AddHook(h)
+		hooks = append(hooks, h)
+	}
+	return hooks
+}
+
+// TestBatching: concurrent requests share round trips: 32 goroutines
+// acquiring and releasing distinct locks send their commands to each node in
+// far fewer batches than commands, and every request succeeds.
+func TestBatching(t *testing.T) {
+	cl := newCluster(t, 3, Options{NodeTimeout: 2 * time.Second})
+	hooks := withCountHooks(cl)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 20 {
+				res := uniq(t)
+				l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, h := range hooks {
+		cmds, batches := h.cmds.Load(), h.batches.Load()
+		if cmds < 32*20*2 {
+			t.Errorf("node %d ran %d commands, want at least %d", i, cmds, 32*20*2)
+		}
+		if batches*2 > cmds {
+			t.Errorf("node %d: %d commands in %d batches: concurrent requests did not share round trips", i, cmds, batches)
+		}
+	}
+}
+
+// TestNodeCommandDurations: each node's reply time, as OnNodeCommand gets it,
+// is that node's own: with one node holding each batch 40ms, its commands
+// take at least 40ms and the others' mostly less, although the rounds wait
+// for the slow node.
+func TestNodeCommandDurations(t *testing.T) {
+	var mu sync.Mutex
+	took := map[string][]time.Duration{}
+	cl := newCluster(t, 3, Options{NodeTimeout: 2 * time.Second,
+		OnNodeCommand: func(node string, d time.Duration, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				took[node] = append(took[node], d)
+			}
+		}})
+	// Scripts loaded first, so that no NOSCRIPT fallback counts.
+	res := uniq(t)
+	l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	clear(took)
+	mu.Unlock()
+	hooks := withCountHooks(cl)
+	hooks[2].delay.Store(int64(40 * time.Millisecond))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			res := uniq(t)
+			l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	slow := cl.c.nodes[2].addr
+	if len(took[slow]) != 16 {
+		t.Fatalf("%d commands timed for the slow node, want 16: %v", len(took[slow]), took)
+	}
+	for node, ds := range took {
+		fast := 0
+		for _, d := range ds {
+			if d < 40*time.Millisecond {
+				fast++
+			}
+		}
+		// The other nodes answer at once; a loaded machine may still
+		// stall a few of their replies.
+		if node == slow && fast > 0 || node != slow && fast < len(ds)/2 {
+			t.Errorf("node %s: %d of %d commands under 40ms: %v", node, fast, len(ds), ds)
+		}
+	}
+}
