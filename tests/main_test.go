@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
 
 	"github.com/redlockd/redlockd/internal/redistest"
 )
@@ -35,6 +37,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	redis.SetLogger(quietLogger{}) // dial errors to killed nodes are expected
+	zlog.Logger = zerolog.Nop()    // toxiproxy's toxics log through zerolog's global logger
 	if _, err := exec.LookPath(redistest.Binary()); err != nil {
 		fmt.Fprintln(os.Stderr, "tests: redis-server not found in PATH:", err)
 		return 1
