@@ -16,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redlockd/redlockd/internal/faultproxy"
 )
 
 // The mutual-exclusion checker.
@@ -201,7 +199,7 @@ type faultEvent struct {
 	At    time.Duration
 	Kind  string // kill restart pause resume cut blackhole restore latency bandwidth heal
 	Nodes []int
-	Arg   int // latency in ms, bandwidth in bytes/s
+	Arg   int // latency in ms, bandwidth in KB/s
 }
 
 func (e faultEvent) String() string {
@@ -275,7 +273,7 @@ func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL time.Duration, 
 			}
 		case k < 55:
 			continue
-		case k < 70: // connections reset, new ones refused
+		case k < 70: // connections reset, new ones too
 			back := clip(t + span(100*time.Millisecond, 1500*time.Millisecond))
 			evs = append(evs, faultEvent{At: t, Kind: "cut", Nodes: []int{node}}, faultEvent{At: back, Kind: "restore", Nodes: []int{node}})
 			busy[node] = back + 100*time.Millisecond
@@ -290,7 +288,7 @@ func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL time.Duration, 
 			busy[node] = back + 100*time.Millisecond
 		case k < 95: // thin pipe
 			back := clip(t + span(300*time.Millisecond, 2*time.Second))
-			evs = append(evs, faultEvent{At: t, Kind: "bandwidth", Nodes: []int{node}, Arg: 300 + rng.IntN(20000)},
+			evs = append(evs, faultEvent{At: t, Kind: "bandwidth", Nodes: []int{node}, Arg: 1 + rng.IntN(20)},
 				faultEvent{At: back, Kind: "heal", Nodes: []int{node}})
 			busy[node] = back + 100*time.Millisecond
 		default: // restart right after a pause: a node stopped holding locks comes back empty
@@ -346,7 +344,7 @@ type contention struct {
 	Seed       uint64
 	Schedule   func(rng *rand.Rand, d time.Duration) []faultEvent
 	nodes      []*RedisNode
-	proxies    []*faultproxy.Proxy
+	proxies    []*faultProxy
 	gw         *Gateway
 	start      time.Time
 	httpClient *http.Client
@@ -587,7 +585,7 @@ func (c *contention) apply(t *testing.T, e faultEvent) {
 	}
 	for _, i := range e.Nodes {
 		n := c.nodes[i]
-		var p *faultproxy.Proxy
+		var p *faultProxy
 		if c.proxies != nil {
 			p = c.proxies[i]
 		}

@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -268,52 +264,5 @@ func TestDeployment(t *testing.T) {
 // host:port.
 func startComposeRedis(t *testing.T, command []string, dir string) string {
 	t.Helper()
-	for range 10 {
-		port, err := redistest.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		args := append(slices.Clone(command[1:]), "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--daemonize", "no")
-		cmd := exec.Command(redisServerPath, args...)
-		out := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL); <-done })
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-		ok := waitUntil(10*time.Second, done, func() bool { return c.Ping(context.Background()).Err() == nil })
-		_ = c.Close()
-		if ok {
-			return addr
-		}
-		if !portTaken.MatchString(out.String()) {
-			t.Fatalf("redis-server %q did not start: %s", args, out.String())
-		}
-	}
-	t.Fatal("no free port for redis-server")
-	return ""
-}
-
-var portTaken = regexp.MustCompile(`(?i)address already in use`)
-
-// waitUntil polls f every 20ms until it is true (true), d passed or done is
-// closed (false).
-func waitUntil(d time.Duration, done <-chan struct{}, f func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !f() {
-		select {
-		case <-done:
-			return false
-		default:
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
+	return redistest.StartWith(t, redistest.Config{Dir: dir, Args: command[1:]}).Addr()
 }

@@ -27,243 +27,45 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// redis-server nodes
+// redis-server nodes (internal/redistest)
 
-// RedisNode is one redis-server process on 127.0.0.1, started by startRedis.
-// It is killed by PID when the test ends.
+// RedisNode is a redis-server process on 127.0.0.1, killed by PID when the
+// test ends; its address is a field, as the tests read it.
 type RedisNode struct {
-	t    testing.TB
-	Port int
+	*redistest.Server
 	Addr string // 127.0.0.1:port
-	// Password is the requirepass of the node ("" for none).
-	Password string
-	dir      string
-
-	mu     sync.Mutex
-	proc   *redisProc // the running process, nil after Kill
-	client *redis.Client
 }
 
-// redisProc is one run of redis-server.
-type redisProc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{} // closed when cmd.Wait returned
+func nodesOf(servers ...*redistest.Server) []*RedisNode {
+	out := make([]*RedisNode, len(servers))
+	for i, s := range servers {
+		out[i] = &RedisNode{Server: s, Addr: s.Addr()}
+	}
+	return out
 }
 
-// startRedis starts a redis-server on a free port of 127.0.0.1 with nothing
-// persisted, waits until it answers PING and kills it (by PID) at cleanup.
+// startRedis starts a redis-server with nothing persisted.
 func startRedis(t testing.TB) *RedisNode {
 	t.Helper()
-	return startRedisPassword(t, "")
+	return nodesOf(redistest.Start(t))[0]
 }
 
 // startRedisPassword is startRedis with requirepass set to password.
 func startRedisPassword(t testing.TB, password string) *RedisNode {
 	t.Helper()
-	n := &RedisNode{t: t, dir: t.TempDir(), Password: password}
-	var lastErr error
-	for range 10 {
-		port, err := redistest.FreePort()
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		p, err := n.spawn(port)
-		if err != nil {
-			lastErr = err // most likely the port was taken in between: retry
-			continue
-		}
-		n.Port, n.Addr, n.proc = port, fmt.Sprintf("127.0.0.1:%d", port), p
-		t.Cleanup(n.cleanup)
-		return n
-	}
-	t.Fatalf("start redis-server: %v", lastErr)
-	return nil
-}
-
-// spawn starts redis-server on port and waits until it answers PING. If the
-// process exits first (e.g. the port is taken) it returns an error.
-func (n *RedisNode) spawn(port int) (*redisProc, error) {
-	cmd := exec.Command(redisServerPath,
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--daemonize", "no",
-		"--dir", n.dir,
-	)
-	if n.Password != "" {
-		cmd.Args = append(cmd.Args, "--requirepass", n.Password)
-	}
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &redisProc{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-
-	c := redis.NewClient(&redis.Options{
-		Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: n.Password, DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: 200 * time.Millisecond, MaxRetries: -1,
-	})
-	defer c.Close()
-	if err := redistest.AwaitOwn(c, cmd, p.done); err != nil {
-		return nil, fmt.Errorf("redis-server on port %d: %v: %s", port, err, out.String())
-	}
-	return p, nil
-}
-
-// PID returns the process id of the running redis-server (0 when killed).
-func (n *RedisNode) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.proc == nil {
-		return 0
-	}
-	return n.proc.cmd.Process.Pid
-}
-
-// URL is the node's redis:// URL for --redis.
-func (n *RedisNode) URL() string {
-	if n.Password != "" {
-		return "redis://:" + n.Password + "@" + n.Addr
-	}
-	return "redis://" + n.Addr
-}
-
-// Kill sends SIGKILL to the node's process and waits until it is gone.
-func (n *RedisNode) Kill() {
-	n.t.Helper()
-	n.mu.Lock()
-	p := n.proc
-	n.proc = nil
-	n.mu.Unlock()
-	if p == nil {
-		n.t.Fatalf("redis %s: Kill: not running", n.Addr)
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// Pause stops the process with SIGSTOP: its socket still accepts
-// connections but nothing is answered. Cleanup resumes it before killing.
-func (n *RedisNode) Pause() { n.t.Helper(); n.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused node with SIGCONT.
-func (n *RedisNode) Resume() { n.t.Helper(); n.signal(syscall.SIGCONT) }
-
-func (n *RedisNode) signal(sig syscall.Signal) {
-	n.t.Helper()
-	n.mu.Lock()
-	p := n.proc
-	n.mu.Unlock()
-	if p == nil {
-		n.t.Fatalf("redis %s: signal %v: not running", n.Addr, sig)
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		n.t.Fatalf("redis %s: signal %v: %v", n.Addr, sig, err)
-	}
-}
-
-// Restart kills the node (if running) and starts a fresh, empty redis-server
-// on the same port, as after a crash without persistence.
-func (n *RedisNode) Restart() {
-	n.t.Helper()
-	if n.PID() != 0 {
-		n.Kill()
-	}
-	var lastErr error
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		p, err := n.spawn(n.Port)
-		if err == nil {
-			n.mu.Lock()
-			n.proc = p
-			n.mu.Unlock()
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	n.t.Fatalf("redis %s: restart: %v", n.Addr, lastErr)
-}
-
-// Client returns a go-redis client of the node, closed at cleanup. Use it
-// only to look at what the gateway left in Redis.
-func (n *RedisNode) Client() *redis.Client {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.client == nil {
-		n.client = redis.NewClient(&redis.Options{
-			Addr: n.Addr, Password: n.Password, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		})
-	}
-	return n.client
-}
-
-func (n *RedisNode) cleanup() {
-	n.mu.Lock()
-	p, c := n.proc, n.client
-	n.proc, n.client = nil, nil
-	n.mu.Unlock()
-	if c != nil {
-		_ = c.Close()
-	}
-	if p == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case it is paused
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	return nodesOf(redistest.StartWith(t, redistest.Config{Password: password}))[0]
 }
 
 // startCluster starts n independent redis-server masters.
 func startCluster(t testing.TB, n int) []*RedisNode {
 	t.Helper()
-	return startClusterPassword(t, n, "")
+	return nodesOf(redistest.Cluster(t, n)...)
 }
 
 // startClusterPassword starts n masters that all require password.
 func startClusterPassword(t testing.TB, n int, password string) []*RedisNode {
 	t.Helper()
-	nodes := make([]*RedisNode, n)
-	var wg sync.WaitGroup
-	for i := range nodes {
-		wg.Go(func() { nodes[i] = startRedisNoFatal(t, password) })
-	}
-	wg.Wait()
-	for i, node := range nodes {
-		if node == nil {
-			t.Fatalf("node %d did not start", i)
-		}
-	}
-	return nodes
-}
-
-// startRedisNoFatal is startRedis for use off the test goroutine: it reports
-// a failure with Errorf and returns nil.
-func startRedisNoFatal(t testing.TB, password string) (n *RedisNode) {
-	defer func() {
-		if r := recover(); r != nil && r != errNoFatal {
-			panic(r)
-		}
-	}()
-	n = startRedisPassword(&noFatal{TB: t}, password)
-	n.t = t // later failures (Kill, Restart, ...) happen on the test goroutine
-	return n
-}
-
-var errNoFatal = errors.New("fatal")
-
-// noFatal turns Fatalf into Errorf + panic so it can be used off the test
-// goroutine (where FailNow is not allowed).
-type noFatal struct{ testing.TB }
-
-func (f *noFatal) Fatalf(format string, args ...any) {
-	f.TB.Helper()
-	f.TB.Errorf(format, args...)
-	panic(errNoFatal)
+	return nodesOf(redistest.ClusterWith(t, n, redistest.Config{Password: password})...)
 }
 
 // keySnapshot lists every key with its string value (or type) on each live
@@ -818,81 +620,4 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// ---------------------------------------------------------------------------
-// the harness itself
-
-// TestHarness proves the helpers work without the gateway: five servers
-// start, answer PING, and Kill/Pause/Resume/Restart act on the right PID.
-func TestHarness(t *testing.T) {
-	ctx := context.Background()
-	start := time.Now()
-	nodes := startCluster(t, 5)
-	t.Logf("5 redis-servers up in %v", time.Since(start).Round(time.Millisecond))
-	seen := map[int]bool{}
-	for i, n := range nodes {
-		if err := n.Client().Ping(ctx).Err(); err != nil {
-			t.Fatalf("node %d PING: %v", i, err)
-		}
-		if seen[n.Port] {
-			t.Fatalf("port %d used twice", n.Port)
-		}
-		seen[n.Port] = true
-	}
-
-	// Kill acts on this node only, by PID.
-	victim, other := nodes[0], nodes[1]
-	pid := victim.PID()
-	victim.Kill()
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Fatalf("pid %d still exists after Kill (kill -0: %v)", pid, err)
-	}
-	dead := redis.NewClient(&redis.Options{Addr: victim.Addr, MaxRetries: -1})
-	defer dead.Close()
-	if err := dead.Ping(ctx).Err(); err == nil {
-		t.Fatal("killed node still answers PING")
-	}
-	if err := other.Client().Ping(ctx).Err(); err != nil {
-		t.Fatalf("other node stopped answering after Kill: %v", err)
-	}
-
-	// Restart: same port, empty memory.
-	n := nodes[2]
-	if err := n.Client().Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	oldPID := n.PID()
-	n.Restart()
-	if n.PID() == oldPID {
-		t.Fatal("Restart kept the PID")
-	}
-	if got, err := n.Client().DBSize(ctx).Result(); err != nil || got != 0 {
-		t.Fatalf("after Restart: DBSIZE = %d, %v; want 0, nil", got, err)
-	}
-	victim.Restart()
-	if err := victim.Client().Ping(ctx).Err(); err != nil {
-		t.Fatalf("killed node restarted: PING: %v", err)
-	}
-
-	// Pause: no answer within a short timeout; Resume: answers again.
-	p := nodes[3]
-	p.Pause()
-	short := redis.NewClient(&redis.Options{Addr: p.Addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
-	defer short.Close()
-	if err := short.Ping(ctx).Err(); err == nil {
-		t.Fatal("paused node answered PING")
-	}
-	p.Resume()
-	if err := p.Client().Ping(ctx).Err(); err != nil {
-		t.Fatalf("resumed node: PING: %v", err)
-	}
-
-	// A node left paused is still cleaned up (resumed, then killed).
-	nodes[4].Pause()
-
-	single := startRedis(t)
-	if err := single.Client().Ping(ctx).Err(); err != nil {
-		t.Fatalf("single node PING: %v", err)
-	}
 }

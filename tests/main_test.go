@@ -14,16 +14,18 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 var (
 	// binPath is the redlockd binary built by TestMain.
 	binPath string
 	// buildErr is set when the binary did not build; tests that need it fail
-	// with it while the harness tests still run.
+	// with it.
 	buildErr error
-	// redisServerPath is the redis-server executable.
-	redisServerPath string
 )
 
 func TestMain(m *testing.M) {
@@ -35,9 +37,8 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	redis.SetLogger(quietLogger{}) // dial errors to killed nodes are expected
-	var err error
-	redisServerPath, err = exec.LookPath("redis-server")
-	if err != nil {
+	zlog.Logger = zerolog.Nop()    // toxiproxy's toxics log through zerolog's global logger
+	if _, err := exec.LookPath(redistest.Binary()); err != nil {
 		fmt.Fprintln(os.Stderr, "tests: redis-server not found in PATH:", err)
 		return 1
 	}

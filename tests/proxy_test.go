@@ -1,15 +1,20 @@
 package tests
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/redlockd/redlockd/internal/faultproxy"
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
 )
 
-// Network faults between the gateway and its nodes, through one fault proxy
-// per node (internal/faultproxy: latency, bandwidth, cut, blackhole).
+// Network faults between the gateway and its nodes, through one toxiproxy
+// proxy per node, run in this process: latency, bandwidth, cut connections
+// and blackholes are toxics on a proxy's connections.
 
 // proxyTimeout is the gateway's node timeout in the proxy tests, and
 // proxyFast the bound on any request while faults are on: the node timeout
@@ -19,19 +24,101 @@ const (
 	proxyFast    = proxyTimeout + 700*time.Millisecond
 )
 
-// startProxies puts a fault proxy in front of each node, closed at cleanup.
-func startProxies(t testing.TB, nodes []*RedisNode) []*faultproxy.Proxy {
+// toxics is the in-process toxiproxy server the proxies belong to; it logs
+// nothing.
+var toxics = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+
+// faultProxy is a toxiproxy proxy in front of one node. Each fault is a
+// toxic, named after its kind and direction.
+type faultProxy struct {
+	*toxiproxy.Proxy
+	t testing.TB
+}
+
+// startProxies puts a fault proxy on a free port of 127.0.0.1 in front of
+// each node, stopped at cleanup.
+func startProxies(t testing.TB, nodes []*RedisNode) []*faultProxy {
 	t.Helper()
-	ps := make([]*faultproxy.Proxy, len(nodes))
+	ps := make([]*faultProxy, len(nodes))
 	for i, n := range nodes {
-		p, err := faultproxy.Start(n.Addr)
-		if err != nil {
+		p := toxiproxy.NewProxy(toxics, n.Addr, "127.0.0.1:0", n.Addr)
+		if err := p.Start(); err != nil {
 			t.Fatalf("proxy for node %d: %v", i, err)
 		}
-		t.Cleanup(func() { _ = p.Close() })
-		ps[i] = p
+		t.Cleanup(func() {
+			p.Toxics.ResetToxics(context.Background()) // lets held data go, and the links' goroutines end
+			p.Stop()
+		})
+		ps[i] = &faultProxy{Proxy: p, t: t}
 	}
 	return ps
+}
+
+// Addr is the proxy's host:port.
+func (p *faultProxy) Addr() string { return p.Listen }
+
+// SetLatency delays each direction by d (a round trip by 2d).
+func (p *faultProxy) SetLatency(d time.Duration) { p.SetLatencies(d, d) }
+
+// SetLatencies delays data to the node by up and data from it by down, each
+// chunk from when the proxy read it (0: no delay).
+func (p *faultProxy) SetLatencies(up, down time.Duration) {
+	p.set("latency_up", "latency", "upstream", "latency", up.Milliseconds())
+	p.set("latency_down", "latency", "downstream", "latency", down.Milliseconds())
+}
+
+// SetBandwidth limits each direction of each connection to kbPerSecond
+// (0: unlimited).
+func (p *faultProxy) SetBandwidth(kbPerSecond int) {
+	p.set("bandwidth_up", "bandwidth", "upstream", "rate", int64(kbPerSecond))
+	p.set("bandwidth_down", "bandwidth", "downstream", "rate", int64(kbPerSecond))
+}
+
+// Cut resets connections, open and new ones alike, as soon as the gateway
+// sends on them, until Restore.
+func (p *faultProxy) Cut() { p.set("cut", "reset_peer", "upstream", "timeout", 0) }
+
+// Blackhole holds the data in both directions, on open and new connections
+// alike, until Restore: connections stay open and nothing comes through, as
+// across a partition while TCP retransmits, and the held data flows on
+// Restore. It is a latency beyond any test: toxiproxy's timeout toxic would
+// drop the data instead, and close the connections when removed.
+func (p *faultProxy) Blackhole() {
+	p.set("blackhole_up", "latency", "upstream", "latency", time.Hour.Milliseconds())
+	p.set("blackhole_down", "latency", "downstream", "latency", time.Hour.Milliseconds())
+}
+
+// Restore ends Cut and Blackhole. Latency and bandwidth stay as set.
+func (p *faultProxy) Restore() {
+	for _, name := range []string{"cut", "blackhole_up", "blackhole_down"} {
+		p.remove(name)
+	}
+}
+
+// set replaces the toxic name by one of kind typ on stream with attribute
+// attr = v, or removes it if v is 0 (the cut, whose v is 0, excepted).
+func (p *faultProxy) set(name, typ, stream, attr string, v int64) {
+	p.t.Helper()
+	p.remove(name)
+	if v == 0 && typ != "reset_peer" {
+		return
+	}
+	b, err := json.Marshal(map[string]any{"name": name, "type": typ, "stream": stream, "attributes": map[string]int64{attr: v}})
+	if err == nil {
+		_, err = p.Toxics.AddToxicJson(bytes.NewReader(b))
+	}
+	if err != nil {
+		p.t.Fatalf("proxy %s: toxic %s: %v", p.Addr(), name, err)
+	}
+}
+
+// remove removes the toxic name if it is there.
+func (p *faultProxy) remove(name string) {
+	if p.Toxics.GetToxic(name) != nil {
+		if err := p.Toxics.RemoveToxic(context.Background(), name); err != nil {
+			p.t.Fatalf("proxy %s: remove toxic %s: %v", p.Addr(), name, err)
+		}
+	}
 }
 
 // startGatewayAt runs `redlockd serve` against the Redis nodes at addrs
@@ -46,7 +133,7 @@ func startGatewayAt(t testing.TB, addrs []string, extraFlags ...string) *Gateway
 	return startServe(t, urls, extraFlags...)
 }
 
-func proxyAddrs(ps []*faultproxy.Proxy) []string {
+func proxyAddrs(ps []*faultProxy) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
 		out[i] = p.Addr()
@@ -170,22 +257,23 @@ func TestProxyFaults(t *testing.T) {
 
 	t.Run("Bandwidth", func(t *testing.T) {
 		defer heal()
-		ps[2].SetBandwidth(1 << 20) // 1 MiB/s: no effect on small commands
+		ps[2].SetBandwidth(1000) // 1 MB/s: no effect on small commands
 		res := resourceName(t)
 		a := lock(t, gw, res, `{"ttl_ms":5000}`)
 		if got := a.num(t, "locked_nodes"); got != 5 {
-			t.Errorf("locked_nodes %d at 1 MiB/s, want 5", got)
+			t.Errorf("locked_nodes %d at 1 MB/s, want 5", got)
 		}
 		wantStatus(t, release(t, gw, res, a.str(t, "token")), http.StatusNoContent)
-		// 500 B/s: a ~150-byte EVALSHA takes ~300 ms, beyond the timeout.
-		ps[2].SetBandwidth(500)
-		ps[4].SetBandwidth(500)
+		// 1 KB/s: a command of 150 bytes or more takes 150 ms or more,
+		// beyond the timeout.
+		ps[2].SetBandwidth(1)
+		ps[4].SetBandwidth(1)
 		res = resourceName(t)
 		a = acquire(t, gw, res, `{"ttl_ms":5000}`)
 		wantStatus(t, a, http.StatusCreated)
 		wantWithin(t, a, proxyFast)
 		if got := a.num(t, "locked_nodes"); got != 3 {
-			t.Errorf("locked_nodes %d with two nodes at 500 B/s, want 3", got)
+			t.Errorf("locked_nodes %d with two nodes at 1 KB/s, want 3", got)
 		}
 		d := release(t, gw, res, a.str(t, "token"))
 		wantStatus(t, d, http.StatusNoContent)

@@ -10,21 +10,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockd/redlockd/internal/redistest"
 )
@@ -116,98 +110,14 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 // ---------------------------------------------------------------------------
 // redis-server with TLS
 
-// tlsRedis is a redis-server that accepts only TLS connections, on a free
-// port of 127.0.0.1, killed by PID at cleanup.
-type tlsRedis struct {
-	Addr string
-	// User and Password authenticate to it: Password alone is requirepass,
-	// User with Password an ACL user (the default user is then off).
-	User, Password string
-	pool           *x509.CertPool
-	client         *redis.Client
-}
-
 // startTLSRedis starts a TLS-only redis-server with a certificate of ca.
-func startTLSRedis(t testing.TB, ca *testCA, user, password string) *tlsRedis {
+// With password alone it has requirepass, with user and password an ACL
+// user (the default user is then off).
+func startTLSRedis(t testing.TB, ca *testCA, user, password string) *RedisNode {
 	t.Helper()
 	certFile, keyFile := ca.issue(t, "redis")
-	dir := t.TempDir()
-	var lastErr error
-	for range 10 {
-		port, err := redistest.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		args := []string{
-			"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", ca.File,
-			"--tls-auth-clients", "no", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", dir,
-		}
-		switch {
-		case user != "":
-			args = append(args, "--user", "default", "off", "--user", user, "on", ">"+password, "~*", "&*", "+@all")
-		case password != "":
-			args = append(args, "--requirepass", password)
-		}
-		cmd := exec.Command(redisServerPath, args...)
-		out := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-		})
-		n := &tlsRedis{Addr: fmt.Sprintf("127.0.0.1:%d", port), User: user, Password: password, pool: ca.Pool}
-		if lastErr = n.waitPing(done, out); lastErr == nil {
-			t.Cleanup(func() { _ = n.client.Close() })
-			return n
-		}
-	}
-	t.Fatalf("start a TLS redis-server: %v", lastErr)
-	return nil
-}
-
-// waitPing waits until the node answers PING over TLS, or its process
-// exited (done).
-func (n *tlsRedis) waitPing(done <-chan struct{}, out *syncBuffer) error {
-	n.client = redis.NewClient(&redis.Options{
-		Addr: n.Addr, Username: n.User, Password: n.Password, MaxRetries: -1,
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		TLSConfig: &tls.Config{RootCAs: n.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-done:
-			_ = n.client.Close()
-			return fmt.Errorf("redis-server exited: %s", out.String())
-		default:
-		}
-		err := n.client.Ping(context.Background()).Err()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			_ = n.client.Close()
-			return fmt.Errorf("no PING answer over TLS within 10s: %v: %s", err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// URL is the node's rediss:// URL, with its credentials.
-func (n *tlsRedis) URL() string {
-	switch {
-	case n.User != "":
-		return "rediss://" + n.User + ":" + n.Password + "@" + n.Addr
-	case n.Password != "":
-		return "rediss://:" + n.Password + "@" + n.Addr
-	}
-	return "rediss://" + n.Addr
+	return nodesOf(redistest.StartWith(t, redistest.Config{User: user, Password: password,
+		TLS: &redistest.TLS{CertFile: certFile, KeyFile: keyFile, CAFile: ca.File}}))[0]
 }
 
 // ---------------------------------------------------------------------------
@@ -255,7 +165,7 @@ func waitReadyWith(t testing.TB, c *http.Client, base string, g *Gateway) {
 // down: its certificate is not trusted).
 func TestTLS(t *testing.T) {
 	ca := newTestCA(t)
-	nodes := []*tlsRedis{
+	nodes := []*RedisNode{
 		startTLSRedis(t, ca, "", ""),
 		startTLSRedis(t, ca, "", "tls-requirepass-Q7w2"),
 		startTLSRedis(t, ca, "alice", "tls-aclpass-Z9k4"),
@@ -281,7 +191,7 @@ func TestTLS(t *testing.T) {
 		t.Errorf("locked_nodes %d, want 3", got)
 	}
 	for i, n := range nodes {
-		v, err := n.client.Get(context.Background(), lockKey(res)).Result()
+		v, err := n.Client().Get(context.Background(), lockKey(res)).Result()
 		if err != nil || v != tok {
 			t.Errorf("node %d (%s): lock key %q, %v; want the token", i, n.Addr, v, err)
 		}

@@ -1,16 +1,22 @@
-// Package redistest starts real redis-server processes for tests, on free
-// loopback ports, and stops them by PID.
+// Package redistest starts real redis-server processes for the tests of every
+// package: on free 127.0.0.1 ports, plain, with a password or an ACL user,
+// TLS-only, or with any other arguments. Kill, Pause, Resume and Restart act
+// on a server's process by PID, and the test's cleanup kills it.
 package redistest
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,57 +25,76 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Binary is the redis-server executable, from $REDIS_SERVER or PATH.
-func Binary() string {
-	if b := os.Getenv("REDIS_SERVER"); b != "" {
-		return b
-	}
-	if b, err := exec.LookPath("redis-server"); err == nil {
-		return b
-	}
-	return "/usr/bin/redis-server"
+// Binary is the redis-server executable: $REDIS_SERVER, or redis-server in
+// PATH.
+func Binary() string { return cmp.Or(os.Getenv("REDIS_SERVER"), "redis-server") }
+
+// Config says how to start a server; the zero Config is a plain one.
+type Config struct {
+	// Password is the requirepass or, with User, the user's password.
+	Password string
+	// User is an ACL user with every right; the default user is then off.
+	User string
+	// TLS, if set, makes the server accept TLS connections only.
+	TLS *TLS
+	// Dir is the data directory: a new temporary one if "".
+	Dir string
+	// Args are more redis-server arguments, after the harness's own (later
+	// ones win): nothing is persisted unless they say so.
+	Args []string
 }
 
-// Server is one redis-server process.
+// TLS names the PEM files of a TLS-only server: its certificate and key,
+// and the CA its clients trust.
+type TLS struct{ CertFile, KeyFile, CAFile string }
+
+// Server is one redis-server process on 127.0.0.1.
 type Server struct {
-	t    testing.TB
+	Config
 	Port int
-	args []string
+
+	t         testing.TB
+	clientTLS *tls.Config // for clients, if Config.TLS is set
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
+	cmd    *exec.Cmd     // the running process, nil after Kill
+	done   chan struct{} // closed when cmd has exited
+	client *redis.Client // Client's, made on first use
 }
 
-// Start starts a redis-server on a free 127.0.0.1 port with no persistence
-// and registers its cleanup. Extra arguments are passed through.
+// Start starts a plain server with extra arguments.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, args: extra}
-	var err error
-	for range 5 {
-		s.Port, err = FreePort()
-		if err != nil {
-			continue
-		}
-		if err = s.start(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("redistest: start redis-server: %v", err)
-	}
-	t.Cleanup(s.Kill)
-	return s
+	return StartWith(t, Config{Args: extra})
 }
 
-// Cluster starts n servers.
+// StartWith starts a server configured by c.
+func StartWith(t testing.TB, c Config) *Server {
+	t.Helper()
+	return ClusterWith(t, 1, c)[0]
+}
+
+// Cluster starts n plain servers with extra arguments, at once.
 func Cluster(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()
-	out := make([]*Server, n)
+	return ClusterWith(t, n, Config{Args: extra})
+}
+
+// ClusterWith starts n servers configured by c, at once.
+func ClusterWith(t testing.TB, n int, c Config) []*Server {
+	t.Helper()
+	out, errs := make([]*Server, n), make([]error, n)
+	var wg sync.WaitGroup
 	for i := range out {
-		out[i] = Start(t, extra...)
+		c := c
+		if c.Dir == "" {
+			c.Dir = t.TempDir()
+		}
+		wg.Go(func() { out[i], errs[i] = start(t, c) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("redistest: %v", err)
 	}
 	return out
 }
@@ -84,33 +109,77 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (s *Server) start() error {
-	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}, s.args...)
-	cmd := exec.Command(Binary(), args...)
+// start starts a server and registers its cleanup; it may run off the test
+// goroutine.
+func start(t testing.TB, c Config) (*Server, error) {
+	s := &Server{Config: c, t: t}
+	if c.TLS != nil {
+		pem, err := os.ReadFile(c.TLS.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem) // without one, awaitOwn fails on the untrusted certificate
+		s.clientTLS = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	}
+	var err error
+	for range 10 { // another process may take the port before the server binds it
+		if s.Port, err = FreePort(); err != nil {
+			continue
+		}
+		if err = s.spawn(); err == nil {
+			t.Cleanup(s.cleanup)
+			return s, nil
+		}
+	}
+	return nil, err
+}
+
+// spawn runs redis-server on s.Port and waits until it answers. On failure
+// the process is gone and the error has its output.
+func (s *Server) spawn() error {
+	port := strconv.Itoa(s.Port)
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.Dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}
+	if s.TLS != nil {
+		args[1] = "0"
+		args = append(args, "--tls-port", port, "--tls-cert-file", s.TLS.CertFile, "--tls-key-file", s.TLS.KeyFile,
+			"--tls-ca-cert-file", s.TLS.CAFile, "--tls-auth-clients", "no")
+	}
+	switch {
+	case s.User != "":
+		args = append(args, "--user", "default", "off", "--user", s.User, "on", ">"+s.Password, "~*", "&*", "+@all")
+	case s.Password != "":
+		args = append(args, "--requirepass", s.Password)
+	}
+	cmd := exec.Command(Binary(), append(args, s.Args...)...)
+	var out bytes.Buffer // read only once the process has exited
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	s.mu.Lock()
-	s.cmd, s.done, s.paused = cmd, done, false
-	s.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	if err := AwaitOwn(c, cmd, done); err != nil {
-		return fmt.Errorf("redis-server on port %d: %w", s.Port, err)
+	if err := s.awaitOwn(cmd, done); err != nil {
+		return fmt.Errorf("redis-server on port %d: %w: %s", s.Port, err, bytes.TrimSpace(out.Bytes()))
 	}
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
 	return nil
 }
 
-// AwaitOwn waits until the redis-server that c talks to answers and is the
-// process cmd, whose end closes exited. Another server may answer: one of
-// another test (packages run in parallel) that took the port between
-// FreePort and the bind, or during a restart; cmd then cannot bind. If
-// another server answers, cmd exits, or nothing answers within 10s, it
-// kills cmd and returns an error.
-func AwaitOwn(c *redis.Client, cmd *exec.Cmd, exited <-chan struct{}) error {
+// awaitOwn waits until the server at s.Addr answers and is the process cmd,
+// whose end closes exited. Another server may answer there: one of another
+// test (packages run in parallel) that took the port between FreePort and
+// the bind, or during a restart; cmd then cannot bind. If another server
+// answers, cmd exits, or nothing answers within 10s, it kills cmd, waits
+// for its end and returns an error.
+func (s *Server) awaitOwn(cmd *exec.Cmd, exited <-chan struct{}) error {
+	o := s.Options()
+	o.DialTimeout, o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
+	c := redis.NewClient(o)
+	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {
@@ -118,14 +187,13 @@ func AwaitOwn(c *redis.Client, cmd *exec.Cmd, exited <-chan struct{}) error {
 			return errors.New("exited at start")
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		pid, err := ProcessID(ctx, c)
-		cancel()
+		info, err := c.InfoMap(context.Background(), "server").Result()
+		pid := info["Server"]["process_id"]
 		switch {
-		case err == nil && pid == cmd.Process.Pid:
+		case err == nil && pid == strconv.Itoa(cmd.Process.Pid):
 			return nil
 		case err == nil:
-			err = fmt.Errorf("the port is another redis-server's (pid %d)", pid)
+			err = fmt.Errorf("the port is another redis-server's (pid %q)", pid)
 		case time.Now().Before(deadline):
 			time.Sleep(10 * time.Millisecond) // polling for readiness: no event to await
 			continue
@@ -138,97 +206,111 @@ func AwaitOwn(c *redis.Client, cmd *exec.Cmd, exited <-chan struct{}) error {
 	}
 }
 
-// ProcessID returns the process id of the redis-server c talks to. Tests
-// that start servers check it: a server that answers on a port is not
-// necessarily the one just started there.
-func ProcessID(ctx context.Context, c *redis.Client) (int, error) {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, fmt.Errorf("no process_id in INFO server")
-}
-
 // Addr is host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
 
-// URL is the redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.Addr() }
-
-// Options returns go-redis options for the server.
-func (s *Server) Options() *redis.Options { return &redis.Options{Addr: s.Addr()} }
-
-// Client returns a new client registered for cleanup.
-func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
-	s.t.Cleanup(func() { c.Close() })
-	return c
+// URL is the redis:// (rediss:// with TLS) URL, with the credentials.
+func (s *Server) URL() string {
+	u := url.URL{Scheme: "redis", Host: s.Addr()}
+	if s.TLS != nil {
+		u.Scheme = "rediss"
+	}
+	if s.Password != "" {
+		u.User = url.UserPassword(s.User, s.Password)
+	}
+	return u.String()
 }
 
-// Kill sends SIGKILL and waits for the process to end. Safe to call twice.
+// Options returns go-redis options for the server, with the credentials
+// and TLS settings.
+func (s *Server) Options() *redis.Options {
+	return &redis.Options{Addr: s.Addr(), Username: s.User, Password: s.Password, TLSConfig: s.clientTLS}
+}
+
+// Client returns the server's go-redis client, made on first use and
+// closed at cleanup, to prepare and look at what is stored.
+func (s *Server) Client() *redis.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		o := s.Options()
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+		s.client = redis.NewClient(o)
+	}
+	return s.client
+}
+
+// PID is the process id of the running redis-server, 0 after Kill.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Running reports whether the server runs (it was not killed).
+func (s *Server) Running() bool { return s.PID() != 0 }
+
+// Kill sends SIGKILL and waits until the process is gone. It does nothing
+// if the server does not run.
 func (s *Server) Kill() {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
+	s.cmd = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGKILL) // a paused process too
+		<-done
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
 }
 
-// Pause stops the process (SIGSTOP); it keeps its port and connections.
-func (s *Server) Pause() {
-	s.signal(syscall.SIGSTOP)
-	s.mu.Lock()
-	s.paused = true
-	s.mu.Unlock()
-}
+// Pause stops the process (SIGSTOP): its socket still accepts connections
+// but nothing is answered.
+func (s *Server) Pause() { s.t.Helper(); s.signal(syscall.SIGSTOP) }
 
 // Resume continues a paused process (SIGCONT).
-func (s *Server) Resume() {
-	s.signal(syscall.SIGCONT)
-	s.mu.Lock()
-	s.paused = false
-	s.mu.Unlock()
-}
+func (s *Server) Resume() { s.t.Helper(); s.signal(syscall.SIGCONT) }
 
 func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(sig)
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatalf("redistest: %s: %v: not running", s.Addr(), sig)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %s: %v: %v", s.Addr(), sig, err)
 	}
 }
 
-// Restart kills the server and starts it again on the same port with empty
-// memory (a crash without persistence).
+// Restart kills the server if it runs and starts a new one on the same
+// port with empty memory, as after a crash without persistence.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
-	var err error
-	for range 50 { // the port may linger for a moment
-		if err = s.start(); err == nil {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.spawn()
+		if err == nil {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: restart on port %d: %v", s.Port, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the port may be held for a moment: no event to await
 	}
-	s.t.Fatalf("redistest: restart on port %d: %v", s.Port, err)
 }
 
-// Running reports whether the process is alive.
-func (s *Server) Running() bool {
+func (s *Server) cleanup() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case <-s.done:
-		return false
-	default:
-		return s.cmd != nil
+	c := s.client
+	s.client = nil
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
 	}
+	s.Kill()
 }
