@@ -40,7 +40,9 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	}
 	// go-redis keeps up to 10 connections per GOMAXPROCS per node, plus the
 	// pub/sub one; an embedded dev node holds the other end of each too.
-	perNode := 10*runtime.GOMAXPROCS(0) + 2
+	// GOMAXPROCS is at most the number of CPUs, so this is an upper bound
+	// that does not read (or pin) the runtime's own setting.
+	perNode := 10*runtime.NumCPU() + 2
 	if dev {
 		perNode *= 2
 	}

@@ -52,8 +52,7 @@ type Main struct {
 	UnknownEnv []envFinding
 
 	// Log is the logger, built by Open from Config and Stderr.
-	Log  zerolog.Logger
-	logw *logWriter // between Log and Stderr
+	Log zerolog.Logger
 
 	// keys are the API keys in use, nil without --api-keys-file; cert is
 	// the TLS certificate in use, nil without TLS. Reload replaces both.
@@ -110,8 +109,7 @@ func (m *Main) Open() (err error) {
 			MinVersion:     tls.VersionTLS12,
 		}
 	}
-	m.logw = newLogWriter(m.stderr())
-	m.Log = newLogger(m.logw, c)
+	m.Log = newLogger(m.stderr(), c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
@@ -214,7 +212,6 @@ func (m *Main) Open() (err error) {
 		}
 	}()
 	go func() { _ = m.returned.Serve(m.srv.Returned()) }()
-	m.logw.Flush() // "listening" and the warnings are out when Open returns
 	return nil
 }
 
@@ -298,9 +295,6 @@ func (m *Main) Reload() error {
 			logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate reloaded")
 		}
 	}
-	if m.logw != nil {
-		m.logw.Flush() // the outcome is out when Reload returns
-	}
 	return errors.Join(errs...)
 }
 
@@ -363,9 +357,6 @@ func (m *Main) closeAll() error {
 	m.dev = nil
 	if m.ln != nil {
 		m.Log.Info().Msg("stopped")
-	}
-	if m.logw != nil {
-		m.logw.Close()
 	}
 	return errors.Join(errs...)
 }
