@@ -326,7 +326,7 @@ func validListen(addr string) error {
 	if err != nil {
 		return errors.New("want host:port, e.g. 127.0.0.1:8080 or :8080")
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > math.MaxUint16 {
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("port %q is not a number in 0..65535", port)
 	}
 	return nil

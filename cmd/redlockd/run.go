@@ -10,12 +10,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/redlockd/redlockd/client"
 	"github.com/redlockd/redlockd/redlock"
@@ -383,7 +385,7 @@ func (r *runner) acquirePhase() (client.Lock, int) {
 			}
 			return client.Lock{}, r.acquireFailed(res.err)
 		case sig := <-r.signals:
-			if !isStopSignal(sig) {
+			if !slices.Contains(stopSignals, sig) {
 				continue // no CMD to forward SIGUSR1/2 to yet
 			}
 			cancel()
@@ -673,15 +675,6 @@ func (r *runner) release(report bool) error {
 	return err
 }
 
-func isStopSignal(sig os.Signal) bool {
-	for _, s := range stopSignals {
-		if s == sig {
-			return true
-		}
-	}
-	return false
-}
-
 // exitStatus is the status a shell would report for CMD: its exit code, or
 // 128+N when signal N killed it.
 func exitStatus(ps *os.ProcessState) int {
@@ -699,7 +692,7 @@ func exitStatus(ps *os.ProcessState) int {
 // would stop CMD (SIGTTIN) in its own process group.
 func terminalForeground() (fd int, ok bool) {
 	fd = int(os.Stdin.Fd())
-	pgrp, err := tcgetpgrp(fd)
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 	return fd, err == nil && pgrp == syscall.Getpgrp()
 }
 
@@ -708,14 +701,5 @@ func terminalForeground() (fd int, ok bool) {
 func restoreForeground(fd int) {
 	signal.Ignore(syscall.SIGTTOU)
 	defer signal.Reset(syscall.SIGTTOU)
-	pgrp := int32(syscall.Getpgrp())
-	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCSPGRP), uintptr(unsafe.Pointer(&pgrp)))
-}
-
-func tcgetpgrp(fd int) (int, error) {
-	var pgrp int32
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCGPGRP), uintptr(unsafe.Pointer(&pgrp))); errno != 0 {
-		return 0, errno
-	}
-	return int(pgrp), nil
+	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, syscall.Getpgrp())
 }
