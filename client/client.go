@@ -1,6 +1,7 @@
 // Package client is a Go client of the redlockd HTTP API: Acquire, Extend,
-// Release and Inspect, returning the errors of package redlock so that code
-// written against the library works against the gateway too.
+// Release and Inspect. It stands alone: a program that uses it links neither
+// package redlock nor go-redis nor zerolog, so it has sentinel errors of its
+// own, named as the library's (ErrLockHeld, ErrNotOwner, ...).
 //
 // The HTTP layer (client.gen.go: RawClient, ClientWithResponses and the
 // models) is generated from openapi.yaml by oapi-codegen; this file is the
@@ -14,8 +15,8 @@
 //     Extend, before Until.
 //   - Pass Lock.Fence to the storage you protect and have it reject writes
 //     with a smaller fencing token than one it has seen.
-//   - A Release or Extend that fails with redlock.ErrNotOwner means the
-//     critical section may not have been exclusive.
+//   - A Release or Extend that fails with ErrNotOwner means the critical
+//     section may not have been exclusive.
 package client
 
 import (
@@ -32,12 +33,38 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlockd/redlockd/redlock"
+	"github.com/redlockd/redlockd/internal/valid"
 )
 
-// Errors of the client itself. The gateway's answers are mapped onto the
-// sentinels of package redlock (see ProblemError).
+// Sentinel errors. The gateway's answers come as a *ProblemError that
+// unwraps to one of them; callers compare with errors.Is.
 var (
+	// ErrInvalid wraps every argument error (bad resource, TTL, token, ...),
+	// found here or by the gateway (400 invalid-request, 413).
+	ErrInvalid = errors.New("client: invalid argument")
+
+	// ErrLockHeld means another owner holds the lock (409 lock-held). The
+	// error is a *HeldError.
+	ErrLockHeld = errors.New("client: lock held by another owner")
+
+	// ErrNotOwner means the token does not hold the lock (409 not-owner):
+	// it was lost. It is returned wrapped as ErrLockExpired or
+	// ErrHeldByOther when the gateway says which.
+	ErrNotOwner = errors.New("client: not the lock owner")
+
+	// ErrLockExpired means nobody holds the lock any more: it expired or was
+	// released before. It wraps ErrNotOwner.
+	ErrLockExpired = fmt.Errorf("%w: lock expired or released", ErrNotOwner)
+
+	// ErrHeldByOther means another token holds the lock now. It wraps
+	// ErrNotOwner.
+	ErrHeldByOther = fmt.Errorf("%w: lock held by another owner", ErrNotOwner)
+
+	// ErrQuorumUnavailable means the gateway could not reach a quorum of
+	// nodes, or is shutting down (503): the outcome is unknown, try again
+	// later.
+	ErrQuorumUnavailable = errors.New("client: quorum unavailable")
+
 	// ErrUnauthorized means the gateway refused the API key (401): it is
 	// missing, unknown, or does not reach this namespace.
 	ErrUnauthorized = errors.New("client: unauthorized")
@@ -58,6 +85,19 @@ var (
 	// free (Inspect returns Info.Held false for that).
 	ErrNotFound = errors.New("client: no such path (check the base URL)")
 )
+
+// HeldError is returned by Acquire when another owner holds the lock. It
+// unwraps to ErrLockHeld.
+type HeldError struct {
+	// Remaining is the gateway's hint when to try again: the holder's
+	// remaining TTL, as far as it knows; 0 if unknown.
+	Remaining time.Duration
+}
+
+func (e *HeldError) Error() string { return ErrLockHeld.Error() }
+
+// Unwrap returns ErrLockHeld.
+func (e *HeldError) Unwrap() error { return ErrLockHeld }
 
 // problemTypePrefix is put before a problem kind to make its type.
 const problemTypePrefix = "urn:redlockd:problem:"
@@ -183,10 +223,9 @@ type Info struct {
 }
 
 // Acquire takes the lock on resource, letting the gateway wait up to o.Wait
-// for it. May return redlock.ErrInvalid, a *redlock.HeldError
-// (redlock.ErrLockHeld; Remaining is the gateway's retry hint),
-// redlock.ErrQuorumUnavailable, ErrUnauthorized, ErrUnreachable or
-// ErrUnexpected; answers of the gateway come as a *ProblemError that unwraps
+// for it. May return ErrInvalid, a *HeldError (ErrLockHeld; Remaining is
+// the gateway's retry hint), ErrQuorumUnavailable, ErrUnauthorized,
+// ErrUnreachable or ErrUnexpected; answers of the gateway come as a *ProblemError that unwraps
 // to them. When the outcome is unknown (ErrQuorumUnavailable,
 // ErrUnreachable) the lock may have been taken: with a client-chosen token,
 // retry or Release it.
@@ -212,7 +251,7 @@ func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions)
 		body.WaitMs = ptr(o.Wait.Milliseconds())
 	}
 	if o.Token != "" {
-		if !redlock.ValidToken(o.Token) {
+		if !valid.Token(o.Token) {
 			return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 		}
 		body.Token = &o.Token
@@ -238,11 +277,10 @@ func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions)
 
 // Extend makes the lock held with token valid for ttl from now (the
 // gateway's default TTL when ttl is 0); the returned Lock has the same token
-// and fence and a new validity. May return redlock.ErrInvalid,
-// redlock.ErrLockExpired or redlock.ErrHeldByOther (both
-// redlock.ErrNotOwner: the lock was lost), redlock.ErrQuorumUnavailable
-// (unknown: try again while the lock's validity lasts), ErrUnauthorized,
-// ErrUnreachable or ErrUnexpected.
+// and fence and a new validity. May return ErrInvalid, ErrLockExpired or
+// ErrHeldByOther (both ErrNotOwner: the lock was lost),
+// ErrQuorumUnavailable (unknown: try again while the lock's validity
+// lasts), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
 func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Duration) (Lock, error) {
 	if err := checkResource(resource); err != nil {
 		return Lock{}, err
@@ -274,11 +312,10 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 
 // Release deletes the lock held with token. It is idempotent: retried with
 // the token that released the lock (its first answer lost), it succeeds again
-// for max TTL after the release. May return redlock.ErrInvalid,
-// redlock.ErrLockExpired or redlock.ErrHeldByOther (both
-// redlock.ErrNotOwner: the critical section may not have been exclusive),
-// redlock.ErrQuorumUnavailable (unknown: the lock expires at the end of its
-// TTL anyway), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+// for max TTL after the release. May return ErrInvalid, ErrLockExpired or
+// ErrHeldByOther (both ErrNotOwner: the critical section may not have been
+// exclusive), ErrQuorumUnavailable (unknown: the lock expires at the end of
+// its TTL anyway), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
 func (c *Client) Release(ctx context.Context, resource, token string) error {
 	if err := checkResource(resource); err != nil {
 		return err
@@ -301,9 +338,8 @@ func (c *Client) Release(ctx context.Context, resource, token string) error {
 }
 
 // Inspect tells whether the lock on resource is held, and by whom: a free
-// lock is an Info with Held false and no error. May return
-// redlock.ErrInvalid, redlock.ErrQuorumUnavailable, ErrUnauthorized,
-// ErrNotFound (a wrong base URL: not a free lock), ErrUnreachable or
+// lock is an Info with Held false and no error. May return ErrInvalid,
+// ErrQuorumUnavailable, ErrUnauthorized, ErrNotFound (a wrong base URL: not a free lock), ErrUnreachable or
 // ErrUnexpected.
 func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 	if err := checkResource(resource); err != nil {
@@ -364,9 +400,8 @@ func lockFrom(b *LockResponse, start time.Time) Lock {
 
 // ProblemError is an error answer of the gateway: its status and, when the
 // body is an RFC 9457 problem, its members. It unwraps to the sentinel of
-// the case (Err), so callers use errors.Is with redlock.ErrLockHeld,
-// redlock.ErrNotOwner, ... and errors.As with *redlock.HeldError or
-// *ProblemError.
+// the case (Err), so callers use errors.Is with ErrLockHeld, ErrNotOwner,
+// ... and errors.As with *HeldError or *ProblemError.
 type ProblemError struct {
 	// Status is the HTTP status.
 	Status int
@@ -383,8 +418,7 @@ type ProblemError struct {
 	// RequestID is the X-Request-Id of the response, to find it in the
 	// gateway's logs.
 	RequestID string
-	// Err is what the problem means: a *redlock.HeldError, a redlock
-	// sentinel, or one of this package's.
+	// Err is what the problem means: a *HeldError or a sentinel.
 	Err error
 }
 
@@ -452,20 +486,20 @@ func responseError(res *http.Response, body []byte, p *Problem) error {
 	}
 	switch e.Kind() {
 	case "lock-held":
-		e.Err = &redlock.HeldError{Remaining: e.RetryAfter}
+		e.Err = &HeldError{Remaining: e.RetryAfter}
 	case "not-owner":
 		switch e.LockState {
 		case string(ProblemLockStateExpired):
-			e.Err = redlock.ErrLockExpired
+			e.Err = ErrLockExpired
 		case string(ProblemLockStateHeldByOther):
-			e.Err = redlock.ErrHeldByOther
+			e.Err = ErrHeldByOther
 		default:
-			e.Err = redlock.ErrNotOwner
+			e.Err = ErrNotOwner
 		}
 	case "quorum-unavailable", "shutting-down":
-		e.Err = redlock.ErrQuorumUnavailable
+		e.Err = ErrQuorumUnavailable
 	case "invalid-request", "payload-too-large":
-		e.Err = redlock.ErrInvalid
+		e.Err = ErrInvalid
 	case "unauthorized":
 		e.Err = ErrUnauthorized
 	case "not-found":
@@ -501,21 +535,21 @@ func transport(err error) error {
 }
 
 func checkResource(resource string) error {
-	if !redlock.ValidName(resource) {
+	if !valid.Name(resource) {
 		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..")
 	}
 	return nil
 }
 
 func checkToken(token string) error {
-	if !redlock.ValidToken(token) {
+	if !valid.Token(token) {
 		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	return nil
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{redlock.ErrInvalid}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -428,7 +428,7 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 		}
 		left := time.Until(deadline)
 		if ctx.Err() != nil || left <= 0 ||
-			!(errors.Is(err, redlock.ErrLockHeld) || errors.Is(err, redlock.ErrQuorumUnavailable)) {
+			!(errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) {
 			return lock, err
 		}
 		if !sleep(ctx, min(retryHint(err), left)) {
@@ -441,18 +441,18 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 // status.
 func (r *runner) acquireFailed(err error) int {
 	switch {
-	case errors.Is(err, redlock.ErrLockHeld):
+	case errors.Is(err, client.ErrLockHeld):
 		if r.cfg.Wait == 0 {
 			r.printf("lock %q is held by another owner: CMD not run", r.cfg.Resource)
 		} else {
 			r.printf("lock %q is held by another owner: not acquired within %v: CMD not run", r.cfg.Resource, r.cfg.Wait)
 		}
 		return exitLockHeld
-	case errors.Is(err, redlock.ErrNotOwner):
+	case errors.Is(err, client.ErrNotOwner):
 		// The extension right after a slow acquire found the lock gone.
 		r.printf("lock %q was lost right after it was acquired: CMD not run", r.cfg.Resource)
 		return exitLockHeld
-	case errors.Is(err, redlock.ErrInvalid):
+	case errors.Is(err, client.ErrInvalid):
 		r.printf("the gateway refused the request: %v", err)
 		return exitUsage
 	case errors.Is(err, client.ErrUnauthorized):
@@ -505,7 +505,7 @@ func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, e
 		switch {
 		case err == nil:
 			return lock, nil
-		case errors.Is(err, redlock.ErrNotOwner), ctx.Err() != nil:
+		case errors.Is(err, client.ErrNotOwner), ctx.Err() != nil:
 			return lock, err
 		}
 		left := time.Until(deadline)
@@ -654,7 +654,7 @@ wait:
 			"its work may not have been exclusive", r.cfg.Resource, status)
 		return exitLockLost
 	}
-	if err := r.release(true); errors.Is(err, redlock.ErrNotOwner) {
+	if err := r.release(true); errors.Is(err, client.ErrNotOwner) {
 		r.printf("lock %q was not held when CMD exited (%v; CMD exited %d): its work may not have been exclusive",
 			r.cfg.Resource, err, status)
 		return exitLockLost
@@ -669,7 +669,7 @@ func (r *runner) release(report bool) error {
 	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
 	defer cancel()
 	err := r.client.Release(ctx, r.cfg.Resource, r.token)
-	if err != nil && report && !errors.Is(err, redlock.ErrNotOwner) {
+	if err != nil && report && !errors.Is(err, client.ErrNotOwner) {
 		r.printf("could not confirm the release of lock %q (%v): it expires within %v", r.cfg.Resource, err, r.cfg.TTL)
 	}
 	return err
