@@ -141,13 +141,13 @@ func (o Options) validate() error {
 	}
 	check(o.DefaultTTL < MinTTL, "DefaultTTL %v is below the minimum TTL %v", o.DefaultTTL, MinTTL)
 	check(o.MaxTTL < o.DefaultTTL, "MaxTTL %v is below DefaultTTL %v", o.MaxTTL, o.DefaultTTL)
-	check(o.MaxWait < 0, "MaxWait %v is negative", o.MaxWait)
-	check(o.NodeTimeout < 0, "NodeTimeout %v is negative", o.NodeTimeout)
+	check(o.MaxWait < 0, "MaxWait %v must be positive", o.MaxWait)
+	check(o.NodeTimeout < 0, "NodeTimeout %v must be positive", o.NodeTimeout)
 	check(o.NodeTimeout >= o.DefaultTTL, "NodeTimeout %v must be below DefaultTTL %v, or no lock could ever be valid", o.NodeTimeout, o.DefaultTTL)
 	check(!(o.DriftFactor < MaxDriftFactor), "DriftFactor %v must be in [0, %v)", o.DriftFactor, MaxDriftFactor) // NaN too
-	check(o.PollInterval < 0, "PollInterval %v is negative", o.PollInterval)
-	check(o.HealthInterval < 0, "HealthInterval %v is negative", o.HealthInterval)
-	check(o.RetryDelay < 0, "RetryDelay %v is negative", o.RetryDelay)
+	check(o.PollInterval < 0, "PollInterval %v must be positive", o.PollInterval)
+	check(o.HealthInterval < 0, "HealthInterval %v must be positive", o.HealthInterval)
+	check(o.RetryDelay < 0, "RetryDelay %v must be positive", o.RetryDelay)
 	return errors.Join(errs...)
 }
 

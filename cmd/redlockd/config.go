@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/url"
 	"os"
@@ -76,12 +75,12 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen:            "127.0.0.1:8080",
-		DefaultTTL:        30 * time.Second,
-		MaxTTL:            60 * time.Second,
-		MaxWait:           60 * time.Second,
-		NodeTimeout:       50 * time.Millisecond,
-		DriftFactor:       0.01,
-		KeyPrefix:         "redlockd:",
+		DefaultTTL:        redlock.DefaultTTL,
+		MaxTTL:            redlock.DefaultMaxTTL,
+		MaxWait:           redlock.DefaultMaxWait,
+		NodeTimeout:       redlock.DefaultNodeTimeout,
+		DriftFactor:       redlock.DefaultDriftFactor,
+		KeyPrefix:         redlock.DefaultKeyPrefix,
 		LogLevel:          "info",
 		LogFormat:         "json",
 		RestartQuarantine: true,
@@ -255,24 +254,19 @@ func (c Config) Validate() error {
 	if _, err := c.redisOptions(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.DefaultTTL < redlock.MinTTL {
-		add("--default-ttl %v is below the minimum TTL %v", c.DefaultTTL, redlock.MinTTL)
+	if err := c.redlockOptions().Validate(); err != nil {
+		errs = append(errs, errors.New(optionFlags.Replace(err.Error())))
 	}
-	if c.MaxTTL < c.DefaultTTL {
-		add("--max-ttl %v is below --default-ttl %v", c.MaxTTL, c.DefaultTTL)
+	// Zero means the default to redlock.Options, but is no value for a flag;
+	// redlock reads a negative drift factor as none, as --drift-factor 0.
+	if c.MaxWait == 0 {
+		add("--max-wait 0s must be positive (1ms allows practically no waiting)")
 	}
-	if c.MaxWait <= 0 {
-		// 0 means "the default" to redlock.Options and server.Config.
-		add("--max-wait %v must be positive (1ms allows practically no waiting)", c.MaxWait)
+	if c.NodeTimeout == 0 {
+		add("--node-timeout 0s must be positive")
 	}
-	switch {
-	case c.NodeTimeout <= 0:
-		add("--node-timeout %v must be positive", c.NodeTimeout)
-	case c.NodeTimeout >= c.DefaultTTL:
-		add("--node-timeout %v must be below --default-ttl %v, or no lock could ever be valid", c.NodeTimeout, c.DefaultTTL)
-	}
-	if math.IsNaN(c.DriftFactor) || c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
-		add("--drift-factor %v must be in [0, 0.5)", c.DriftFactor)
+	if c.DriftFactor < 0 {
+		add("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)
 	}
 	if c.KeyPrefix == "" {
 		add("--key-prefix must not be empty: it keeps redlockd's keys apart from other data")
@@ -311,6 +305,32 @@ func (c Config) Validate() error {
 		return &UsageError{Err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// optionFlags turns redlock's messages about its Options into messages
+// about the flags that set them.
+var optionFlags = strings.NewReplacer(redlock.ErrInvalid.Error()+": ", "",
+	"DefaultTTL", "--default-ttl", "MaxTTL", "--max-ttl", "MaxWait", "--max-wait",
+	"NodeTimeout", "--node-timeout", "DriftFactor", "--drift-factor")
+
+// redlockOptions maps the configuration one to one onto redlock.Options
+// (but for the logger).
+func (c Config) redlockOptions() redlock.Options {
+	drift := c.DriftFactor
+	if drift == 0 {
+		drift = -1 // redlock: negative means none, zero means the default
+	}
+	return redlock.Options{
+		DefaultTTL:  c.DefaultTTL,
+		MaxTTL:      c.MaxTTL,
+		MaxWait:     c.MaxWait,
+		NodeTimeout: c.NodeTimeout,
+		DriftFactor: drift,
+		KeyPrefix:   c.KeyPrefix,
+		// Dev nodes live and die with the process: a restart loses the
+		// gateway too, so there is nothing to quarantine against.
+		NoQuarantine: !c.RestartQuarantine || c.DevMode(),
+	}
 }
 
 // logLevels are the values of --log-level.

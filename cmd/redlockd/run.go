@@ -39,7 +39,7 @@ const (
 	requestMargin = 10 * time.Second
 	// maxWaitChunk is the longest wait asked for in one request (the
 	// gateway's default max wait); a longer --wait takes several requests.
-	maxWaitChunk = 60 * time.Second
+	maxWaitChunk = redlock.DefaultMaxWait
 	// releaseTimeout bounds the release when run exits.
 	releaseTimeout = 5 * time.Second
 )
@@ -77,8 +77,8 @@ var runEnv = map[string]string{"url": "REDLOCKD_URL", "api-key-file": "REDLOCKD_
 func defaultRunConfig() RunConfig {
 	return RunConfig{
 		URL:   "http://127.0.0.1:8080",
-		TTL:   30 * time.Second,
-		Wait:  60 * time.Second,
+		TTL:   redlock.DefaultTTL,
+		Wait:  redlock.DefaultMaxWait,
 		Grace: 10 * time.Second,
 	}
 }
