@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/x509"
 	"errors"
 	"flag"
@@ -200,28 +201,32 @@ var serveFlagOrder = []string{
 // variable and default.
 func printServeFlags(w io.Writer) {
 	c := DefaultConfig()
-	fs := c.flagSet()
-	for _, name := range serveFlagOrder {
+	printFlags(w, c.flagSet(), serveFlagOrder, func(f *flag.Flag, def string) []string {
+		return []string{"env " + envName(f.Name), "default " + cmp.Or(def, `""`)}
+	})
+}
+
+// printFlags writes the help of the flags of fs named in order: each with
+// its placeholder, its usage wrapped, and the notes that notes gives for it
+// on one line (def is its default as shown: 60s, not 1m0s).
+func printFlags(w io.Writer, fs *flag.FlagSet, order []string, notes func(f *flag.Flag, def string) []string) {
+	for _, name := range order {
 		f := fs.Lookup(name)
 		placeholder, usage := flag.UnquoteUsage(f)
-		def := f.DefValue
-		switch f.Value.(type) {
-		case *onOff:
+		if _, ok := f.Value.(*onOff); ok {
 			placeholder = "on|off"
-		case *urlList:
-		default:
-			if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
-				def = fmt.Sprintf("%ds", d/time.Second) // 60s, not 1m0s
-			}
 		}
-		if def == "" {
-			def = `""`
+		def := f.DefValue
+		if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
+			def = fmt.Sprintf("%ds", d/time.Second)
 		}
-		fmt.Fprintf(w, "  --%s %s\n", f.Name, placeholder)
+		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("--"+name+" "+placeholder))
 		for _, line := range wrap(usage, 72) {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
-		fmt.Fprintf(w, "        env %s, default %s\n", envName(f.Name), def)
+		if n := notes(f, def); len(n) > 0 {
+			fmt.Fprintf(w, "        %s\n", strings.Join(n, ", "))
+		}
 	}
 }
 
@@ -499,14 +504,12 @@ func redact(u *url.URL) string {
 
 // String returns the configuration as flags, Redis passwords redacted.
 func (c Config) String() string {
-	return fmt.Sprintf("--listen=%s --redis=%s --default-ttl=%v --max-ttl=%v --max-wait=%v --node-timeout=%v "+
-		"--drift-factor=%v --key-prefix=%q --api-keys-file=%q --metrics-auth=%v --tls-cert=%q --tls-key=%q --redis-ca-file=%q "+
-		"--log-level=%s --log-format=%s --restart-quarantine=%v --max-waiters=%d --max-waiters-per-namespace=%d --max-connections=%d "+
-		"--read-header-timeout=%v --idle-timeout=%v",
-		c.Listen, urlList(c.Redis), c.DefaultTTL, c.MaxTTL, c.MaxWait, c.NodeTimeout,
-		c.DriftFactor, c.KeyPrefix, c.APIKeysFile, onOff(c.MetricsAuth), c.TLSCert, c.TLSKey, c.RedisCAFile,
-		c.LogLevel, c.LogFormat, onOff(c.RestartQuarantine), c.MaxWaiters, c.MaxWaitersPerNamespace, c.MaxConnections,
-		c.ReadHeaderTimeout, c.IdleTimeout)
+	fs := c.flagSet()
+	flags := make([]string, len(serveFlagOrder))
+	for i, name := range serveFlagOrder {
+		flags[i] = fmt.Sprintf("--%s=%s", name, fs.Lookup(name).Value)
+	}
+	return strings.Join(flags, " ")
 }
 
 // GoString redacts like String, so that %#v shows no password either.

@@ -234,35 +234,19 @@ Flags:
 `)
 	c := defaultRunConfig()
 	var failIfLocked bool
-	fs := c.flagSet(&failIfLocked)
-	for _, name := range runFlagOrder {
-		f := fs.Lookup(name)
-		placeholder, usage := flag.UnquoteUsage(f)
-		if placeholder == "value" || name == "fail-if-locked" {
-			placeholder = ""
-		}
-		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("--"+f.Name+" "+placeholder))
-		for _, line := range wrap(usage, 72) {
-			fmt.Fprintf(w, "        %s\n", line)
-		}
+	printFlags(w, c.flagSet(&failIfLocked), runFlagOrder, func(f *flag.Flag, def string) []string {
 		var notes []string
-		if env, ok := runEnv[name]; ok {
+		if env, ok := runEnv[f.Name]; ok {
 			notes = append(notes, "env "+env)
 		}
-		if name == "api-key-file" {
+		if f.Name == "api-key-file" {
 			notes = append(notes, "or the key itself in "+runAPIKeyEnv)
 		}
-		if f.DefValue != "" && f.DefValue != "false" {
-			def := f.DefValue
-			if d, err := time.ParseDuration(def); err == nil && d%time.Second == 0 {
-				def = fmt.Sprintf("%ds", d/time.Second)
-			}
+		if def != "" && def != "false" {
 			notes = append(notes, "default "+def)
 		}
-		if len(notes) > 0 {
-			fmt.Fprintf(w, "        %s\n", strings.Join(notes, ", "))
-		}
-	}
+		return notes
+	})
 	fmt.Fprint(w, `
 Exit status:
   CMD's   CMD ran holding the lock throughout, and the release succeeded
