@@ -185,7 +185,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 		return c, &UsageError{Err: err}
 	}
 	if fs.NArg() > 0 {
-		return c, usageErrorf("serve takes no arguments, got %q", redactArg(fs.Arg(0)))
+		return c, usageErrorf("serve takes no arguments, got %q", redactURL(fs.Arg(0)))
 	}
 	return c, nil
 }
@@ -466,26 +466,13 @@ func parseRedisURL(raw string) (*redis.Options, error) {
 	return o, nil
 }
 
-// redactArg returns a stray command-line argument fit to be shown: a URL
-// with user info (maybe a password) is redacted, or hidden if it does not
-// parse.
-func redactArg(arg string) string {
-	if !strings.Contains(arg, "@") {
-		return arg
-	}
-	u, err := url.Parse(arg)
-	if err != nil || u.User == nil {
-		return "<not shown: it may contain a password>"
-	}
-	return redact(u)
-}
-
-// redactURL returns raw with its password replaced by xxxxx and its query
-// and fragment left out, or a placeholder when raw does not parse.
+// redactURL returns raw fit to be shown: a URL (or a stray argument)
+// without its password (xxxxx), query or fragment; a placeholder when raw
+// does not parse, or has an @ that is not a URL's user info.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "<invalid URL>"
+	if err != nil || (u.User == nil && strings.Contains(raw, "@")) {
+		return "<not shown: it may contain a password>"
 	}
 	return redact(u)
 }
