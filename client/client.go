@@ -1,6 +1,7 @@
 // Package client is a Go client of the redlockd HTTP API: Acquire, Extend,
-// Release and Inspect, returning the errors of package redlock so that code
-// written against the library works against the gateway too.
+// Release and Inspect. It stands alone: a program that uses it links neither
+// package redlock nor go-redis nor zerolog, so it has sentinel errors of its
+// own, named as the library's (ErrLockHeld, ErrNotOwner, ...).
 //
 // The HTTP layer (client.gen.go: RawClient, ClientWithResponses and the
 // models) is generated from openapi.yaml by oapi-codegen; this file is the
@@ -14,8 +15,8 @@
 //     Extend, before Until.
 //   - Pass Lock.Fence to the storage you protect and have it reject writes
 //     with a smaller fencing token than one it has seen.
-//   - A Release or Extend that fails with redlock.ErrNotOwner means the
-//     critical section may not have been exclusive.
+//   - A Release or Extend that fails with ErrNotOwner means the critical
+//     section may not have been exclusive.
 package client
 
 import (
@@ -32,12 +33,34 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlockd/redlockd/redlock"
+	"github.com/redlockd/redlockd/internal/valid"
 )
 
-// Errors of the client itself. The gateway's answers are mapped onto the
-// sentinels of package redlock (see ProblemError).
+// Sentinel errors. The gateway's answers come as a *ProblemError that
+// unwraps to one of them; callers compare with errors.Is.
 var (
+	// ErrInvalid wraps every argument error (bad resource, TTL, token, ...),
+	// found here or by the gateway (400 invalid-request, 413).
+	ErrInvalid = errors.New("client: invalid argument")
+
+	// ErrLockHeld means another owner holds the lock (409 lock-held).
+	ErrLockHeld = errors.New("client: lock held by another owner")
+
+	// ErrNotOwner means the token does not hold the lock (409 not-owner):
+	// it was lost. ErrLockExpired and ErrHeldByOther say more.
+	ErrNotOwner = errors.New("client: not the lock owner")
+
+	// ErrLockExpired means nobody holds the lock any more: it expired or was
+	// released before. It wraps ErrNotOwner.
+	ErrLockExpired = fmt.Errorf("%w: lock expired or released", ErrNotOwner)
+
+	// ErrHeldByOther means another token holds the lock now; it wraps ErrNotOwner.
+	ErrHeldByOther = fmt.Errorf("%w: lock held by another owner", ErrNotOwner)
+
+	// ErrQuorumUnavailable means the gateway could not reach a quorum of
+	// nodes or is shutting down (503): the outcome is unknown, try again.
+	ErrQuorumUnavailable = errors.New("client: quorum unavailable")
+
 	// ErrUnauthorized means the gateway refused the API key (401): it is
 	// missing, unknown, or does not reach this namespace.
 	ErrUnauthorized = errors.New("client: unauthorized")
@@ -59,12 +82,25 @@ var (
 	ErrNotFound = errors.New("client: no such path (check the base URL)")
 )
 
-// problemTypePrefix is put before a problem kind to make its type.
-const problemTypePrefix = "urn:redlockd:problem:"
+// HeldError is returned by Acquire when another owner holds the lock. It
+// unwraps to ErrLockHeld.
+type HeldError struct {
+	// Remaining is the gateway's hint when to try again; 0 if unknown.
+	Remaining time.Duration
+}
 
-// DefaultTimeout bounds a call whose context has no deadline, on top of the
-// wait it asks for.
-const DefaultTimeout = 30 * time.Second
+func (e *HeldError) Error() string { return ErrLockHeld.Error() }
+
+// Unwrap returns ErrLockHeld.
+func (e *HeldError) Unwrap() error { return ErrLockHeld }
+
+const (
+	// DefaultTimeout bounds a call whose context has no deadline, on top
+	// of the wait it asks for.
+	DefaultTimeout = 30 * time.Second
+	// problemTypePrefix is put before a problem kind to make its type.
+	problemTypePrefix = "urn:redlockd:problem:"
+)
 
 // Options configure a Client. The zero value of each field means its default.
 type Options struct {
@@ -183,10 +219,9 @@ type Info struct {
 }
 
 // Acquire takes the lock on resource, letting the gateway wait up to o.Wait
-// for it. May return redlock.ErrInvalid, a *redlock.HeldError
-// (redlock.ErrLockHeld; Remaining is the gateway's retry hint),
-// redlock.ErrQuorumUnavailable, ErrUnauthorized, ErrUnreachable or
-// ErrUnexpected; answers of the gateway come as a *ProblemError that unwraps
+// for it. May return ErrInvalid, a *HeldError (ErrLockHeld; Remaining is
+// the gateway's retry hint), ErrQuorumUnavailable, ErrUnauthorized,
+// ErrUnreachable or ErrUnexpected; answers of the gateway come as a *ProblemError that unwraps
 // to them. When the outcome is unknown (ErrQuorumUnavailable,
 // ErrUnreachable) the lock may have been taken: with a client-chosen token,
 // retry or Release it.
@@ -195,25 +230,16 @@ type Info struct {
 // sent, so time spent waiting is taken off it: after a wait, Extend at once
 // (an extension never waits) if you need the lock's full window.
 func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
-	if err := checkResource(resource); err != nil {
+	if err := check(resource); err != nil {
 		return Lock{}, err
 	}
-	var body AcquireRequest
-	switch {
-	case o.TTL < 0:
-		return Lock{}, invalid("negative TTL %v", o.TTL)
-	case o.TTL > 0:
-		body.TTLMs = ptr(o.TTL.Milliseconds())
+	if o.TTL < 0 || o.Wait < 0 {
+		return Lock{}, invalid("negative TTL %v or wait %v", o.TTL, o.Wait)
 	}
-	switch {
-	case o.Wait < 0:
-		return Lock{}, invalid("negative wait %v", o.Wait)
-	case o.Wait > 0:
-		body.WaitMs = ptr(o.Wait.Milliseconds())
-	}
+	body := AcquireRequest{TTLMs: millis(o.TTL), WaitMs: millis(o.Wait)}
 	if o.Token != "" {
-		if !redlock.ValidToken(o.Token) {
-			return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+		if err := check(resource, o.Token); err != nil {
+			return Lock{}, err
 		}
 		body.Token = &o.Token
 	}
@@ -229,34 +255,25 @@ func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions)
 		return Lock{}, transport(err)
 	}
 	if res.StatusCode() != http.StatusCreated || res.JSON201 == nil {
-		return Lock{}, responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
-			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON413,
-			res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
+		return Lock{}, responseError(res.HTTPResponse, res.Body)
 	}
 	return lockFrom(res.JSON201, start), nil
 }
 
 // Extend makes the lock held with token valid for ttl from now (the
 // gateway's default TTL when ttl is 0); the returned Lock has the same token
-// and fence and a new validity. May return redlock.ErrInvalid,
-// redlock.ErrLockExpired or redlock.ErrHeldByOther (both
-// redlock.ErrNotOwner: the lock was lost), redlock.ErrQuorumUnavailable
-// (unknown: try again while the lock's validity lasts), ErrUnauthorized,
-// ErrUnreachable or ErrUnexpected.
+// and fence and a new validity. May return ErrInvalid, ErrLockExpired or
+// ErrHeldByOther (both ErrNotOwner: the lock was lost),
+// ErrQuorumUnavailable (unknown: try again while the lock's validity
+// lasts), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
 func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Duration) (Lock, error) {
-	if err := checkResource(resource); err != nil {
+	if err := check(resource, token); err != nil {
 		return Lock{}, err
 	}
-	if err := checkToken(token); err != nil {
-		return Lock{}, err
-	}
-	var body ExtendRequest
-	switch {
-	case ttl < 0:
+	if ttl < 0 {
 		return Lock{}, invalid("negative TTL %v", ttl)
-	case ttl > 0:
-		body.TTLMs = ptr(ttl.Milliseconds())
 	}
+	body := ExtendRequest{TTLMs: millis(ttl)}
 	ctx, cancel := c.bound(ctx, 0)
 	defer cancel()
 	start := time.Now()
@@ -265,25 +282,19 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 		return Lock{}, transport(err)
 	}
 	if res.StatusCode() != http.StatusOK || res.JSON200 == nil {
-		return Lock{}, responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
-			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON413,
-			res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
+		return Lock{}, responseError(res.HTTPResponse, res.Body)
 	}
 	return lockFrom(res.JSON200, start), nil
 }
 
 // Release deletes the lock held with token. It is idempotent: retried with
 // the token that released the lock (its first answer lost), it succeeds again
-// for max TTL after the release. May return redlock.ErrInvalid,
-// redlock.ErrLockExpired or redlock.ErrHeldByOther (both
-// redlock.ErrNotOwner: the critical section may not have been exclusive),
-// redlock.ErrQuorumUnavailable (unknown: the lock expires at the end of its
-// TTL anyway), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+// for max TTL after the release. May return ErrInvalid, ErrLockExpired or
+// ErrHeldByOther (both ErrNotOwner: the critical section may not have been
+// exclusive), ErrQuorumUnavailable (unknown: the lock expires at the end of
+// its TTL anyway), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
 func (c *Client) Release(ctx context.Context, resource, token string) error {
-	if err := checkResource(resource); err != nil {
-		return err
-	}
-	if err := checkToken(token); err != nil {
+	if err := check(resource, token); err != nil {
 		return err
 	}
 	ctx, cancel := c.bound(ctx, 0)
@@ -293,20 +304,17 @@ func (c *Client) Release(ctx context.Context, resource, token string) error {
 		return transport(err)
 	}
 	if res.StatusCode() != http.StatusNoContent {
-		return responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
-			res.ApplicationproblemJSON401, res.ApplicationproblemJSON409, res.ApplicationproblemJSON500,
-			res.ApplicationproblemJSON503))
+		return responseError(res.HTTPResponse, res.Body)
 	}
 	return nil
 }
 
 // Inspect tells whether the lock on resource is held, and by whom: a free
-// lock is an Info with Held false and no error. May return
-// redlock.ErrInvalid, redlock.ErrQuorumUnavailable, ErrUnauthorized,
-// ErrNotFound (a wrong base URL: not a free lock), ErrUnreachable or
+// lock is an Info with Held false and no error. May return ErrInvalid,
+// ErrQuorumUnavailable, ErrUnauthorized, ErrNotFound (a wrong base URL: not a free lock), ErrUnreachable or
 // ErrUnexpected.
 func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
-	if err := checkResource(resource); err != nil {
+	if err := check(resource); err != nil {
 		return Info{}, err
 	}
 	ctx, cancel := c.bound(ctx, 0)
@@ -316,8 +324,7 @@ func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 		return Info{}, transport(err)
 	}
 	if res.StatusCode() != http.StatusOK || res.JSON200 == nil {
-		return Info{}, responseError(res.HTTPResponse, res.Body, problemOf(res.ApplicationproblemJSON400,
-			res.ApplicationproblemJSON401, res.ApplicationproblemJSON500, res.ApplicationproblemJSON503))
+		return Info{}, responseError(res.HTTPResponse, res.Body)
 	}
 	b := res.JSON200
 	info := Info{Resource: b.Resource, Held: b.Held}
@@ -344,29 +351,26 @@ func (c *Client) bound(ctx context.Context, wait time.Duration) (context.Context
 // was about to be sent.
 func lockFrom(b *LockResponse, start time.Time) Lock {
 	validity := time.Duration(b.ValidityMs) * time.Millisecond
-	l := Lock{
-		Resource: b.Resource,
-		Token:    b.Token,
-		Fence:    b.FencingToken,
-		TTL:      time.Duration(b.TTLMs) * time.Millisecond,
-		Validity: validity,
-		Start:    start,
-		Until:    start.Add(validity),
-		Nodes:    b.Nodes,
-		Quorum:   b.Quorum,
-		Locked:   b.LockedNodes,
+	expires, _ := time.Parse(time.RFC3339Nano, b.ExpiresAt) // zero if malformed: it is for display
+	return Lock{
+		Resource:  b.Resource,
+		Token:     b.Token,
+		Fence:     b.FencingToken,
+		TTL:       time.Duration(b.TTLMs) * time.Millisecond,
+		Validity:  validity,
+		Start:     start,
+		Until:     start.Add(validity),
+		Nodes:     b.Nodes,
+		Quorum:    b.Quorum,
+		Locked:    b.LockedNodes,
+		ExpiresAt: expires,
 	}
-	if t, err := time.Parse(time.RFC3339Nano, b.ExpiresAt); err == nil {
-		l.ExpiresAt = t
-	}
-	return l
 }
 
 // ProblemError is an error answer of the gateway: its status and, when the
 // body is an RFC 9457 problem, its members. It unwraps to the sentinel of
-// the case (Err), so callers use errors.Is with redlock.ErrLockHeld,
-// redlock.ErrNotOwner, ... and errors.As with *redlock.HeldError or
-// *ProblemError.
+// the case (Err), so callers use errors.Is with ErrLockHeld, ErrNotOwner,
+// ... and errors.As with *HeldError or *ProblemError.
 type ProblemError struct {
 	// Status is the HTTP status.
 	Status int
@@ -383,8 +387,7 @@ type ProblemError struct {
 	// RequestID is the X-Request-Id of the response, to find it in the
 	// gateway's logs.
 	RequestID string
-	// Err is what the problem means: a *redlock.HeldError, a redlock
-	// sentinel, or one of this package's.
+	// Err is what the problem means: a *HeldError or a sentinel.
 	Err error
 }
 
@@ -412,31 +415,13 @@ func (e *ProblemError) Error() string {
 // Unwrap returns Err.
 func (e *ProblemError) Unwrap() error { return e.Err }
 
-// problemOf returns the first non-nil problem the generated parser decoded,
-// or nil.
-func problemOf(ps ...*Problem) *Problem {
-	for _, p := range ps {
-		if p != nil {
-			return p
-		}
-	}
-	return nil
-}
-
 // responseError maps an answer other than the success of a call (res, whose
-// body is body) to a *ProblemError. p is the problem the generated parser
-// decoded, if any; a problem body with a status the call does not declare
-// (a 404) is decoded here. This is the one table from the gateway's problem
-// types to the library's errors.
-func responseError(res *http.Response, body []byte, p *Problem) error {
+// body is body) to a *ProblemError, decoding the body when it is a problem.
+// This is the one table from the gateway's problem types to the errors.
+func responseError(res *http.Response, body []byte) error {
 	e := &ProblemError{Status: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
-	if p == nil && strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
-		var undeclared Problem
-		if json.Unmarshal(body, &undeclared) == nil {
-			p = &undeclared
-		}
-	}
-	if p != nil {
+	var p Problem
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(body, &p) == nil {
 		e.Type, e.Title, e.Detail = p.Type, p.Title, p.Detail
 		if p.LockState != nil {
 			e.LockState = string(*p.LockState)
@@ -452,20 +437,20 @@ func responseError(res *http.Response, body []byte, p *Problem) error {
 	}
 	switch e.Kind() {
 	case "lock-held":
-		e.Err = &redlock.HeldError{Remaining: e.RetryAfter}
+		e.Err = &HeldError{Remaining: e.RetryAfter}
 	case "not-owner":
 		switch e.LockState {
 		case string(ProblemLockStateExpired):
-			e.Err = redlock.ErrLockExpired
+			e.Err = ErrLockExpired
 		case string(ProblemLockStateHeldByOther):
-			e.Err = redlock.ErrHeldByOther
+			e.Err = ErrHeldByOther
 		default:
-			e.Err = redlock.ErrNotOwner
+			e.Err = ErrNotOwner
 		}
 	case "quorum-unavailable", "shutting-down":
-		e.Err = redlock.ErrQuorumUnavailable
+		e.Err = ErrQuorumUnavailable
 	case "invalid-request", "payload-too-large":
-		e.Err = redlock.ErrInvalid
+		e.Err = ErrInvalid
 	case "unauthorized":
 		e.Err = ErrUnauthorized
 	case "not-found":
@@ -500,22 +485,29 @@ func transport(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnexpected, err)
 }
 
-func checkResource(resource string) error {
-	if !redlock.ValidName(resource) {
+// check validates a resource name and the tokens given.
+func check(resource string, tokens ...string) error {
+	if !valid.Name(resource) {
 		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..")
 	}
-	return nil
-}
-
-func checkToken(token string) error {
-	if !redlock.ValidToken(token) {
-		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+	for _, t := range tokens {
+		if !valid.Token(t) {
+			return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+		}
 	}
 	return nil
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{redlock.ErrInvalid}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-func ptr[T any](v T) *T { return &v }
+// millis is d in milliseconds for a request body; nil (the gateway's
+// default) for 0.
+func millis(d time.Duration) *int64 {
+	if d == 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
+}

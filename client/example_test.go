@@ -37,10 +37,10 @@ func Example() {
 	fmt.Println("fencing token", lock.Fence, "safe for at most", lock.TTL)
 
 	_, err = c.Acquire(ctx, "nightly-report", client.AcquireOptions{})
-	var held *redlock.HeldError
+	var held *client.HeldError
 	fmt.Println("second acquire held:", errors.As(err, &held) && held.Remaining > 0)
 
-	if err := c.Release(ctx, "nightly-report", lock.Token); errors.Is(err, redlock.ErrNotOwner) {
+	if err := c.Release(ctx, "nightly-report", lock.Token); errors.Is(err, client.ErrNotOwner) {
 		fmt.Println("lost the lock: the work may not have been exclusive")
 	}
 	info, err := c.Inspect(ctx, "nightly-report")

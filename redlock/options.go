@@ -1,10 +1,13 @@
 package redlock
 
 import (
-	"strings"
+	"cmp"
+	"errors"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/internal/valid"
 )
 
 // Limits that are part of the contract, not options.
@@ -12,50 +15,38 @@ const (
 	// MinTTL is the smallest TTL a lock may be taken or extended with.
 	MinTTL = 100 * time.Millisecond
 	// MaxNameLen is the longest resource or namespace name.
-	MaxNameLen = 200
+	MaxNameLen = valid.MaxName
 	// MaxOwnerLen is the longest owner text.
 	MaxOwnerLen = 256
+	// MaxDriftFactor bounds Options.DriftFactor (excluded).
+	MaxDriftFactor = 0.5
 	// Quorum-wide constant drift added to the proportional drift.
 	constDrift = 2 * time.Millisecond
+)
+
+// Defaults of Options, used when a field is zero. The server and the
+// command line take theirs from here.
+const (
+	DefaultTTL            = 30 * time.Second
+	DefaultMaxTTL         = 60 * time.Second
+	DefaultMaxWait        = 60 * time.Second
+	DefaultNodeTimeout    = 50 * time.Millisecond
+	DefaultDriftFactor    = 0.01
+	DefaultKeyPrefix      = "redlockd:"
+	DefaultRetryDelay     = 50 * time.Millisecond
+	DefaultPollInterval   = 30 * time.Second
+	DefaultHealthInterval = time.Second
 )
 
 // ValidName reports whether s is a valid resource or namespace name:
 // 1–200 characters of [A-Za-z0-9._:-], other than "." and "..". (HTTP
 // clients normalise those away as path segments, so a lock named so could
 // not be released through a URL.)
-func ValidName(s string) bool {
-	return s != "." && s != ".." && validChars(s, 1, MaxNameLen, &nameChars)
-}
+func ValidName(s string) bool { return valid.Name(s) }
 
 // ValidToken reports whether s is a valid client-chosen token:
 // 22–128 characters of [A-Za-z0-9_-].
-func ValidToken(s string) bool { return validChars(s, 22, 128, &tokenChars) }
-
-// nameChars and tokenChars are the bytes names and tokens may have.
-var nameChars, tokenChars = charSet("._:-"), charSet("_-")
-
-// charSet returns the set of the ASCII letters, digits and bytes of extra.
-func charSet(extra string) (set [256]bool) {
-	for c := range 256 {
-		set[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, byte(c)) >= 0
-	}
-	return set
-}
-
-// validChars reports whether s is min to max bytes of set. (Every request
-// checks a name and often a token, the gateway more than once: a table is
-// some twenty times cheaper than the equivalent regexp.)
-func validChars(s string, min, max int, set *[256]bool) bool {
-	if len(s) < min || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !set[s[i]] {
-			return false
-		}
-	}
-	return true
-}
+func ValidToken(s string) bool { return valid.Token(s) }
 
 // Options configure a Coordinator. The zero value of each field means its
 // default.
@@ -113,35 +104,19 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.DefaultTTL == 0 {
-		o.DefaultTTL = 30 * time.Second
-	}
-	if o.MaxTTL == 0 {
-		o.MaxTTL = 60 * time.Second
-	}
-	if o.MaxWait == 0 {
-		o.MaxWait = 60 * time.Second
-	}
-	if o.NodeTimeout == 0 {
-		o.NodeTimeout = 50 * time.Millisecond
-	}
+	o.DefaultTTL = cmp.Or(o.DefaultTTL, DefaultTTL)
+	o.MaxTTL = cmp.Or(o.MaxTTL, DefaultMaxTTL)
+	o.MaxWait = cmp.Or(o.MaxWait, DefaultMaxWait)
+	o.NodeTimeout = cmp.Or(o.NodeTimeout, DefaultNodeTimeout)
 	if o.DriftFactor == 0 {
-		o.DriftFactor = 0.01
+		o.DriftFactor = DefaultDriftFactor
 	} else if o.DriftFactor < 0 {
 		o.DriftFactor = 0
 	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = "redlockd:"
-	}
-	if o.RetryDelay == 0 {
-		o.RetryDelay = 50 * time.Millisecond
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = 30 * time.Second
-	}
-	if o.HealthInterval == 0 {
-		o.HealthInterval = time.Second
-	}
+	o.KeyPrefix = cmp.Or(o.KeyPrefix, DefaultKeyPrefix)
+	o.RetryDelay = cmp.Or(o.RetryDelay, DefaultRetryDelay)
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.HealthInterval = cmp.Or(o.HealthInterval, DefaultHealthInterval)
 	if o.Logger == nil {
 		nop := zerolog.Nop()
 		o.Logger = &nop
@@ -149,26 +124,28 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Validate reports every problem of o, its zero fields taken as their
+// defaults, in one error that wraps ErrInvalid (New returns the same). The
+// messages name the fields of Options.
+func (o Options) Validate() error { return o.withDefaults().validate() }
+
 func (o Options) validate() error {
-	switch {
-	case o.MaxTTL < MinTTL:
-		return invalid("max TTL %v is below the minimum %v", o.MaxTTL, MinTTL)
-	case o.DefaultTTL < MinTTL || o.DefaultTTL > o.MaxTTL:
-		return invalid("default TTL %v must be within [%v, %v]", o.DefaultTTL, MinTTL, o.MaxTTL)
-	case o.MaxWait < 0:
-		return invalid("max wait %v is negative", o.MaxWait)
-	case o.NodeTimeout < 0:
-		return invalid("node timeout %v is negative", o.NodeTimeout)
-	case o.DriftFactor >= 0.5:
-		return invalid("drift factor %v must be below 0.5", o.DriftFactor)
-	case o.PollInterval < 0:
-		return invalid("poll interval %v is negative", o.PollInterval)
-	case o.HealthInterval < 0:
-		return invalid("health interval %v is negative", o.HealthInterval)
-	case o.RetryDelay < 0:
-		return invalid("retry delay %v is negative", o.RetryDelay)
+	var errs []error
+	check := func(bad bool, format string, args ...any) {
+		if bad {
+			errs = append(errs, invalid(format, args...))
+		}
 	}
-	return nil
+	check(o.DefaultTTL < MinTTL, "DefaultTTL %v is below the minimum TTL %v", o.DefaultTTL, MinTTL)
+	check(o.MaxTTL < o.DefaultTTL, "MaxTTL %v is below DefaultTTL %v", o.MaxTTL, o.DefaultTTL)
+	check(o.MaxWait < 0, "MaxWait %v must be positive", o.MaxWait)
+	check(o.NodeTimeout < 0, "NodeTimeout %v must be positive", o.NodeTimeout)
+	check(o.NodeTimeout >= o.DefaultTTL, "NodeTimeout %v must be below DefaultTTL %v, or no lock could ever be valid", o.NodeTimeout, o.DefaultTTL)
+	check(!(o.DriftFactor < MaxDriftFactor), "DriftFactor %v must be in [0, %v)", o.DriftFactor, MaxDriftFactor) // NaN too
+	check(o.PollInterval < 0, "PollInterval %v must be positive", o.PollInterval)
+	check(o.HealthInterval < 0, "HealthInterval %v must be positive", o.HealthInterval)
+	check(o.RetryDelay < 0, "RetryDelay %v must be positive", o.RetryDelay)
+	return errors.Join(errs...)
 }
 
 // AcquireOptions are the per-call options of Acquire.

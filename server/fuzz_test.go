@@ -154,7 +154,7 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 		}
 	}
 	checkTTL := func(ttl time.Duration) {
-		if ttl < redlock.MinTTL || ttl > defaultMaxTTL {
+		if ttl < redlock.MinTTL || ttl > redlock.DefaultMaxTTL {
 			t.Errorf("invalid TTL %v", ttl)
 		}
 	}
@@ -186,7 +186,7 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 	l.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
 		checkName(o.Namespace, resource)
 		checkTTL(o.TTL)
-		if o.Wait < 0 || o.Wait > defaultMaxWait {
+		if o.Wait < 0 || o.Wait > redlock.DefaultMaxWait {
 			t.Errorf("invalid wait %v", o.Wait)
 		}
 		if o.Token != "" {

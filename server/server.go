@@ -16,15 +16,17 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/redlock"
 )
 
-// Defaults of Config, used when a field is zero. They match redlock.Options.
+// Limits of the server alone; the limits of locks (TTLs, waits, names) and
+// their defaults are package redlock's.
 const (
-	defaultTTL     = 30 * time.Second
-	defaultMaxTTL  = 60 * time.Second
-	defaultMaxWait = 60 * time.Second
 	// DefaultMaxWaiters is Config.MaxWaiters's default.
 	DefaultMaxWaiters = 10000
+	// MaxHeaderBytes is the largest request header block to accept (for
+	// http.Server.MaxHeaderBytes).
+	MaxHeaderBytes = 16 << 10
 )
 
 // Config configures a Server. The zero value of each field but Locker means
@@ -36,11 +38,14 @@ type Config struct {
 	// Log receives one line per request and every internal error; it never
 	// receives tokens. Default: the zero Logger, which logs nothing.
 	Log zerolog.Logger
-	// DefaultTTL is the TTL of a lock when a request gives none. Default: 30s.
+	// DefaultTTL is the TTL of a lock when a request gives none. Default:
+	// redlock.DefaultTTL.
 	DefaultTTL time.Duration
-	// MaxTTL is the largest TTL a request may ask for. Default: 60s.
+	// MaxTTL is the largest TTL a request may ask for. Default:
+	// redlock.DefaultMaxTTL.
 	MaxTTL time.Duration
-	// MaxWait is the largest wait_ms an acquire may ask for. Default: 60s.
+	// MaxWait is the largest wait_ms an acquire may ask for. Default:
+	// redlock.DefaultMaxWait.
 	MaxWait time.Duration
 	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once;
 	// one more gets 503 too-many-waiters. Default: 10000.
@@ -102,9 +107,9 @@ func New(cfg Config) *Server {
 	s := &Server{
 		locker:      cfg.Locker,
 		log:         cfg.Log,
-		defaultTTL:  cmp.Or(cfg.DefaultTTL, defaultTTL),
-		maxTTL:      cmp.Or(cfg.MaxTTL, defaultMaxTTL),
-		maxWait:     cmp.Or(cfg.MaxWait, defaultMaxWait),
+		defaultTTL:  cmp.Or(cfg.DefaultTTL, redlock.DefaultTTL),
+		maxTTL:      cmp.Or(cfg.MaxTTL, redlock.DefaultMaxTTL),
+		maxWait:     cmp.Or(cfg.MaxWait, redlock.DefaultMaxWait),
 		maxWaiters:  int64(cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)),
 		keys:        cfg.Keys,
 		metricsAuth: cfg.MetricsAuth,

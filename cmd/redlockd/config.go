@@ -1,12 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/url"
 	"os"
@@ -76,12 +76,12 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen:            "127.0.0.1:8080",
-		DefaultTTL:        30 * time.Second,
-		MaxTTL:            60 * time.Second,
-		MaxWait:           60 * time.Second,
-		NodeTimeout:       50 * time.Millisecond,
-		DriftFactor:       0.01,
-		KeyPrefix:         "redlockd:",
+		DefaultTTL:        redlock.DefaultTTL,
+		MaxTTL:            redlock.DefaultMaxTTL,
+		MaxWait:           redlock.DefaultMaxWait,
+		NodeTimeout:       redlock.DefaultNodeTimeout,
+		DriftFactor:       redlock.DefaultDriftFactor,
+		KeyPrefix:         redlock.DefaultKeyPrefix,
 		LogLevel:          "info",
 		LogFormat:         "json",
 		RestartQuarantine: true,
@@ -185,7 +185,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 		return c, &UsageError{Err: err}
 	}
 	if fs.NArg() > 0 {
-		return c, usageErrorf("serve takes no arguments, got %q", redactArg(fs.Arg(0)))
+		return c, usageErrorf("serve takes no arguments, got %q", redactURL(fs.Arg(0)))
 	}
 	return c, nil
 }
@@ -201,28 +201,32 @@ var serveFlagOrder = []string{
 // variable and default.
 func printServeFlags(w io.Writer) {
 	c := DefaultConfig()
-	fs := c.flagSet()
-	for _, name := range serveFlagOrder {
+	printFlags(w, c.flagSet(), serveFlagOrder, func(f *flag.Flag, def string) []string {
+		return []string{"env " + envName(f.Name), "default " + cmp.Or(def, `""`)}
+	})
+}
+
+// printFlags writes the help of the flags of fs named in order: each with
+// its placeholder, its usage wrapped, and the notes that notes gives for it
+// on one line (def is its default as shown: 60s, not 1m0s).
+func printFlags(w io.Writer, fs *flag.FlagSet, order []string, notes func(f *flag.Flag, def string) []string) {
+	for _, name := range order {
 		f := fs.Lookup(name)
 		placeholder, usage := flag.UnquoteUsage(f)
-		def := f.DefValue
-		switch f.Value.(type) {
-		case *onOff:
+		if _, ok := f.Value.(*onOff); ok {
 			placeholder = "on|off"
-		case *urlList:
-		default:
-			if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
-				def = fmt.Sprintf("%ds", d/time.Second) // 60s, not 1m0s
-			}
 		}
-		if def == "" {
-			def = `""`
+		def := f.DefValue
+		if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
+			def = fmt.Sprintf("%ds", d/time.Second)
 		}
-		fmt.Fprintf(w, "  --%s %s\n", f.Name, placeholder)
+		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("--"+name+" "+placeholder))
 		for _, line := range wrap(usage, 72) {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
-		fmt.Fprintf(w, "        env %s, default %s\n", envName(f.Name), def)
+		if n := notes(f, def); len(n) > 0 {
+			fmt.Fprintf(w, "        %s\n", strings.Join(n, ", "))
+		}
 	}
 }
 
@@ -255,24 +259,19 @@ func (c Config) Validate() error {
 	if _, err := c.redisOptions(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.DefaultTTL < redlock.MinTTL {
-		add("--default-ttl %v is below the minimum TTL %v", c.DefaultTTL, redlock.MinTTL)
+	if err := c.redlockOptions().Validate(); err != nil {
+		errs = append(errs, errors.New(optionFlags.Replace(err.Error())))
 	}
-	if c.MaxTTL < c.DefaultTTL {
-		add("--max-ttl %v is below --default-ttl %v", c.MaxTTL, c.DefaultTTL)
+	// Zero means the default to redlock.Options, but is no value for a flag;
+	// redlock reads a negative drift factor as none, as --drift-factor 0.
+	if c.MaxWait == 0 {
+		add("--max-wait 0s must be positive (1ms allows practically no waiting)")
 	}
-	if c.MaxWait <= 0 {
-		// 0 means "the default" to redlock.Options and server.Config.
-		add("--max-wait %v must be positive (1ms allows practically no waiting)", c.MaxWait)
+	if c.NodeTimeout == 0 {
+		add("--node-timeout 0s must be positive")
 	}
-	switch {
-	case c.NodeTimeout <= 0:
-		add("--node-timeout %v must be positive", c.NodeTimeout)
-	case c.NodeTimeout >= c.DefaultTTL:
-		add("--node-timeout %v must be below --default-ttl %v, or no lock could ever be valid", c.NodeTimeout, c.DefaultTTL)
-	}
-	if math.IsNaN(c.DriftFactor) || c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
-		add("--drift-factor %v must be in [0, 0.5)", c.DriftFactor)
+	if c.DriftFactor < 0 {
+		add("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)
 	}
 	if c.KeyPrefix == "" {
 		add("--key-prefix must not be empty: it keeps redlockd's keys apart from other data")
@@ -313,6 +312,32 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// optionFlags turns redlock's messages about its Options into messages
+// about the flags that set them.
+var optionFlags = strings.NewReplacer(redlock.ErrInvalid.Error()+": ", "",
+	"DefaultTTL", "--default-ttl", "MaxTTL", "--max-ttl", "MaxWait", "--max-wait",
+	"NodeTimeout", "--node-timeout", "DriftFactor", "--drift-factor")
+
+// redlockOptions maps the configuration one to one onto redlock.Options
+// (but for the logger).
+func (c Config) redlockOptions() redlock.Options {
+	drift := c.DriftFactor
+	if drift == 0 {
+		drift = -1 // redlock: negative means none, zero means the default
+	}
+	return redlock.Options{
+		DefaultTTL:  c.DefaultTTL,
+		MaxTTL:      c.MaxTTL,
+		MaxWait:     c.MaxWait,
+		NodeTimeout: c.NodeTimeout,
+		DriftFactor: drift,
+		KeyPrefix:   c.KeyPrefix,
+		// Dev nodes live and die with the process: a restart loses the
+		// gateway too, so there is nothing to quarantine against.
+		NoQuarantine: !c.RestartQuarantine || c.DevMode(),
+	}
+}
+
 // logLevels are the values of --log-level.
 var logLevels = map[string]zerolog.Level{
 	"debug": zerolog.DebugLevel,
@@ -326,7 +351,7 @@ func validListen(addr string) error {
 	if err != nil {
 		return errors.New("want host:port, e.g. 127.0.0.1:8080 or :8080")
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > math.MaxUint16 {
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("port %q is not a number in 0..65535", port)
 	}
 	return nil
@@ -441,26 +466,13 @@ func parseRedisURL(raw string) (*redis.Options, error) {
 	return o, nil
 }
 
-// redactArg returns a stray command-line argument fit to be shown: a URL
-// with user info (maybe a password) is redacted, or hidden if it does not
-// parse.
-func redactArg(arg string) string {
-	if !strings.Contains(arg, "@") {
-		return arg
-	}
-	u, err := url.Parse(arg)
-	if err != nil || u.User == nil {
-		return "<not shown: it may contain a password>"
-	}
-	return redact(u)
-}
-
-// redactURL returns raw with its password replaced by xxxxx and its query
-// and fragment left out, or a placeholder when raw does not parse.
+// redactURL returns raw fit to be shown: a URL (or a stray argument)
+// without its password (xxxxx), query or fragment; a placeholder when raw
+// does not parse, or has an @ that is not a URL's user info.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "<invalid URL>"
+	if err != nil || (u.User == nil && strings.Contains(raw, "@")) {
+		return "<not shown: it may contain a password>"
 	}
 	return redact(u)
 }
@@ -479,14 +491,12 @@ func redact(u *url.URL) string {
 
 // String returns the configuration as flags, Redis passwords redacted.
 func (c Config) String() string {
-	return fmt.Sprintf("--listen=%s --redis=%s --default-ttl=%v --max-ttl=%v --max-wait=%v --node-timeout=%v "+
-		"--drift-factor=%v --key-prefix=%q --api-keys-file=%q --metrics-auth=%v --tls-cert=%q --tls-key=%q --redis-ca-file=%q "+
-		"--log-level=%s --log-format=%s --restart-quarantine=%v --max-waiters=%d --max-waiters-per-namespace=%d --max-connections=%d "+
-		"--read-header-timeout=%v --idle-timeout=%v",
-		c.Listen, urlList(c.Redis), c.DefaultTTL, c.MaxTTL, c.MaxWait, c.NodeTimeout,
-		c.DriftFactor, c.KeyPrefix, c.APIKeysFile, onOff(c.MetricsAuth), c.TLSCert, c.TLSKey, c.RedisCAFile,
-		c.LogLevel, c.LogFormat, onOff(c.RestartQuarantine), c.MaxWaiters, c.MaxWaitersPerNamespace, c.MaxConnections,
-		c.ReadHeaderTimeout, c.IdleTimeout)
+	fs := c.flagSet()
+	flags := make([]string, len(serveFlagOrder))
+	for i, name := range serveFlagOrder {
+		flags[i] = fmt.Sprintf("--%s=%s", name, fs.Lookup(name).Value)
+	}
+	return strings.Join(flags, " ")
 }
 
 // GoString redacts like String, so that %#v shows no password either.

@@ -421,10 +421,8 @@ func TestRun(t *testing.T) {
 }
 
 func TestVersionFrom(t *testing.T) {
-	vcs := &debug.BuildInfo{
-		Main:     debug.Module{Version: "(devel)"},
-		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}},
-	}
+	// go build in a checkout stamps a pseudo-version with the revision.
+	vcs := &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20250102030405-0123456789ab+dirty"}}
 	for name, tc := range map[string]struct {
 		v    string
 		bi   *debug.BuildInfo
@@ -433,7 +431,7 @@ func TestVersionFrom(t *testing.T) {
 	}{
 		"ldflags":       {"v1.2.3", vcs, true, "v1.2.3"},
 		"no build info": {"dev", nil, false, "dev"},
-		"vcs dirty":     {"dev", vcs, true, "dev+0123456789ab-dirty"},
+		"vcs dirty":     {"dev", vcs, true, "v0.0.0-20250102030405-0123456789ab+dirty"},
 		"no vcs":        {"dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true, "dev"},
 		"go install @v": {"dev", &debug.BuildInfo{Main: debug.Module{Version: "v0.3.0"}}, true, "v0.3.0"},
 	} {

@@ -19,11 +19,10 @@ import (
 // hundred clients keep open.
 const defaultMaxConnections = 4096
 
-// Connection limit reports: the first time the limit is reached (or the
-// process runs out of open files) is logged at once, later ones are summed
-// up at most once per connLogEvery; outOfFilesPause is how long Accept
-// pauses when it runs out of open files and no idle connection can be
-// closed.
+// The first time the limit is reached (or the process runs out of open
+// files) is logged at once, later times are summed up at most once per
+// connLogEvery; outOfFilesPause is how long Accept pauses when it runs out
+// of open files and no idle connection can be closed.
 const (
 	connLogEvery    = time.Minute
 	outOfFilesPause = 100 * time.Millisecond
@@ -40,7 +39,9 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	}
 	// go-redis keeps up to 10 connections per GOMAXPROCS per node, plus the
 	// pub/sub one; an embedded dev node holds the other end of each too.
-	perNode := 10*runtime.GOMAXPROCS(0) + 2
+	// GOMAXPROCS is at most the number of CPUs, so this is an upper bound
+	// that does not read (or pin) the runtime's own setting.
+	perNode := 10*runtime.NumCPU() + 2
 	if dev {
 		perNode *= 2
 	}
@@ -48,15 +49,14 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	return min(want, room), r.Cur
 }
 
-// connLimiter caps the open client connections of the HTTP servers, so that
+// connLimiter caps the open client connections of the HTTP server, so that
 // idle connections cannot use up the process's open files (the gateway then
 // accepts nothing until some close). Its listener counts each accepted
-// connection until it is closed (a hijacked one too, until its parked
-// acquire closes it); the servers' ConnState hook tells it which are idle.
-// At the cap, a new connection closes the one idle the longest (which costs
-// its client a reconnect, as --idle-timeout does), so that a flood of idle
-// connections cannot keep an operator's /healthz out; if none is idle, the
-// new connection is closed at once.
+// connection until it is closed; the server's ConnState hook tells it which
+// are idle. At the cap, a new connection closes the one idle the longest
+// (which costs its client a reconnect, as --idle-timeout does), so that a
+// flood of idle connections cannot keep an operator's /healthz out; if none
+// is idle, the new connection is closed at once.
 type connLimiter struct {
 	max int
 	log zerolog.Logger
@@ -64,11 +64,11 @@ type connLimiter struct {
 	mu   sync.Mutex
 	open int
 	idle list.List // of *limitedConn, the one idle the longest first
-	// What to report (see report).
+	// What was reported (see note): whether the cap and the open files ran
+	// out before, when the last line was logged, and what happened since.
 	warnedCap, warnedFiles bool
 	lastReport             time.Time
-	closedIdle, refused    int
-	outOfFiles             int
+	dropped, outOfFiles    int
 }
 
 func newConnLimiter(max int, log zerolog.Logger) *connLimiter {
@@ -83,8 +83,15 @@ func (l *connLimiter) Listener(ln net.Listener) net.Listener {
 // ConnState is the http.Server.ConnState hook: it keeps track of the idle
 // connections.
 func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
-	lc := limitedOf(c)
-	if lc == nil {
+	for { // under a *tls.Conn, say
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = nc.NetConn()
+	}
+	lc, ok := c.(*limitedConn)
+	if !ok {
 		return
 	}
 	l.mu.Lock()
@@ -98,124 +105,72 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 	}
 }
 
-// limitedOf returns the connection of the listener under c (c itself, or
-// under a *tls.Conn or a parked acquire's connection); nil if none.
-func limitedOf(c net.Conn) *limitedConn {
-	for {
-		switch v := c.(type) {
-		case *limitedConn:
-			return v
-		case interface{ NetConn() net.Conn }:
-			c = v.NetConn()
-		default:
-			return nil
-		}
-	}
-}
-
 // admit counts c in, closing the connection idle the longest to make room
 // at the cap, and returns it wrapped; or closes c and returns nil if the cap
-// is reached and no connection is idle.
-func (l *connLimiter) admit(c net.Conn) net.Conn {
+// is reached and no connection is idle. outOfFiles is admit's answer to an
+// Accept that failed for want of open files (which the cap should prevent,
+// but the limit may be shared): c is nil, and if no connection is idle it
+// pauses instead.
+func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 	l.mu.Lock()
+	full := outOfFiles || l.open >= l.max
 	var victim *limitedConn
-	full := l.open >= l.max
 	if full {
-		victim = l.popIdle()
-		if victim == nil {
-			l.refused++
+		if e := l.idle.Front(); e != nil {
+			victim = l.idle.Remove(e).(*limitedConn)
+			victim.elem, victim.gone = nil, true
+			l.open--
 		}
 	}
-	if victim != nil || !full {
+	refused := full && victim == nil
+	if c != nil && !refused {
 		l.open++
 	}
-	report := full && l.reportDue(time.Now())
+	report := full && l.note(outOfFiles)
 	l.mu.Unlock()
 
 	if report {
 		l.report()
 	}
-	if victim != nil {
+	switch {
+	case victim != nil:
 		_ = victim.Conn.Close()
+	case outOfFiles:
+		time.Sleep(outOfFilesPause)
 	}
-	if full && victim == nil {
-		_ = c.Close()
+	if c == nil || refused {
+		if c != nil {
+			_ = c.Close()
+		}
 		return nil
 	}
 	return &limitedConn{Conn: c, l: l}
 }
 
-// popIdle counts out the connection idle the longest and returns it, for
-// the caller to close after unlocking l.mu; nil if none is idle.
-func (l *connLimiter) popIdle() *limitedConn {
-	e := l.idle.Front()
-	if e == nil {
-		return nil
+// note counts, with l.mu held, a connection dropped at the cap or an Accept
+// out of open files, and reports whether report is due: the first time
+// each happens, then at most once per connLogEvery.
+func (l *connLimiter) note(outOfFiles bool) bool {
+	if outOfFiles {
+		l.outOfFiles++
+		return !l.warnedFiles || time.Since(l.lastReport) >= connLogEvery
 	}
-	lc := l.idle.Remove(e).(*limitedConn)
-	lc.elem, lc.gone = nil, true
-	l.open--
-	l.closedIdle++
-	return lc
+	l.dropped++
+	return !l.warnedCap || time.Since(l.lastReport) >= connLogEvery
 }
 
-// release counts c out, once.
-func (l *connLimiter) release(c *limitedConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c.gone {
-		return
-	}
-	c.gone = true
-	l.open--
-	if c.elem != nil {
-		l.idle.Remove(c.elem)
-		c.elem = nil
-	}
-}
-
-// acceptFailed handles an Accept that failed for want of open files (which
-// the cap should prevent, but the limit may be shared): it closes the
-// connection idle the longest, or pauses if none is idle.
-func (l *connLimiter) acceptFailed() {
-	l.mu.Lock()
-	victim := l.popIdle()
-	l.outOfFiles++
-	report := l.reportDue(time.Now())
-	l.mu.Unlock()
-	if report {
-		l.report()
-	}
-	if victim != nil {
-		_ = victim.Conn.Close()
-		return
-	}
-	time.Sleep(outOfFilesPause)
-}
-
-// reportDue reports, with l.mu held, whether report should be called now.
-func (l *connLimiter) reportDue(now time.Time) bool {
-	if (!l.warnedCap && l.closedIdle+l.refused > 0) || (!l.warnedFiles && l.outOfFiles > 0) {
-		return true
-	}
-	return now.Sub(l.lastReport) >= connLogEvery
-}
-
-// report logs that the limit was reached, or the open files ran out, the
-// first time each happens, then at most once per connLogEvery what was done
-// since the last line.
+// report logs what note counted: the first time the cap or the open files
+// ran out, or else a summary of what happened since the last line.
 func (l *connLimiter) report() {
 	l.mu.Lock()
-	first := !l.warnedCap && l.closedIdle+l.refused > 0
+	firstCap := !l.warnedCap && l.dropped > 0
 	firstFiles := !l.warnedFiles && l.outOfFiles > 0
-	closedIdle, refused, outOfFiles := l.closedIdle, l.refused, l.outOfFiles
-	l.warnedCap = l.warnedCap || first
-	l.warnedFiles = l.warnedFiles || firstFiles
-	l.closedIdle, l.refused, l.outOfFiles = 0, 0, 0
-	l.lastReport = time.Now()
+	dropped, outOfFiles := l.dropped, l.outOfFiles
+	l.warnedCap, l.warnedFiles = l.warnedCap || firstCap, l.warnedFiles || firstFiles
+	l.dropped, l.outOfFiles, l.lastReport = 0, 0, time.Now()
 	l.mu.Unlock()
 
-	if first {
+	if firstCap {
 		l.log.Warn().Int("max_connections", l.max).
 			Msg("connection limit reached: each new connection closes the one idle the longest, or is closed at once if none is idle (--max-connections)")
 	}
@@ -223,8 +178,8 @@ func (l *connLimiter) report() {
 		l.log.Error().Int("max_connections", l.max).
 			Msg("out of open files: closing idle connections to make room; lower --max-connections or raise the open-files limit (ulimit -n)")
 	}
-	if !first && !firstFiles && closedIdle+refused+outOfFiles > 0 {
-		l.log.Warn().Int("max_connections", l.max).Int("closed_idle", closedIdle).Int("refused", refused).Int("out_of_files", outOfFiles).
+	if !firstCap && !firstFiles && dropped+outOfFiles > 0 {
+		l.log.Warn().Int("max_connections", l.max).Int("dropped", dropped).Int("out_of_files", outOfFiles).
 			Dur("over", connLogEvery).Msg("connection limit: connections closed since the last report")
 	}
 }
@@ -238,14 +193,11 @@ type limitListener struct {
 func (ln *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := ln.Listener.Accept()
-		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-			ln.l.acceptFailed()
-			continue
-		}
-		if err != nil {
+		outOfFiles := errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+		if err != nil && !outOfFiles {
 			return nil, err
 		}
-		if lc := ln.l.admit(c); lc != nil {
+		if lc := ln.l.admit(c, outOfFiles); lc != nil {
 			return lc, nil
 		}
 	}
@@ -261,8 +213,19 @@ type limitedConn struct {
 	gone bool
 }
 
+// Close counts c out, once, and closes it.
 func (c *limitedConn) Close() error {
-	c.l.release(c)
+	l := c.l
+	l.mu.Lock()
+	if !c.gone {
+		c.gone = true
+		l.open--
+		if c.elem != nil {
+			l.idle.Remove(c.elem)
+			c.elem = nil
+		}
+	}
+	l.mu.Unlock()
 	return c.Conn.Close()
 }
 

@@ -114,19 +114,13 @@ func (f envFinding) String() string {
 // REDLOCKD_API_KEYS_FILE). For run, no finding is fatal and cfg is nil.
 func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 	known := knownEnv()
-	var missing []string // security variables serve does not have
+	missing := map[string]string{} // the security settings serve does not have
 	if cfg != nil {
-		for _, s := range []struct {
-			name string
-			on   bool
-		}{
-			{"REDLOCKD_API_KEYS_FILE", cfg.APIKeysFile != ""},
-			{"REDLOCKD_METRICS_AUTH", cfg.MetricsAuth},
-			{"REDLOCKD_TLS_CERT", cfg.TLSCert != ""},
-			{"REDLOCKD_TLS_KEY", cfg.TLSKey != ""},
-		} {
-			if !s.on {
-				missing = append(missing, s.name)
+		on := map[string]bool{"REDLOCKD_API_KEYS_FILE": cfg.APIKeysFile != "", "REDLOCKD_METRICS_AUTH": cfg.MetricsAuth,
+			"REDLOCKD_TLS_CERT": cfg.TLSCert != "", "REDLOCKD_TLS_KEY": cfg.TLSKey != ""}
+		for name, what := range securityEnv {
+			if !on[name] {
+				missing[name] = what
 			}
 		}
 	}
@@ -144,14 +138,9 @@ func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 			continue
 		}
 		f := envFinding{Name: name}
-		for _, sec := range missing {
-			if near(name, sec) {
-				f.Suggest, f.Fatal = sec, securityEnv[sec]
-				break
-			}
-		}
-		switch {
-		case f.Fatal != "":
+		switch sec := closest(name, missing); {
+		case sec != "":
+			f.Suggest, f.Fatal = sec, missing[sec]
 			if isKnown {
 				f.Owner = owner
 			}
@@ -165,10 +154,11 @@ func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 	return out
 }
 
-// closest returns the known name nearest to name, or "" if none is near.
-func closest(name string, known map[string]string) string {
+// closest returns the name among those of names nearest to name, or "" if
+// none is near.
+func closest(name string, names map[string]string) string {
 	best, bestD := "", -1
-	for k := range known {
+	for k := range names {
 		if !near(name, k) {
 			continue
 		}

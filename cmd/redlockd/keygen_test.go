@@ -165,7 +165,7 @@ func TestMainHTTPLimits(t *testing.T) {
 	if h.WriteTimeout <= 20*time.Second {
 		t.Errorf("write timeout %v is not above max wait", h.WriteTimeout)
 	}
-	if h.MaxHeaderBytes != maxHeaderBytes {
+	if h.MaxHeaderBytes != server.MaxHeaderBytes {
 		t.Errorf("max header bytes %d", h.MaxHeaderBytes)
 	}
 }

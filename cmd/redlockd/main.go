@@ -38,15 +38,12 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	stopProcs := func() {}
 	if cmd, _ := splitCommand(os.Args[1:]); cmd == "serve" {
 		// SIGHUP reloads keys and certificate once Main.Run listens for
 		// it; until then (and after) it must not kill the gateway.
 		signal.Ignore(syscall.SIGHUP)
-		stopProcs = governProcs(os.LookupEnv) // see procs.go
 	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()...)
-	stopProcs()
 	stop()
 	os.Exit(code)
 }

@@ -19,10 +19,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // logBuffer is an io.Writer safe for the concurrent writes of the logger and
@@ -429,5 +432,35 @@ func TestIsLoopback(t *testing.T) {
 		if got := isLoopback(a); got != want {
 			t.Errorf("%s: got %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// TestLogLineTime checks that newLogger's lines carry their time as
+// zerolog's Timestamp would, in the same place, in UTC with milliseconds
+// (SPEC §3).
+func TestLogLineTime(t *testing.T) {
+	const layout = "2006-01-02T15:04:05.000Z07:00"
+	var ours, theirs bytes.Buffer
+	before := time.Now().Truncate(time.Millisecond)
+	l := newLogger(&ours, Config{LogLevel: "info"})
+	l.Info().Str("req_id", "r1").Int("status", 201).Msg("request")
+	after := time.Now()
+	z := zerolog.New(&theirs).With().Timestamp().Logger()
+	z.Info().Str("req_id", "r1").Int("status", 201).Msg("request")
+
+	var line struct{ Time string }
+	if err := json.Unmarshal(ours.Bytes(), &line); err != nil {
+		t.Fatalf("%q: %v", ours.String(), err)
+	}
+	at, err := time.Parse(layout, line.Time)
+	if err != nil || at.UTC().Format(layout) != line.Time {
+		t.Fatalf("time %q is not in %s, UTC (%v)", line.Time, layout, err)
+	}
+	if at.Before(before) || at.After(after) {
+		t.Errorf("time %v not within [%v, %v]", at, before, after)
+	}
+	timeRe := regexp.MustCompile(`"time":"[^"]*"`)
+	if o, z := timeRe.ReplaceAllString(ours.String(), `"time":T`), timeRe.ReplaceAllString(theirs.String(), `"time":T`); o != z {
+		t.Errorf("line\n%s\nwant, but for the time,\n%s", ours.String(), theirs.String())
 	}
 }

@@ -48,7 +48,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 		return usage(stderr, fmt.Errorf("probe: %w", err))
 	}
 	if fs.NArg() > 0 {
-		return usage(stderr, fmt.Errorf("probe takes no arguments, got %q", redactArg(fs.Arg(0))))
+		return usage(stderr, fmt.Errorf("probe takes no arguments, got %q", redactURL(fs.Arg(0))))
 	}
 	if *timeout <= 0 {
 		return usage(stderr, fmt.Errorf("probe: --timeout %v must be positive", *timeout))
@@ -61,7 +61,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 		}
 		*insecure = *insecure || hasScheme(target, "https")
 	} else if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usage(stderr, fmt.Errorf("probe: --url %q must be an http:// or https:// URL", redactArg(target)))
+		return usage(stderr, fmt.Errorf("probe: --url %q must be an http:// or https:// URL", redactURL(target)))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

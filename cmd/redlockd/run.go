@@ -10,12 +10,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/redlockd/redlockd/client"
 	"github.com/redlockd/redlockd/redlock"
@@ -37,7 +39,7 @@ const (
 	requestMargin = 10 * time.Second
 	// maxWaitChunk is the longest wait asked for in one request (the
 	// gateway's default max wait); a longer --wait takes several requests.
-	maxWaitChunk = 60 * time.Second
+	maxWaitChunk = redlock.DefaultMaxWait
 	// releaseTimeout bounds the release when run exits.
 	releaseTimeout = 5 * time.Second
 )
@@ -75,8 +77,8 @@ var runEnv = map[string]string{"url": "REDLOCKD_URL", "api-key-file": "REDLOCKD_
 func defaultRunConfig() RunConfig {
 	return RunConfig{
 		URL:   "http://127.0.0.1:8080",
-		TTL:   30 * time.Second,
-		Wait:  60 * time.Second,
+		TTL:   redlock.DefaultTTL,
+		Wait:  redlock.DefaultMaxWait,
 		Grace: 10 * time.Second,
 	}
 }
@@ -232,35 +234,19 @@ Flags:
 `)
 	c := defaultRunConfig()
 	var failIfLocked bool
-	fs := c.flagSet(&failIfLocked)
-	for _, name := range runFlagOrder {
-		f := fs.Lookup(name)
-		placeholder, usage := flag.UnquoteUsage(f)
-		if placeholder == "value" || name == "fail-if-locked" {
-			placeholder = ""
-		}
-		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("--"+f.Name+" "+placeholder))
-		for _, line := range wrap(usage, 72) {
-			fmt.Fprintf(w, "        %s\n", line)
-		}
+	printFlags(w, c.flagSet(&failIfLocked), runFlagOrder, func(f *flag.Flag, def string) []string {
 		var notes []string
-		if env, ok := runEnv[name]; ok {
+		if env, ok := runEnv[f.Name]; ok {
 			notes = append(notes, "env "+env)
 		}
-		if name == "api-key-file" {
+		if f.Name == "api-key-file" {
 			notes = append(notes, "or the key itself in "+runAPIKeyEnv)
 		}
-		if f.DefValue != "" && f.DefValue != "false" {
-			def := f.DefValue
-			if d, err := time.ParseDuration(def); err == nil && d%time.Second == 0 {
-				def = fmt.Sprintf("%ds", d/time.Second)
-			}
+		if def != "" && def != "false" {
 			notes = append(notes, "default "+def)
 		}
-		if len(notes) > 0 {
-			fmt.Fprintf(w, "        %s\n", strings.Join(notes, ", "))
-		}
-	}
+		return notes
+	})
 	fmt.Fprint(w, `
 Exit status:
   CMD's   CMD ran holding the lock throughout, and the release succeeded
@@ -383,7 +369,7 @@ func (r *runner) acquirePhase() (client.Lock, int) {
 			}
 			return client.Lock{}, r.acquireFailed(res.err)
 		case sig := <-r.signals:
-			if !isStopSignal(sig) {
+			if !slices.Contains(stopSignals, sig) {
 				continue // no CMD to forward SIGUSR1/2 to yet
 			}
 			cancel()
@@ -426,7 +412,7 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 		}
 		left := time.Until(deadline)
 		if ctx.Err() != nil || left <= 0 ||
-			!(errors.Is(err, redlock.ErrLockHeld) || errors.Is(err, redlock.ErrQuorumUnavailable)) {
+			!(errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) {
 			return lock, err
 		}
 		if !sleep(ctx, min(retryHint(err), left)) {
@@ -439,18 +425,18 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 // status.
 func (r *runner) acquireFailed(err error) int {
 	switch {
-	case errors.Is(err, redlock.ErrLockHeld):
+	case errors.Is(err, client.ErrLockHeld):
 		if r.cfg.Wait == 0 {
 			r.printf("lock %q is held by another owner: CMD not run", r.cfg.Resource)
 		} else {
 			r.printf("lock %q is held by another owner: not acquired within %v: CMD not run", r.cfg.Resource, r.cfg.Wait)
 		}
 		return exitLockHeld
-	case errors.Is(err, redlock.ErrNotOwner):
+	case errors.Is(err, client.ErrNotOwner):
 		// The extension right after a slow acquire found the lock gone.
 		r.printf("lock %q was lost right after it was acquired: CMD not run", r.cfg.Resource)
 		return exitLockHeld
-	case errors.Is(err, redlock.ErrInvalid):
+	case errors.Is(err, client.ErrInvalid):
 		r.printf("the gateway refused the request: %v", err)
 		return exitUsage
 	case errors.Is(err, client.ErrUnauthorized):
@@ -503,7 +489,7 @@ func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, e
 		switch {
 		case err == nil:
 			return lock, nil
-		case errors.Is(err, redlock.ErrNotOwner), ctx.Err() != nil:
+		case errors.Is(err, client.ErrNotOwner), ctx.Err() != nil:
 			return lock, err
 		}
 		left := time.Until(deadline)
@@ -652,7 +638,7 @@ wait:
 			"its work may not have been exclusive", r.cfg.Resource, status)
 		return exitLockLost
 	}
-	if err := r.release(true); errors.Is(err, redlock.ErrNotOwner) {
+	if err := r.release(true); errors.Is(err, client.ErrNotOwner) {
 		r.printf("lock %q was not held when CMD exited (%v; CMD exited %d): its work may not have been exclusive",
 			r.cfg.Resource, err, status)
 		return exitLockLost
@@ -667,19 +653,10 @@ func (r *runner) release(report bool) error {
 	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
 	defer cancel()
 	err := r.client.Release(ctx, r.cfg.Resource, r.token)
-	if err != nil && report && !errors.Is(err, redlock.ErrNotOwner) {
+	if err != nil && report && !errors.Is(err, client.ErrNotOwner) {
 		r.printf("could not confirm the release of lock %q (%v): it expires within %v", r.cfg.Resource, err, r.cfg.TTL)
 	}
 	return err
-}
-
-func isStopSignal(sig os.Signal) bool {
-	for _, s := range stopSignals {
-		if s == sig {
-			return true
-		}
-	}
-	return false
 }
 
 // exitStatus is the status a shell would report for CMD: its exit code, or
@@ -699,7 +676,7 @@ func exitStatus(ps *os.ProcessState) int {
 // would stop CMD (SIGTTIN) in its own process group.
 func terminalForeground() (fd int, ok bool) {
 	fd = int(os.Stdin.Fd())
-	pgrp, err := tcgetpgrp(fd)
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 	return fd, err == nil && pgrp == syscall.Getpgrp()
 }
 
@@ -708,14 +685,5 @@ func terminalForeground() (fd int, ok bool) {
 func restoreForeground(fd int) {
 	signal.Ignore(syscall.SIGTTOU)
 	defer signal.Reset(syscall.SIGTTOU)
-	pgrp := int32(syscall.Getpgrp())
-	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCSPGRP), uintptr(unsafe.Pointer(&pgrp)))
-}
-
-func tcgetpgrp(fd int) (int, error) {
-	var pgrp int32
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCGPGRP), uintptr(unsafe.Pointer(&pgrp))); errno != 0 {
-		return 0, errno
-	}
-	return int(pgrp), nil
+	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, syscall.Getpgrp())
 }

@@ -32,7 +32,6 @@ import (
 const (
 	bodyReadTimeout        = 5 * time.Second
 	writeTimeoutMargin     = 10 * time.Second
-	maxHeaderBytes         = 16 << 10
 	defaultShutdownTimeout = 10 * time.Second
 )
 
@@ -52,8 +51,7 @@ type Main struct {
 	UnknownEnv []envFinding
 
 	// Log is the logger, built by Open from Config and Stderr.
-	Log  zerolog.Logger
-	logw *logWriter // between Log and Stderr
+	Log zerolog.Logger
 
 	// keys are the API keys in use, nil without --api-keys-file; cert is
 	// the TLS certificate in use, nil without TLS. Reload replaces both.
@@ -110,8 +108,7 @@ func (m *Main) Open() (err error) {
 			MinVersion:     tls.VersionTLS12,
 		}
 	}
-	m.logw = newLogWriter(m.stderr())
-	m.Log = newLogger(m.logw, c)
+	m.Log = newLogger(m.stderr(), c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
@@ -133,7 +130,9 @@ func (m *Main) Open() (err error) {
 		return err
 	}
 	metrics := server.NewMetrics()
-	opts := m.redlockOptions()
+	opts := c.redlockOptions()
+	rlog := m.Log.With().Str("component", "redlock").Logger()
+	opts.Logger = &rlog
 	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
 	m.coord, err = redlock.New(nodes, opts)
 	if err != nil {
@@ -175,7 +174,7 @@ func (m *Main) Open() (err error) {
 			ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
 			WriteTimeout:      c.MaxWait + writeTimeoutMargin,
 			IdleTimeout:       c.IdleTimeout,
-			MaxHeaderBytes:    maxHeaderBytes,
+			MaxHeaderBytes:    server.MaxHeaderBytes,
 			ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
 			ConnState:         conns.ConnState,
 		}
@@ -214,7 +213,6 @@ func (m *Main) Open() (err error) {
 		}
 	}()
 	go func() { _ = m.returned.Serve(m.srv.Returned()) }()
-	m.logw.Flush() // "listening" and the warnings are out when Open returns
 	return nil
 }
 
@@ -298,9 +296,6 @@ func (m *Main) Reload() error {
 			logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate reloaded")
 		}
 	}
-	if m.logw != nil {
-		m.logw.Flush() // the outcome is out when Reload returns
-	}
 	return errors.Join(errs...)
 }
 
@@ -364,9 +359,6 @@ func (m *Main) closeAll() error {
 	if m.ln != nil {
 		m.Log.Info().Msg("stopped")
 	}
-	if m.logw != nil {
-		m.logw.Close()
-	}
 	return errors.Join(errs...)
 }
 
@@ -406,28 +398,6 @@ func (m *Main) startNodes() ([]*redis.Options, error) {
 			"NOTHING IS DURABLE OR FAULT TOLERANT: every lock and fencing counter is lost when redlockd stops. " +
 			"Give --redis URLs of independent Redis masters for real use")
 	return d.Options(), nil
-}
-
-// redlockOptions maps the configuration one to one onto redlock.Options.
-func (m *Main) redlockOptions() redlock.Options {
-	c := m.Config
-	rlog := m.Log.With().Str("component", "redlock").Logger()
-	drift := c.DriftFactor
-	if drift == 0 {
-		drift = -1 // redlock: negative means none, zero means the default
-	}
-	return redlock.Options{
-		DefaultTTL:  c.DefaultTTL,
-		MaxTTL:      c.MaxTTL,
-		MaxWait:     c.MaxWait,
-		NodeTimeout: c.NodeTimeout,
-		DriftFactor: drift,
-		KeyPrefix:   c.KeyPrefix,
-		// Dev nodes live and die with the process: a restart loses the
-		// gateway too, so there is nothing to quarantine against.
-		NoQuarantine: !c.RestartQuarantine || c.DevMode(),
-		Logger:       &rlog,
-	}
 }
 
 // logCluster logs the nodes (host:port only, never credentials), the quorum,

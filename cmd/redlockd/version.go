@@ -10,39 +10,19 @@ import (
 var version = "dev"
 
 // Version returns the version of this binary: the -ldflags version if set,
-// else the module version (go install ...@v1.2.3), else "dev" with the VCS
-// revision from the build info when the build recorded it.
+// else the version the go command stamped into the build (a tag, or a
+// pseudo-version with the VCS revision and +dirty for local changes), else
+// "dev".
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	return versionFrom(version, bi, ok)
 }
 
 func versionFrom(v string, bi *debug.BuildInfo, ok bool) string {
-	if v != "dev" || !ok {
+	if v != "dev" || !ok || bi.Main.Version == "" || bi.Main.Version == "(devel)" {
 		return v
 	}
-	if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
-		return mv
-	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		}
-	}
-	if rev == "" {
-		return v
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if modified == "true" {
-		rev += "-dirty"
-	}
-	return v + "+" + rev
+	return bi.Main.Version
 }
 
 // runVersion prints "redlockd VERSION (GOVERSION)".
