@@ -8,7 +8,6 @@ import (
 
 	"github.com/redlockd/redlockd"
 	"github.com/redlockd/redlockd/api"
-	"github.com/redlockd/redlockd/internal/stamp"
 )
 
 // GetHealthz is the liveness probe: always 200.
@@ -40,7 +39,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		}
 		quarantined := n.QuarantinedUntil.After(now)
 		if quarantined {
-			until := stamp.Format(n.QuarantinedUntil)
+			until := n.QuarantinedUntil.UTC().Format(timeLayout)
 			ns.QuarantinedUntil = &until
 		}
 		if n.Up && !quarantined {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
+	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -248,10 +249,6 @@ func (m *Metrics) watch(s *Server) {
 				Help: "Acquires waiting for a lock on this gateway now.",
 			}, waiting),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "redlockd_parked_waiters",
-				Help: "Waiting acquires parked off the HTTP server (their HTTP/1.x connections taken over while they wait behind others, to save memory).",
-			}, func() float64 { return float64(s.parkedNow.Load()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "redlockd_quorum",
 				Help: "Nodes a lock needs (N/2+1).",
 			}, func() float64 { return float64(s.locker.Quorum()) }),
@@ -346,7 +343,7 @@ func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) 
 	mfs, err := s.metrics.reg.Gather()
 	if err != nil {
 		// Gather returns what it could collect; serve that.
-		s.logger(ctx).Warn().Err(err).Msg("gathering metrics")
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("gathering metrics")
 	}
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlockd/redlockd/internal/stamp"
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
 	"github.com/rs/zerolog"
@@ -52,8 +51,7 @@ type Main struct {
 	UnknownEnv []envFinding
 
 	// Log is the logger, built by Open from Config and Stderr.
-	Log  zerolog.Logger
-	logw *logWriter // between Log and Stderr
+	Log zerolog.Logger
 
 	// keys are the API keys in use, nil without --api-keys-file; cert is
 	// the TLS certificate in use, nil without TLS. Reload replaces both.
@@ -64,7 +62,6 @@ type Main struct {
 	coord    *redlock.Coordinator
 	srv      *server.Server
 	http     *http.Server
-	returned *http.Server // serves the connections of parked acquires
 	ln       net.Listener
 	served   chan struct{} // closed when http.Server.Serve returned
 	serveErr error         // what it returned, ErrServerClosed as nil
@@ -110,8 +107,7 @@ func (m *Main) Open() (err error) {
 			MinVersion:     tls.VersionTLS12,
 		}
 	}
-	m.logw = newLogWriter(m.stderr())
-	m.Log = newLogger(m.logw, c)
+	m.Log = newLogger(m.stderr(), c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
@@ -166,27 +162,18 @@ func (m *Main) Open() (err error) {
 
 		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
 	})
-	handler := m.srv.Handler()
 	conns := m.connLimiter(len(nodes))
-	newHTTP := func() *http.Server {
-		return &http.Server{
-			Handler:           handler,
-			ReadHeaderTimeout: c.ReadHeaderTimeout,
-			ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
-			WriteTimeout:      c.MaxWait + writeTimeoutMargin,
-			IdleTimeout:       c.IdleTimeout,
-			MaxHeaderBytes:    maxHeaderBytes,
-			ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
-			ConnState:         conns.ConnState,
-		}
+	m.http = &http.Server{
+		Handler:           m.srv.Handler(),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
+		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+		ConnState:         conns.ConnState,
 	}
-	m.http = newHTTP()
-	m.http.TLSConfig = tlsConfig
-	// The connections of parked waiting acquires (see server/park.go) come
-	// back for their next request to a second server, the same but for TLS
-	// (they are past their handshake): serving them on the first would
-	// turn off its HTTP/2.
-	m.returned = newHTTP()
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -213,8 +200,6 @@ func (m *Main) Open() (err error) {
 			m.serveErr = err
 		}
 	}()
-	go func() { _ = m.returned.Serve(m.srv.Returned()) }()
-	m.logw.Flush() // "listening" and the warnings are out when Open returns
 	return nil
 }
 
@@ -298,9 +283,6 @@ func (m *Main) Reload() error {
 			logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate reloaded")
 		}
 	}
-	if m.logw != nil {
-		m.logw.Flush() // the outcome is out when Reload returns
-	}
 	return errors.Join(errs...)
 }
 
@@ -340,13 +322,12 @@ func (m *Main) closeAll() error {
 			timeout = defaultShutdownTimeout
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		err := errors.Join(m.http.Shutdown(ctx), m.srv.WaitParked(ctx), m.returned.Shutdown(ctx))
+		err := m.http.Shutdown(ctx)
 		cancel()
 		if err != nil {
 			m.Log.Warn().Err(err).Dur("timeout", timeout).Msg("graceful shutdown timed out: closing the remaining connections")
 			errs = append(errs, fmt.Errorf("redlockd: graceful shutdown: %w", err))
 			_ = m.http.Close()
-			_ = m.returned.Close()
 		}
 		<-m.served
 		if m.serveErr != nil {
@@ -363,9 +344,6 @@ func (m *Main) closeAll() error {
 	m.dev = nil
 	if m.ln != nil {
 		m.Log.Info().Msg("stopped")
-	}
-	if m.logw != nil {
-		m.logw.Close()
 	}
 	return errors.Join(errs...)
 }
@@ -466,7 +444,7 @@ func newLogger(w io.Writer, c Config) zerolog.Logger {
 	if c.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
-	return zerolog.New(w).Level(logLevels[c.LogLevel]).Hook(stamp.LogHook{})
+	return zerolog.New(w).Level(logLevels[c.LogLevel]).With().Timestamp().Logger()
 }
 
 // isTerminal reports whether w is a character device (a terminal): colours
