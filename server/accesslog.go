@@ -25,11 +25,8 @@ var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // access log line and metrics: who made it and how it ended. begin puts one
 // in the request's context.
 type reqInfo struct {
-	caller  *caller // nil when not authenticated
+	caller  *keyEntry // the API key; nil when not authenticated
 	outcome string
-	// gone is set when the request ended because its client went away
-	// (see clientGone).
-	gone bool
 }
 
 type reqInfoKey struct{}
@@ -84,10 +81,7 @@ func clientGone(r *http.Request, err error) bool {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, errShuttingDown) || r.Context().Err() == nil {
 		return false
 	}
-	if rq := reqInfoOf(r.Context()); rq != nil {
-		rq.gone = true
-		rq.outcome = outcomeClientGone
-	}
+	setOutcome(r.Context(), outcomeClientGone)
 	return true
 }
 
@@ -99,7 +93,7 @@ func clientGone(r *http.Request, err error) bool {
 func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duration) {
 	rq := reqInfoOf(r.Context())
 	status = cmp.Or(status, http.StatusOK)
-	if rq.gone {
+	if rq.outcome == outcomeClientGone {
 		status = statusClientGone
 	}
 	route, resource := routeOf(r)

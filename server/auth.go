@@ -178,11 +178,6 @@ func (k *Keys) lookup(key string) (keyEntry, bool) {
 	return entries[idx], true
 }
 
-// caller is who made a request: the API key's name and namespace.
-type caller struct {
-	name, namespace string
-}
-
 // namespaceFrom returns the lock namespace of the authenticated caller, or
 // the default namespace "" when the server runs without API keys.
 func namespaceFrom(ctx context.Context) string {
@@ -227,8 +222,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// callerOf returns the caller of the key in r's Authorization header.
-func (s *Server) callerOf(r *http.Request) (*caller, error) {
+// callerOf returns the entry of the key in r's Authorization header.
+func (s *Server) callerOf(r *http.Request) (*keyEntry, error) {
 	hdr := r.Header.Values("Authorization")
 	if len(hdr) == 0 {
 		return nil, errNoKey
@@ -242,5 +237,5 @@ func (s *Server) callerOf(r *http.Request) (*caller, error) {
 	if !ok {
 		return nil, errBadKey
 	}
-	return &caller{name: e.name, namespace: e.namespace}, nil
+	return &e, nil
 }

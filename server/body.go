@@ -54,14 +54,11 @@ var bodyFields = map[string]map[string]reflect.Kind{
 // reading the body again.
 func (s *Server) strictJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fields, ok := bodyFields[r.Method+" "+chi.RouteContext(r.Context()).RoutePattern()]
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if err := readJSONBody(r, fields); err != nil {
-			s.writeProblem(w, r, err)
-			return
+		if fields, ok := bodyFields[r.Method+" "+chi.RouteContext(r.Context()).RoutePattern()]; ok {
+			if err := readJSONBody(r, fields); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -70,9 +67,7 @@ func (s *Server) strictJSON(next http.Handler) http.Handler {
 // readJSONBody checks and decodes the body of r as strictJSON describes, and
 // replaces it with a decodedBody, or with http.NoBody when it is empty.
 func readJSONBody(r *http.Request, fields map[string]reflect.Kind) error {
-	// The media type as clients send it is taken as it is; anything else is
-	// parsed.
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return badRequest("Content-Type must be application/json (curl: use --json, or -H 'Content-Type: application/json')")
 		}
@@ -160,9 +155,9 @@ func decodeStrict(data []byte, fields map[string]reflect.Kind) (map[string]any, 
 
 // checkType returns a *requestError unless the decoded JSON value v of
 // member name is null or of kind: an integer for reflect.Int64, a string for
-// reflect.String.
+// reflect.String. The error names the JSON type as encoding/json's do.
 func checkType(name string, v any, kind reflect.Kind) error {
-	want := "a string"
+	got := "object"
 	switch v := v.(type) {
 	case nil:
 		return nil
@@ -170,32 +165,19 @@ func checkType(name string, v any, kind reflect.Kind) error {
 		if kind == reflect.String {
 			return nil
 		}
+		got = "string"
 	case json.Number:
 		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil && kind == reflect.Int64 {
 			return nil
 		}
-	}
-	if kind == reflect.Int64 {
-		want = "an integer"
-	}
-	return badRequest("%s must be %s, not JSON %s", name, want, jsonType(v))
-}
-
-// jsonType names the type of a decoded JSON value as encoding/json's errors
-// do.
-func jsonType(v any) string {
-	switch v := v.(type) {
-	case string:
-		return "string"
-	case json.Number:
-		return "number " + string(v)
+		got = "number " + string(v)
 	case bool:
-		return "bool"
+		got = "bool"
 	case []any:
-		return "array"
-	default:
-		return "object"
+		got = "array"
 	}
+	want := map[reflect.Kind]string{reflect.Int64: "an integer", reflect.String: "a string"}[kind]
+	return badRequest("%s must be %s, not JSON %s", name, want, got)
 }
 
 // jsonError describes a JSON syntax error for the client.

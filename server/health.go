@@ -39,8 +39,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		}
 		quarantined := n.QuarantinedUntil.After(now)
 		if quarantined {
-			until := n.QuarantinedUntil.UTC().Format(timeLayout)
-			ns.QuarantinedUntil = &until
+			ns.QuarantinedUntil = new(n.QuarantinedUntil.UTC().Format(timeLayout))
 		}
 		if n.Up && !quarantined {
 			voting++
