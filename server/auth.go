@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/rs/zerolog"
+	"github.com/rs/zerolog/hlog"
+
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -175,11 +178,6 @@ func (k *Keys) lookup(key string) (keyEntry, bool) {
 	return entries[idx], true
 }
 
-// caller is who made a request: the API key's name and namespace.
-type caller struct {
-	name, namespace string
-}
-
 // namespaceFrom returns the lock namespace of the authenticated caller, or
 // the default namespace "" when the server runs without API keys.
 func namespaceFrom(ctx context.Context) string {
@@ -202,28 +200,42 @@ func (s *Server) needsKey(r *http.Request) bool {
 }
 
 // authenticate checks the API key of requests that need one (see needsKey)
-// when the server has keys: "Authorization: Bearer <key>", else it returns
+// when the server has keys: "Authorization: Bearer <key>", else it answers
 // errNoKey or errBadKey (401 unauthorized). It records the key's name and
-// namespace as the request's caller. It runs before routing, body limits and
-// decoding, so an unauthenticated client learns nothing about locks or
-// request syntax.
-func (s *Server) authenticate(r *http.Request, rq *reqInfo) error {
-	if s.keys.Len() == 0 || !s.needsKey(r) {
-		return nil
-	}
+// namespace as the request's caller, and adds the name to the request's
+// logger. It runs before routing, body limits and decoding, so an
+// unauthenticated client learns nothing about locks or request syntax.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.keys.Len() == 0 || !s.needsKey(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c, err := s.callerOf(r)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		reqInfoOf(r.Context()).caller = c
+		hlog.FromRequest(r).UpdateContext(func(l zerolog.Context) zerolog.Context { return l.Str("key", c.name) })
+		next.ServeHTTP(w, r)
+	})
+}
+
+// callerOf returns the entry of the key in r's Authorization header.
+func (s *Server) callerOf(r *http.Request) (*keyEntry, error) {
 	hdr := r.Header.Values("Authorization")
 	if len(hdr) == 0 {
-		return errNoKey
+		return nil, errNoKey
 	}
 	scheme, key, _ := strings.Cut(hdr[0], " ")
 	key = strings.TrimSpace(key)
 	if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return errBadKey
+		return nil, errBadKey
 	}
 	e, ok := s.keys.lookup(key)
 	if !ok {
-		return errBadKey
+		return nil, errBadKey
 	}
-	rq.caller = &caller{name: e.name, namespace: e.namespace}
-	return nil
+	return &e, nil
 }

@@ -1,161 +1,88 @@
 package server
 
 import (
-	"encoding/json"
-	"errors"
-	"math/rand/v2"
-	"reflect"
+	"context"
+	"net/http"
 	"strings"
 	"testing"
-	"unicode/utf8"
+	"time"
 
-	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/redlock"
 )
 
-// decodeStrictSlow is decodeStrict without its fast path, decodeFlat. The
-// tests below check that decodeStrict accepts, decodes and rejects exactly as
-// it does, with the same details.
-func decodeStrictSlow(data []byte, dst any, fields map[string]int) error {
-	if isBlank(data) {
-		return nil
-	}
-	if !utf8.Valid(data) {
-		return badRequest("the body is not valid UTF-8")
-	}
-	return decodeTokens(data, dst, fields)
-}
-
-// decodeBodies are request bodies, good and bad, for both decoders.
-var decodeBodies = []string{
-	``, ` `, "\n\t ", `{}`, ` { } `, `{"ttl_ms":10000,"wait_ms":0}`,
-	`{"ttl_ms": 30000, "wait_ms": 1000, "owner": "host-1/4242", "token": "` + tokenA + `"}`,
-	`{"ttl_ms": null}`, `{"owner": null, "token": null}`, `{"owner": "\u00e9\ud800\n"}`,
-	`{"ttl_ms": "x", "bogus": 1}`, `{"ttl_ms": "x", "wait_ms": true}`, `{"wait_ms": true, "ttl_ms": "x"}`,
-	`{"ttl_ms": "x", "ttl_ms": 1}`, `{"ttl_ms": "x"} x`, `{"ttl_ms": "x",}`, `{"ttl_ms": 1.5, "owner": [1]}`,
-	`{"owner": {"a": [1, {"b": 2}]}}`, `{"token": 5}`, `{"ttl_ms": -0}`, `{"ttl_ms": 01}`, `{"ttl_ms": 1e3}`,
-	`{"ttl_ms": 99999999999999999999}`, `{"ttl_ms": -9223372036854775808}`, `{"TTL_MS": 1}`,
-	`{"ttl_ms" 1}`, `{"ttl_ms":}`, `{"ttl_ms":1`, `{"ttl_ms":1,`, `{`, `}`, `[]`, `[1]`, `null`, `"x"`, `1`,
-	`{}{}`, `{}}`, `{} `, `{}]`, "{\"owner\": \"\xff\"}", "{\"owner\": \"a\x01\"}", `{"` + strings.Repeat("x", 100) + `": 1}`,
-	`{1: 2}`, `{"ttl_ms": tru}`, `{"ttl_ms": nul}`, `{"wait_ms": 5, "ttl_ms": 100}`,
-	`{"ttl_ms":123456789012345678}`, `{"ttl_ms":-123456789012345678}`, `{"ttl_ms":1234567890123456789}`,
-	`{"ttl_ms":9223372036854775807}`, `{"ttl_ms":-5}`, `{"ttl_ms":-}`, `{"ttl_ms":- 1}`, `{"ttl_ms":1 2}`,
-	`{"ttl_ms":1}x`, `{"ttl_ms":1,}`, `{,"ttl_ms":1}`, `{"ttl_ms":1,,"wait_ms":2}`, `{"ttl_ms":10`, `{"owner":"abc`,
-	`{"owner":"a"`, `{"owner":"a" "token":"b"}`, `{"ttl_ms"`, `{"ttl_ms":`, `{"owner":"a\"}`, "{\"owner\":\"a\tb\"}",
-	"{\"owner\":\"\u00e9t\u00e9\"}", `{"owner":""}`, `{"ttl_ms":0}`, `{"ttl_ms":00}`, `{"ttl_ms":0.0}`, `{"ttl_ms":1E3}`,
-	` { "ttl_ms" : 30000 , "owner" : "host-1/42 \"x\"" , "token" : null } `,
-}
-
-func TestDecodeStrictSameAsSlow(t *testing.T) {
-	for _, body := range decodeBodies {
-		checkDecodeStrict(t, []byte(body))
-	}
-	for _, tc := range badRequests {
-		checkDecodeStrict(t, []byte(tc.req.body))
-	}
-}
-
-// TestDecodeStrictSameAsSlowGenerated compares the decoders on bodies
-// made of likely members: names right and wrong, values of every type,
-// escapes and white space.
-func TestDecodeStrictSameAsSlowGenerated(t *testing.T) {
-	names := []string{`"ttl_ms"`, `"wait_ms"`, `"owner"`, `"token"`, `"TTL_MS"`, `"ttl\u005fms"`, `"x"`, `"own\"er"`, `""`}
-	values := []string{`1`, `-1`, `0`, `-0`, `1.5`, `1e2`, `99999999999999999999`, `"a"`, `"a\"b"`, `"\\"`, `"a,}"`,
-		`"` + tokenA + `"`, `null`, `true`, `false`, `{}`, `[1,"]"]`, `{"a":"}"}`, `""`}
-	spaces := []string{"", " ", "\n\t "}
-	rng := rand.New(rand.NewPCG(1, 2))
-	pick := func(s []string) string { return s[rng.IntN(len(s))] }
-	for range 20000 {
-		var b strings.Builder
-		b.WriteString(pick(spaces) + "{")
-		for j := range rng.IntN(4) {
-			if j > 0 {
-				b.WriteString(pick(spaces) + ",")
-			}
-			b.WriteString(pick(spaces) + pick(names) + pick(spaces) + ":" + pick(spaces) + pick(values) + pick(spaces))
-		}
-		b.WriteString("}" + pick(spaces))
-		if rng.IntN(10) == 0 {
-			b.WriteString(pick([]string{"x", "}", "{}", ","}))
-		}
-		checkDecodeStrict(t, []byte(b.String()))
-	}
-}
-
-func FuzzDecodeStrict(f *testing.F) {
-	for _, body := range decodeBodies {
-		f.Add([]byte(body))
-	}
-	f.Fuzz(checkDecodeStrict)
-}
-
-// checkDecodeStrict checks that decodeStrict and decodeStrictSlow agree on
-// data, for both body types.
-func checkDecodeStrict(t *testing.T, data []byte) {
-	t.Helper()
-	for key, body := range jsonBodies {
-		got, exp := body.new(), body.new()
-		gotErr, expErr := decodeStrict(data, got, body.fields), decodeStrictSlow(data, exp, body.fields)
-		if detailOf(gotErr) != detailOf(expErr) {
-			t.Fatalf("%s %q: got error %v, want %v", key, data, gotErr, expErr)
-		}
-		if gotErr == nil && !reflect.DeepEqual(got, exp) {
-			t.Fatalf("%s %q: got %s, want %s", key, data, jsonOf(got), jsonOf(exp))
-		}
-	}
-}
-
-// detailOf returns the problem detail of a decodeStrict error, "" for nil.
-func detailOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	var req *requestError
-	if !errors.As(err, &req) {
-		return "not a *requestError: " + err.Error()
-	}
-	return req.detail
-}
-
-func jsonOf(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// TestDecodeFlat checks that the bodies clients send take the fast path,
-// that others do not, and that a body it leaves leaves dst as it was.
-func TestDecodeFlat(t *testing.T) {
-	fields := jsonBodies["POST /locks/{resource}"].fields
-	for body, flat := range map[string]bool{
-		`{"ttl_ms":10000,"wait_ms":0}`: true,
-		`{}`:                           true,
-		" {\n\t\"ttl_ms\" : 30000 , \"owner\" : \"host-1/42 é\" , \"wait_ms\":-1 } \n": true,
-		`{"owner":"x","token":"` + tokenA + `"}`:                                       true,
-		`{"ttl_ms":10000,"token":null}`:                                                false, // null
-		`{"owner":"a\"b"}`:                                                             false, // an escape in a value
-		`{"ttl\u005fms":10000}`:                                                        false, // an escape in a name
-		`{"ttl_ms":10000,"ttl_ms":10000}`:                                              false,
-		`{"ttl_ms":-0}`:                                                                false,
-		`{"ttl_ms":1.0}`:                                                               false,
-		`{"ttl_ms":1234567890123456789}`:                                               false, // 19 digits
-		`{"ttl_ms":"10000"}`:                                                           false,
-		`{"owner":1}`:                                                                  false,
-		`{"owner":{}}`:                                                                 false,
-		`{"TTL_MS":10000}`:                                                             false,
-		`{"ttl_ms":10000}}`:                                                            false,
-		`{"ttl_ms":10000`:                                                              false,
-		`[]`:                                                                           false,
+// TestDecodeStrictDetails: the problem detail of each kind of body that
+// strictJSON refuses, through the whole handler.
+func TestDecodeStrictDetails(t *testing.T) {
+	_, h := newHandler(newFake(t), nil)
+	for body, detail := range map[string]string{
+		`{"ttl": 5000}`:                    `unknown field "ttl"`,
+		`{"TTL_MS": 1}`:                    `unknown field "TTL_MS"`,
+		`{"ttl_ms": 1, "ttl_ms": 2}`:       `duplicate field "ttl_ms"`,
+		`{"ttl\u005fms": 1, "ttl_ms": 2}`:  `duplicate field "ttl_ms"`,
+		`{"owner": null, "owner": "x"}`:    `duplicate field "owner"`,
+		`{"ttl_ms": "x", "bogus": 1}`:      `unknown field "bogus"`,
+		`{"ttl_ms": "x", "wait_ms": true}`: `ttl_ms must be an integer, not JSON string`,
+		`{"ttl_ms": 1.5}`:                  `ttl_ms must be an integer, not JSON number 1.5`,
+		`{"ttl_ms": 1e3}`:                  `ttl_ms must be an integer, not JSON number 1e3`,
+		`{"ttl_ms": 99999999999999999999}`: `ttl_ms must be an integer, not JSON number 99999999999999999999`,
+		`{"wait_ms": [1]}`:                 `wait_ms must be an integer, not JSON array`,
+		`{"token": 5}`:                     `token must be a string, not JSON number 5`,
+		`{"owner": {"a": 1}}`:              `owner must be a string, not JSON object`,
+		`{"owner": true}`:                  `owner must be a string, not JSON bool`,
+		`{} x`:                             `unexpected data after the JSON object`,
+		`{}{}`:                             `unexpected data after the JSON object`,
+		`[]`:                               `the body must be a JSON object`,
+		`null`:                             `the body must be a JSON object`,
+		`"x"`:                              `the body must be a JSON object`,
+		`{"ttl_ms":1`:                      `malformed JSON: unexpected end of the body`,
+		`{"ttl_ms":}`:                      `malformed JSON: invalid character '}' looking for beginning of value`,
+		`{1: 2}`:                           `malformed JSON: invalid character '1'`,
+		"{\"owner\": \"\xff\"}":            `the body is not valid UTF-8`,
+		`{"` + strings.Repeat("x", 100) + `": 1}`: `unknown field "` + strings.Repeat("x", 64) + `…"`,
 	} {
-		dst := api.AcquireRequest{Owner: new(string)}
-		if got := decodeFlat([]byte(body), &dst, fields); got != flat {
-			t.Errorf("%s: got %t, want %t", body, got, flat)
-		}
-		if !flat && (dst.Owner == nil || dst.TTLMs != nil || dst.WaitMs != nil || dst.Token != nil) {
-			t.Errorf("%s: dst changed: %s", body, jsonOf(dst))
+		p := checkProblem(t, serve(t, h, request{method: "POST", target: "/locks/x", body: body}), http.StatusBadRequest, "invalid-request")
+		if p.Detail != detail {
+			t.Errorf("%s: detail %q, want %q", body, p.Detail, detail)
 		}
 	}
-	var dst api.AcquireRequest
-	if !decodeFlat([]byte(`{"wait_ms":-42,"ttl_ms":123456789012345678,"owner":"o","token":"t"}`), &dst, fields) ||
-		*dst.WaitMs != -42 || *dst.TTLMs != 123456789012345678 || *dst.Owner != "o" || *dst.Token != "t" {
-		t.Errorf("decoded %s", jsonOf(dst))
+}
+
+// TestDecodeStrictValues: the members strictJSON decoded reach the handler
+// through the generated decoder, null and blank bodies meaning defaults.
+func TestDecodeStrictValues(t *testing.T) {
+	f := newFake(t)
+	got := make(chan redlock.AcquireOptions, 1)
+	f.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		got <- o
+		return testLock(resource, tokenA, o.TTL), nil
+	}
+	var ttl time.Duration
+	f.ExtendFn = func(_ context.Context, _, resource, token string, d time.Duration) (redlock.Lock, error) {
+		ttl = d
+		return testLock(resource, token, d), nil
+	}
+	_, h := newHandler(f, nil)
+	for body, exp := range map[string]redlock.AcquireOptions{
+		``:       {TTL: 30 * time.Second},
+		" \n\t ": {TTL: 30 * time.Second},
+		`{}`:     {TTL: 30 * time.Second},
+		`{"ttl_ms": null, "owner": null, "token": null, "wait_ms": null}`: {TTL: 30 * time.Second},
+		`{"ttl_ms": 10000, "wait_ms": 0, "owner": "h\u00e9/1 \"x\"", "token": "` + tokenA + `"}`: {
+			TTL: 10 * time.Second, Owner: `hé/1 "x"`, Token: tokenA},
+		` { "owner" : "o" , "ttl_ms" : -0e0 } `: {}, // -0e0 is no integer: refused
+	} {
+		w := serve(t, h, request{method: "POST", target: "/locks/x", body: body})
+		if exp.TTL == 0 {
+			checkProblem(t, w, http.StatusBadRequest, "invalid-request")
+			continue
+		}
+		decode[map[string]any](t, w, http.StatusCreated)
+		if o := <-got; o != exp {
+			t.Errorf("%q: options %+v, want %+v", body, o, exp)
+		}
+	}
+	w := serve(t, h, request{method: "PATCH", target: "/locks/x", body: `{"ttl_ms": 12345}`, headers: []string{"Lock-Token", tokenA}})
+	if decode[map[string]any](t, w, http.StatusOK); ttl != 12345*time.Millisecond {
+		t.Errorf("extend: ttl %v", ttl)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/redlockd/redlockd"
 	"github.com/redlockd/redlockd/api"
-	"github.com/redlockd/redlockd/internal/stamp"
 )
 
 // GetHealthz is the liveness probe: always 200.
@@ -40,8 +39,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		}
 		quarantined := n.QuarantinedUntil.After(now)
 		if quarantined {
-			until := stamp.Format(n.QuarantinedUntil)
-			ns.QuarantinedUntil = &until
+			ns.QuarantinedUntil = new(n.QuarantinedUntil.UTC().Format(timeLayout))
 		}
 		if n.Up && !quarantined {
 			voting++

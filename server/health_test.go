@@ -10,7 +10,6 @@ import (
 
 	"github.com/redlockd/redlockd"
 	"github.com/redlockd/redlockd/api"
-	"github.com/redlockd/redlockd/internal/stamp"
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -68,7 +67,7 @@ func TestReadyz(t *testing.T) {
 		_, h := newHandler(f, nil)
 		w := serve(t, h, request{method: "GET", target: "/readyz"})
 		exp := `{"nodes":[{"addr":"a:6379","latency_ms":0.21,"quarantined_until":null,"up":true},` +
-			`{"addr":"c:6379","latency_ms":1,"quarantined_until":"` + stamp.Format(later) + `","up":true}],"quorum":3,"status":"unready"}` + "\n"
+			`{"addr":"c:6379","latency_ms":1,"quarantined_until":"` + later.UTC().Format(timeLayout) + `","up":true}],"quorum":3,"status":"unready"}` + "\n"
 		if got := w.Body.String(); got != exp {
 			t.Errorf("got  %s\nwant %s", got, exp)
 		}

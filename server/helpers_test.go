@@ -28,7 +28,6 @@ type fakeLocker struct {
 	ExtendFn  func(ctx context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error)
 	InspectFn func(ctx context.Context, namespace, resource string) (redlock.Info, error)
 	StatusFn  func(ctx context.Context) []redlock.NodeStatus
-	QueuedFn  func(namespace, resource string) bool // nil: false
 
 	// Counters kept by validatingLocker (see there).
 	calls, mutations, changed atomic.Int64
@@ -75,10 +74,6 @@ func (f *fakeLocker) Inspect(ctx context.Context, namespace, resource string) (r
 	return f.InspectFn(ctx, namespace, resource)
 }
 
-func (f *fakeLocker) Queued(namespace, resource string) bool {
-	return f.QueuedFn != nil && f.QueuedFn(namespace, resource)
-}
-
 func (f *fakeLocker) Status(ctx context.Context) []redlock.NodeStatus { return f.StatusFn(ctx) }
 func (f *fakeLocker) Quorum() int                                     { return 3 }
 func (f *fakeLocker) Nodes() int                                      { return 5 }
@@ -93,12 +88,6 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
 }
 
 func (b *syncBuffer) String() string {

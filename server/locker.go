@@ -12,9 +12,6 @@ import (
 type Locker interface {
 	// Acquire takes the lock on resource (see redlock.Coordinator.Acquire).
 	Acquire(ctx context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error)
-	// Queued reports whether acquires wait for the lock already, so that a
-	// waiting Acquire would queue behind them.
-	Queued(namespace, resource string) bool
 	// Release deletes the lock held with token.
 	Release(ctx context.Context, namespace, resource, token string) error
 	// Extend makes the lock held with token valid for ttl from now.

@@ -8,9 +8,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/redlockd/redlockd/api"
-	"github.com/redlockd/redlockd/internal/stamp"
 	"github.com/redlockd/redlockd/redlock"
 )
+
+// timeLayout is the layout of the times in response bodies: RFC 3339 in UTC
+// with milliseconds (SPEC §3).
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // Details of invalid-request problems for the inputs with a fixed syntax.
 const (
@@ -20,8 +23,9 @@ const (
 )
 
 // AcquireLock takes a lock: 201 with the lock, or an error that Handler
-// turns into a problem response. A waiting acquire is cut short by
-// BeginShutdown.
+// turns into a problem response. An acquire with wait_ms waits here, in its
+// handler, for the lock, the end of its wait, its client to go away (which
+// cancels ctx) or BeginShutdown (503 shutting-down).
 func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
 	o, err := s.acquireOptions(ctx, req)
 	if err != nil {
@@ -34,13 +38,14 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 	if err := s.takeWaiter(o.Namespace); err != nil {
 		return s.acquireNoSlot(ctx, req.Resource, o, err)
 	}
-	if s.locker.Queued(o.Namespace, req.Resource) && reqInfoOf(ctx) != nil {
-		// It will wait behind others: park it (see park.go), which
-		// gives its slot back when it is answered.
-		return &parkedAcquire{s: s, ctx: ctx, resource: req.Resource, o: o}, nil
-	}
 	defer s.leaveWaiter(o.Namespace)
-	return s.acquireWaiting(ctx, req.Resource, o)
+	ctx, cancel := s.withDrain(ctx)
+	defer cancel()
+	resp, err := s.acquire(ctx, req.Resource, o)
+	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+		err = errors.Join(errShuttingDown, err)
+	}
+	return resp, err
 }
 
 // acquireNoSlot is a waiting acquire that found no waiting slot (full is
@@ -62,7 +67,7 @@ func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestO
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return o, err
 	}
-	b := bodyOf(ctx, req.Body)
+	b := req.Body
 	if b == nil {
 		return o, nil
 	}
@@ -91,18 +96,6 @@ func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestO
 	return o, nil
 }
 
-// acquireWaiting is acquire with a wait, which ends with 503 shutting-down
-// when BeginShutdown is called.
-func (s *Server) acquireWaiting(ctx context.Context, resource string, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
-	ctx, cancel := s.withDrain(ctx)
-	defer cancel()
-	resp, err := s.acquire(ctx, resource, o)
-	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
-		err = errors.Join(errShuttingDown, err)
-	}
-	return resp, err
-}
-
 // acquire takes the lock and makes the 201 response.
 func (s *Server) acquire(ctx context.Context, resource string, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
 	lock, err := s.locker.Acquire(ctx, resource, o)
@@ -110,7 +103,7 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 		return nil, err
 	}
 	setOutcome(ctx, "acquired")
-	return lockCreated{
+	return api.AcquireLock201JSONResponse{
 		Body:    lockResponse(resource, lock),
 		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(resource)},
 	}, nil
@@ -143,7 +136,7 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 		return nil, badRequest(lockTokenRule)
 	}
 	ttl := s.defaultTTL
-	if b := bodyOf(ctx, req.Body); b != nil {
+	if b := req.Body; b != nil {
 		var err error
 		if ttl, err = s.ttl(b.TTLMs); err != nil {
 			return nil, err
@@ -223,7 +216,7 @@ func lockResponse(resource string, l redlock.Lock) api.LockResponse {
 		FencingToken: l.Fence,
 		TTLMs:        l.TTL.Milliseconds(),
 		ValidityMs:   l.Validity.Milliseconds(),
-		ExpiresAt:    stamp.Format(l.Until),
+		ExpiresAt:    l.Until.UTC().Format(timeLayout),
 		Nodes:        l.Nodes,
 		Quorum:       l.Quorum,
 		LockedNodes:  l.Locked,

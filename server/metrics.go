@@ -2,18 +2,18 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
-	"maps"
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
+	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -36,62 +36,7 @@ type Metrics struct {
 	nodeTime     *prometheus.HistogramVec // node
 	nodeErrors   *prometheus.CounterVec   // node
 
-	// The children of the vectors above that the hot path observes,
-	// resolved once so that it does no label hashing; see labelCache.
-	requestObs   labelCache[requestLabels, requestObservers]
-	nodeObs      labelCache[string, prometheus.Observer] // nodeTime, by node
-	acquired     map[string]prometheus.Counter           // acquisitions, by request outcome
-	acquiredElse prometheus.Counter                      // acquisitions{outcome="error"}
-	ops          map[string]prometheus.Observer          // opTime, by op
-	waited       map[bool]prometheus.Observer            // waitTime, by acquired
-
 	watchOnce sync.Once
-}
-
-// requestLabels are the labels of an HTTP request's metrics.
-type requestLabels struct {
-	route, method string
-	status        int
-}
-
-// requestObservers are the children of the HTTP request metrics for one
-// requestLabels.
-type requestObservers struct {
-	count prometheus.Counter
-	time  prometheus.Observer
-}
-
-// labelCache maps the label values of metrics to their children, resolved
-// once by resolve. Reads are lock-free lookups in an immutable map; a miss
-// adds its key to a copy of the map under mu. The keys must be few, as the
-// label values of a metric are. The zero value is ready for use once
-// resolve is set.
-type labelCache[K comparable, V any] struct {
-	m       atomic.Pointer[map[K]V]
-	mu      sync.Mutex
-	resolve func(K) V
-}
-
-// get returns the children for k.
-func (c *labelCache[K, V]) get(k K) V {
-	if m := c.m.Load(); m != nil {
-		if v, ok := (*m)[k]; ok {
-			return v
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := map[K]V{}
-	if old := c.m.Load(); old != nil {
-		if v, ok := (*old)[k]; ok { // added meanwhile
-			return v
-		}
-		m = maps.Clone(*old)
-	}
-	v := c.resolve(k)
-	m[k] = v
-	c.m.Store(&m)
-	return v
 }
 
 // nodeStatusTimeout bounds how long a scrape waits for the nodes' status.
@@ -170,26 +115,16 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestTime, m.opTime, m.acquisitions, m.waitTime, m.nodeTime, m.nodeErrors,
 	)
-	m.acquired = make(map[string]prometheus.Counter, len(acquireOutcomes))
-	for outcome, o := range acquireOutcomes {
-		m.acquired[outcome] = m.acquisitions.WithLabelValues(o)
+	// Every outcome, op and wait series exists from the start, at 0.
+	for _, o := range acquireOutcomes {
+		m.acquisitions.WithLabelValues(o)
 	}
-	m.acquiredElse = m.acquisitions.WithLabelValues("error")
-	m.ops = make(map[string]prometheus.Observer, len(lockOps))
 	for _, op := range lockOps {
-		m.ops[op] = m.opTime.WithLabelValues(op)
+		m.opTime.WithLabelValues(op)
 	}
-	m.waited = make(map[bool]prometheus.Observer, 2)
-	for _, a := range []bool{false, true} {
-		m.waited[a] = m.waitTime.WithLabelValues(strconv.FormatBool(a))
+	for _, a := range []string{"false", "true"} {
+		m.waitTime.WithLabelValues(a)
 	}
-	m.requestObs.resolve = func(l requestLabels) requestObservers {
-		return requestObservers{
-			count: m.requests.WithLabelValues(l.route, l.method, strconv.Itoa(l.status)),
-			time:  m.requestTime.WithLabelValues(l.route, l.method),
-		}
-	}
-	m.nodeObs.resolve = func(node string) prometheus.Observer { return m.nodeTime.WithLabelValues(node) }
 	return m
 }
 
@@ -199,7 +134,7 @@ func (m *Metrics) ObserveWait(waited time.Duration, acquired bool) {
 	if m == nil {
 		return
 	}
-	m.waited[acquired].Observe(waited.Seconds())
+	m.waitTime.WithLabelValues(strconv.FormatBool(acquired)).Observe(waited.Seconds())
 }
 
 // ObserveNodeCommand records one call to one node; it is
@@ -209,18 +144,12 @@ func (m *Metrics) ObserveNodeCommand(node string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	m.nodeObs.get(node).Observe(d.Seconds())
+	m.nodeTime.WithLabelValues(node).Observe(d.Seconds())
 	// context.Canceled: the request gave up on the node (its client went
 	// away, or it was shut down), which is no failure of the node.
 	if err != nil && !errors.Is(err, context.Canceled) {
-		// Not resolved ahead: the series appears with the first error.
 		m.nodeErrors.WithLabelValues(node).Inc()
 	}
-}
-
-// statser is what the coordinator offers beyond Locker for metrics.
-type statser interface {
-	Stats() redlock.Stats
 }
 
 // watch registers the metrics read at scrape time from the server and its
@@ -229,7 +158,7 @@ type statser interface {
 func (m *Metrics) watch(s *Server) {
 	m.watchOnce.Do(func() {
 		waiting := func() float64 { return float64(s.waiting.Load()) }
-		if st, ok := s.locker.(statser); ok {
+		if st, ok := s.locker.(interface{ Stats() redlock.Stats }); ok { // the coordinator's counters
 			waiting = func() float64 { return float64(st.Stats().Waiting) }
 			m.reg.MustRegister(
 				prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -247,10 +176,6 @@ func (m *Metrics) watch(s *Server) {
 				Name: "redlockd_waiters",
 				Help: "Acquires waiting for a lock on this gateway now.",
 			}, waiting),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "redlockd_parked_waiters",
-				Help: "Waiting acquires parked off the HTTP server (their HTTP/1.x connections taken over while they wait behind others, to save memory).",
-			}, func() float64 { return float64(s.parkedNow.Load()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "redlockd_quorum",
 				Help: "Nodes a lock needs (N/2+1).",
@@ -313,15 +238,10 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	if !metricMethods[method] {
 		method = "other"
 	}
-	obs := m.requestObs.get(requestLabels{route: route, method: method, status: status})
-	obs.count.Inc()
-	obs.time.Observe(d.Seconds())
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.requestTime.WithLabelValues(route, method).Observe(d.Seconds())
 	if route == "/locks/{resource}" && method == http.MethodPost {
-		c, ok := m.acquired[outcome]
-		if !ok {
-			c = m.acquiredElse
-		}
-		c.Inc()
+		m.acquisitions.WithLabelValues(cmp.Or(acquireOutcomes[outcome], "error")).Inc()
 	}
 }
 
@@ -330,11 +250,7 @@ func (m *Metrics) observeOp(op string, start time.Time) {
 	if m == nil {
 		return
 	}
-	o, ok := m.ops[op]
-	if !ok {
-		o = m.opTime.WithLabelValues(op)
-	}
-	o.Observe(time.Since(start).Seconds())
+	m.opTime.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
 // GetMetrics serves the metrics in the Prometheus text format, or 404
@@ -346,7 +262,7 @@ func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) 
 	mfs, err := s.metrics.reg.Gather()
 	if err != nil {
 		// Gather returns what it could collect; serve that.
-		s.logger(ctx).Warn().Err(err).Msg("gathering metrics")
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("gathering metrics")
 	}
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))

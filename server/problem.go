@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rs/zerolog/hlog"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -142,10 +145,10 @@ func (s *Server) problemFor(err error) problem {
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := s.problemFor(err)
 	setOutcome(r.Context(), p.kind)
-	log := s.logger(r.Context())
+	log := hlog.FromRequest(r)
 	switch {
 	case clientGone(r, err):
-		// Not a failure: the access log says client_gone (middleware.go).
+		// Not a failure: the access log says client_gone (accesslog.go).
 	case p.kind == "internal":
 		log.Error().Err(err).Msg("internal error")
 	case p.kind == "quorum-unavailable":
@@ -235,7 +238,24 @@ func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // bodyError is the strict handler's hook for request bodies it cannot
-// decode. strictJSON has checked the body before, so this is rare.
+// decode. strictJSON has decoded the body before, so this is rare.
 func (s *Server) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeProblem(w, r, &requestError{detail: "malformed JSON body", err: err})
+}
+
+// recoverer answers a panic in a handler with a 500 internal problem, and
+// logs it with its stack. http.ErrAbortHandler goes on up to net/http,
+// which aborts the response.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.writeProblem(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
 }

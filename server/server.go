@@ -8,12 +8,14 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
+	"github.com/rs/zerolog/hlog"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -77,11 +79,6 @@ type Server struct {
 	keys                        *Keys
 	metricsAuth                 bool
 	metrics                     *Metrics
-	// routes are the routes of Handler, for the access log (see routeOf).
-	routes chi.Routes
-	// noFastPath sends every request through the generated handlers (see
-	// serveFast); tests compare the two paths.
-	noFastPath bool
 
 	// waiting counts the acquires with wait_ms > 0 in progress, nsWaiting
 	// those of each namespace that has any; waitMu guards nsWaiting and
@@ -89,11 +86,6 @@ type Server struct {
 	waiting   atomic.Int64
 	waitMu    sync.Mutex
 	nsWaiting map[string]int64
-	// parked counts the parked acquires not answered yet, and returned
-	// takes their connections back to the HTTP server (see park.go).
-	parked    sync.WaitGroup
-	parkedNow atomic.Int64
-	returned  *returned
 
 	// drain is cancelled by BeginShutdown.
 	drain     context.Context
@@ -114,7 +106,6 @@ func New(cfg Config) *Server {
 		keys:        cfg.Keys,
 		metricsAuth: cfg.MetricsAuth,
 		metrics:     cfg.Metrics,
-		returned:    newReturned(),
 		nsWaiting:   map[string]int64{},
 	}
 	s.maxNSWaiters = min(int64(cfg.MaxWaitersPerNamespace), s.maxWaiters)
@@ -131,11 +122,15 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the HTTP handler of the whole API. Every response carries
-// X-Request-Id, and every error is an application/problem+json body made by
-// the one table in problem.go.
+// Handler returns the HTTP handler of the whole API: a chi router whose
+// middlewares give every request an id (sent back in X-Request-Id) and a
+// logger, log one access line per request, answer a panic with 500, check
+// the API key and cap the body; the routes are the generated ones, with
+// strictJSON checking request bodies. Every error is an
+// application/problem+json body made by the one table in problem.go.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(hlog.NewHandler(s.log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -149,10 +144,7 @@ func (s *Server) Handler() http.Handler {
 		ErrorHandlerFunc: s.paramError,
 	})
 	routeHead(r)
-	s.routes = r
-	// front runs before the router: a request serveFast takes does not
-	// need it.
-	return s.front(r)
+	return r
 }
 
 // takeWaiter takes a waiting slot for an acquire of namespace ns, or returns
@@ -196,6 +188,23 @@ func routeHead(r chi.Router) {
 			r.Method(http.MethodHead, rt.Pattern, h)
 		}
 	}
+}
+
+// methodNotAllowed answers 405 with the Allow header listing the methods the
+// path supports (HEAD with every GET: see routeHead).
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	path := cmp.Or(r.URL.RawPath, r.URL.Path)
+	var allow []string
+	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.Routes != nil {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch,
+			http.MethodDelete, http.MethodPut, http.MethodOptions} {
+			if rctx.Routes.Match(chi.NewRouteContext(), m, path) {
+				allow = append(allow, m)
+			}
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.writeProblem(w, r, errNoMethod)
 }
 
 // BeginShutdown starts a graceful shutdown: acquires that are waiting for a

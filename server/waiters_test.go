@@ -1,14 +1,22 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/redlock"
 )
@@ -220,4 +228,63 @@ func TestWaitersExact(t *testing.T) {
 		t.Errorf("slots left taken: %d, %v", s.waiting.Load(), s.nsWaiting)
 	}
 	t.Logf("%d acquired, %d refused for want of a slot", ok.Load(), full.Load())
+}
+
+// TestWaiterOnConnection: waiting acquires wait in their handlers on real
+// connections. One whose client closes its connection stops waiting at once,
+// is logged as client_gone with status 499 and gives its slot back; one that
+// gets the lock is answered on its keep-alive connection, which then serves
+// the client's next request.
+func TestWaiterOnConnection(t *testing.T) {
+	f, entered, release := waitingFake(t, 10)
+	lines := make(chanWriter, 10)
+	s := New(Config{Locker: f, Log: zerolog.New(lines)})
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	const body = `{"wait_ms":5000}`
+	acquire := "POST /locks/r HTTP/1.1\r\nHost: x\r\nX-Request-Id: %s\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+
+	gone, _ := dial()
+	fmt.Fprintf(gone, acquire, "gone-1")
+	<-entered
+	_ = gone.Close()
+	select {
+	case l := <-lines:
+		if !strings.Contains(l, `"req_id":"gone-1"`) || !strings.Contains(l, `"status":499`) ||
+			!strings.Contains(l, `"outcome":"client_gone"`) || s.waiting.Load() != 0 {
+			t.Errorf("client gone: waiting %d, log %s", s.waiting.Load(), l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the acquire went on waiting after its client went away")
+	}
+
+	c, br := dial()
+	fmt.Fprintf(c, acquire, "waits-1")
+	<-entered
+	close(release)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusCreated || resp.Close {
+		t.Fatalf("waiter: %v %+v", err, resp)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("next request on the connection: %v %+v", err, resp)
+	}
+}
+
+// chanWriter sends each write (a log line) on the channel.
+type chanWriter chan string
+
+func (c chanWriter) Write(p []byte) (int, error) {
+	c <- string(p)
+	return len(p), nil
 }

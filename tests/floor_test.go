@@ -18,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/redlockd/redlockd/internal/stamp"
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
 )
@@ -76,7 +75,7 @@ func serveFloor(kind string) int {
 	case floorStack:
 		// Log lines are made as the gateway makes them, and dropped: the
 		// gateway's writer costs it one write per few dozen lines.
-		h = server.New(server.Config{Locker: newMemLocker(), Log: zerolog.New(io.Discard).Hook(stamp.LogHook{}),
+		h = server.New(server.Config{Locker: newMemLocker(), Log: zerolog.New(io.Discard).With().Timestamp().Logger(),
 			Metrics: server.NewMetrics()}).Handler()
 	case floorBare:
 		c, err := bareCoordinator()

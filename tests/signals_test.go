@@ -307,7 +307,7 @@ func TestRunAPIKeyEnv(t *testing.T) {
 }
 
 // TestClientGoneLogged: a waiting acquire whose client goes away (at the
-// head of the queue, and parked behind it) is logged with outcome
+// head of the queue, and behind it) is logged with outcome
 // client_gone and status 499 at info level, with no node errors and no
 // "quorum unavailable" line, and counted as such. So is an acquire whose
 // client goes away while the nodes do not answer yet.
@@ -318,7 +318,7 @@ func TestClientGoneLogged(t *testing.T) {
 	held := acquire(t, g, res, `{"ttl_ms":30000}`)
 	wantStatus(t, held, http.StatusCreated)
 
-	ids := []string{"client-gone-head", "client-gone-parked"}
+	ids := []string{"client-gone-head", "client-gone-behind"}
 	var cancels []context.CancelFunc
 	for i, id := range ids {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -12,10 +12,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/redlockd/redlockd/internal/stamp"
 )
 
 // Exit statuses (sysexits.h where one fits).
@@ -26,10 +25,9 @@ const (
 )
 
 func main() {
-	// Log times in UTC with milliseconds (SPEC §3's time format): the lines'
-	// own time is written by stamp.LogHook, other times (and the console
-	// format's parsing) follow TimeFieldFormat.
-	zerolog.TimeFieldFormat = stamp.Layout
+	// Log times in UTC with milliseconds (SPEC §3's time format).
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlockd/redlockd/internal/stamp"
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
 	"github.com/rs/zerolog"
@@ -62,7 +61,6 @@ type Main struct {
 	coord    *redlock.Coordinator
 	srv      *server.Server
 	http     *http.Server
-	returned *http.Server // serves the connections of parked acquires
 	ln       net.Listener
 	served   chan struct{} // closed when http.Server.Serve returned
 	serveErr error         // what it returned, ErrServerClosed as nil
@@ -165,27 +163,18 @@ func (m *Main) Open() (err error) {
 
 		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
 	})
-	handler := m.srv.Handler()
 	conns := m.connLimiter(len(nodes))
-	newHTTP := func() *http.Server {
-		return &http.Server{
-			Handler:           handler,
-			ReadHeaderTimeout: c.ReadHeaderTimeout,
-			ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
-			WriteTimeout:      c.MaxWait + writeTimeoutMargin,
-			IdleTimeout:       c.IdleTimeout,
-			MaxHeaderBytes:    server.MaxHeaderBytes,
-			ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
-			ConnState:         conns.ConnState,
-		}
+	m.http = &http.Server{
+		Handler:           m.srv.Handler(),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
+		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    server.MaxHeaderBytes,
+		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+		ConnState:         conns.ConnState,
 	}
-	m.http = newHTTP()
-	m.http.TLSConfig = tlsConfig
-	// The connections of parked waiting acquires (see server/park.go) come
-	// back for their next request to a second server, the same but for TLS
-	// (they are past their handshake): serving them on the first would
-	// turn off its HTTP/2.
-	m.returned = newHTTP()
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -212,7 +201,6 @@ func (m *Main) Open() (err error) {
 			m.serveErr = err
 		}
 	}()
-	go func() { _ = m.returned.Serve(m.srv.Returned()) }()
 	return nil
 }
 
@@ -335,13 +323,12 @@ func (m *Main) closeAll() error {
 			timeout = defaultShutdownTimeout
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		err := errors.Join(m.http.Shutdown(ctx), m.srv.WaitParked(ctx), m.returned.Shutdown(ctx))
+		err := m.http.Shutdown(ctx)
 		cancel()
 		if err != nil {
 			m.Log.Warn().Err(err).Dur("timeout", timeout).Msg("graceful shutdown timed out: closing the remaining connections")
 			errs = append(errs, fmt.Errorf("redlockd: graceful shutdown: %w", err))
 			_ = m.http.Close()
-			_ = m.returned.Close()
 		}
 		<-m.served
 		if m.serveErr != nil {
@@ -436,7 +423,7 @@ func newLogger(w io.Writer, c Config) zerolog.Logger {
 	if c.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
-	return zerolog.New(w).Level(logLevels[c.LogLevel]).Hook(stamp.LogHook{})
+	return zerolog.New(w).Level(logLevels[c.LogLevel]).With().Timestamp().Logger()
 }
 
 // isTerminal reports whether w is a character device (a terminal): colours

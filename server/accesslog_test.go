@@ -129,32 +129,3 @@ func TestPanic(t *testing.T) {
 		t.Errorf("log: %s", out)
 	}
 }
-
-// TestNewRequestID: ids look like crypto/rand.Text's, use every character
-// of its alphabet in every position, and do not repeat.
-func TestNewRequestID(t *testing.T) {
-	const n = 20000
-	seen := make(map[string]bool, n)
-	used := make([]map[byte]bool, 26)
-	for i := range used {
-		used[i] = map[byte]bool{}
-	}
-	for range n {
-		id := newRequestID()
-		if len(id) != 26 || strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" || !requestIDRe.MatchString(id) {
-			t.Fatalf("newRequestID() = %q, want 26 characters of base32", id)
-		}
-		if seen[id] {
-			t.Fatalf("newRequestID() repeated %q", id)
-		}
-		seen[id] = true
-		for i := range id {
-			used[i][id[i]] = true
-		}
-	}
-	for i, u := range used {
-		if len(u) != 32 {
-			t.Errorf("position %d: %d of the 32 characters in %d ids", i, len(u), n)
-		}
-	}
-}

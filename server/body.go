@@ -1,0 +1,222 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/redlockd/redlockd/api"
+)
+
+// maxBodyBytes is the largest request body accepted.
+const maxBodyBytes = 16 << 10
+
+// limitBody caps the body at maxBodyBytes: a larger Content-Length is
+// refused at once, and reading more than that fails with
+// *http.MaxBytesError, which problemFor maps to 413.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > maxBodyBytes {
+			s.writeProblem(w, r, &http.MaxBytesError{Limit: maxBodyBytes})
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody { // NoBody: none to cap
+			r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyFields are the JSON members of the request bodies, by operation
+// (method and route pattern), with the type each must have.
+var bodyFields = map[string]map[string]reflect.Kind{
+	"POST /locks/{resource}":  jsonFields[api.AcquireRequest](),
+	"PATCH /locks/{resource}": jsonFields[api.ExtendRequest](),
+}
+
+// strictJSON checks request bodies more strictly than the generated decoder
+// does, before it runs: the Content-Type, if any, must be application/json,
+// and a non-empty body must be one JSON object, in UTF-8, with only known,
+// distinct members of the right types and nothing after it. It runs after
+// routing, so it knows the operation.
+//
+// The body is decoded here once: the generated decoder
+// (runtime.BindJSONBody) binds the value decodedBody carries instead of
+// reading the body again.
+func (s *Server) strictJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fields, ok := bodyFields[r.Method+" "+chi.RouteContext(r.Context()).RoutePattern()]; ok {
+			if err := readJSONBody(r, fields); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readJSONBody checks and decodes the body of r as strictJSON describes, and
+// replaces it with a decodedBody, or with http.NoBody when it is empty.
+func readJSONBody(r *http.Request, fields map[string]reflect.Kind) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return badRequest("Content-Type must be application/json (curl: use --json, or -H 'Content-Type: application/json')")
+		}
+	}
+	if r.Body == http.NoBody {
+		return nil // no body, as the generated decoder will find too
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return &requestError{detail: "cannot read the request body", err: err}
+	}
+	r.Body = http.NoBody
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	v, err := decodeStrict(data, fields)
+	if err != nil {
+		return err
+	}
+	r.Body = decodedBody{v}
+	return nil
+}
+
+// decodedBody is a request body that strictJSON decoded: the generated
+// decoder binds its ValidatedValue (the hook of oapi-codegen's runtime for
+// bodies a middleware has validated). Reading it fails, so that nothing
+// decodes a body twice unnoticed.
+type decodedBody struct{ value map[string]any }
+
+func (b decodedBody) ValidatedValue() any { return b.value }
+func (decodedBody) Read([]byte) (int, error) {
+	return 0, errors.New("server: the body was decoded already")
+}
+func (decodedBody) Close() error { return nil }
+
+// decodeStrict decodes data, a non-blank body, into the generic JSON value
+// of an object (numbers as json.Number). It returns a *requestError for
+// anything but valid UTF-8 holding one JSON object with distinct members
+// from fields, of their types or null, and nothing after it.
+// encoding/json alone would match names case-insensitively and let the last
+// duplicate win.
+func decodeStrict(data []byte, fields map[string]reflect.Kind) (map[string]any, error) {
+	if !utf8.Valid(data) {
+		return nil, badRequest("the body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil {
+		return nil, jsonError(err)
+	} else if tok != json.Delim('{') {
+		return nil, badRequest("the body must be a JSON object")
+	}
+	obj := make(map[string]any, len(fields))
+	var typeErr error // the first member of a wrong type, reported after the shape
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, jsonError(err)
+		}
+		name, _ := tok.(string)
+		kind, known := fields[name]
+		if !known {
+			return nil, badRequest("unknown field %q", truncate(name, 64))
+		}
+		if _, dup := obj[name]; dup {
+			return nil, badRequest("duplicate field %q", name)
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, jsonError(err)
+		}
+		obj[name] = v
+		if typeErr == nil {
+			typeErr = checkType(name, v, kind)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("unexpected data after the JSON object")
+	}
+	return obj, typeErr
+}
+
+// checkType returns a *requestError unless the decoded JSON value v of
+// member name is null or of kind: an integer for reflect.Int64, a string for
+// reflect.String. The error names the JSON type as encoding/json's do.
+func checkType(name string, v any, kind reflect.Kind) error {
+	got := "object"
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		if kind == reflect.String {
+			return nil
+		}
+		got = "string"
+	case json.Number:
+		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil && kind == reflect.Int64 {
+			return nil
+		}
+		got = "number " + string(v)
+	case bool:
+		got = "bool"
+	case []any:
+		got = "array"
+	}
+	want := map[reflect.Kind]string{reflect.Int64: "an integer", reflect.String: "a string"}[kind]
+	return badRequest("%s must be %s, not JSON %s", name, want, got)
+}
+
+// jsonError describes a JSON syntax error for the client.
+func jsonError(err error) error {
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		return &requestError{detail: "malformed JSON: " + syntaxErr.Error(), err: err}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return &requestError{detail: "malformed JSON: unexpected end of the body", err: err}
+	}
+	return &requestError{detail: "malformed JSON", err: err}
+}
+
+// jsonFields returns the JSON member names of struct type T, with the kind
+// of their field (of the pointed-to type for a pointer).
+func jsonFields[T any]() map[string]reflect.Kind {
+	t := reflect.TypeFor[T]()
+	fields := make(map[string]reflect.Kind, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			fields[name] = ft.Kind()
+		}
+	}
+	return fields
+}
+
+// truncate returns s cut to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
