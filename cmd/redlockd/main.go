@@ -24,11 +24,13 @@ const (
 	exitUsage   = 64 // EX_USAGE: bad command line or configuration
 )
 
-func main() {
+func init() {
 	// Log times in UTC with milliseconds (SPEC §3's time format).
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
+}
 
+func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal, restore the default behaviour: a second
