@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"os"
 	"slices"
@@ -338,11 +339,7 @@ func TestQuorumMasks(t *testing.T) {
 			ctx := t.Context()
 			quorum := n/2 + 1
 			for mask := range 1 << n {
-				down := 0
-				for i := range n {
-					down += mask >> i & 1
-				}
-				up := n - down
+				up := n - bits.OnesCount(uint(mask))
 				res := uniq(t)
 				cl.setDown(mask)
 				l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})

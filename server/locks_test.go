@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,20 +140,11 @@ func TestAcquireErrors(t *testing.T) {
 			} else if exp := strconv.FormatInt((*p.RetryAfterMs+999)/1000, 10); ra != exp {
 				t.Errorf("Retry-After: got %q, want %q", ra, exp)
 			}
-			if !contains(tc.retryAfter, ra) {
+			if !slices.Contains(tc.retryAfter, ra) {
 				t.Errorf("Retry-After: got %q, want one of %q", ra, tc.retryAfter)
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestRelease(t *testing.T) {

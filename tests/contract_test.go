@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/redlockd/redlockd/client"
-	"github.com/redlockd/redlockd/redlock"
 )
 
 // The HTTP contract of issue 16 (SPEC §3): a free lock is 200 held:false and
@@ -93,8 +92,8 @@ func TestContract(t *testing.T) {
 				t.Fatal(err)
 			}
 			info, err := c.Inspect(ctx, res)
-			if !errors.Is(err, client.ErrNotFound) || errors.Is(err, redlock.ErrNotHeld) || info.Held {
-				t.Errorf("Inspect through %s: %+v, %v; want client.ErrNotFound, not redlock.ErrNotHeld", base, info, err)
+			if !errors.Is(err, client.ErrNotFound) || info.Held {
+				t.Errorf("Inspect through %s: %+v, %v; want client.ErrNotFound", base, info, err)
 			}
 			_, err = c.Acquire(ctx, res, client.AcquireOptions{})
 			if !errors.Is(err, client.ErrNotFound) {

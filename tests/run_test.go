@@ -13,7 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The exit statuses of `redlockd run` (SPEC §5).
@@ -441,13 +442,12 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 		t.Fatalf("open /dev/ptmx: %v", err)
 	}
 	t.Cleanup(func() { master.Close() })
-	var unlock int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		t.Fatalf("unlockpt: %v", e)
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
 	}
-	var n uint32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, master.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
-		t.Fatalf("ptsname: %v", e)
+	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
 	}
 	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
