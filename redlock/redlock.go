@@ -672,8 +672,10 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 
 // Warm opens a connection to every node in parallel, each bounded by timeout
 // rather than the node timeout, so that the first requests do not pay for
-// dialling (and a restarted node's quarantine is known before them). Nodes
-// that do not answer are skipped: they are tried again on every request.
+// dialling (and a restarted node's quarantine is known before them), then
+// the node's pipelined connection (its dial bounded by the node timeout).
+// Nodes that do not answer are skipped: they are tried again on every
+// request.
 func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 	done := make(chan struct{}, len(c.nodes))
 	for _, n := range c.nodes {
@@ -681,7 +683,9 @@ func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 			defer func() { done <- struct{}{} }()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			_ = n.client.Ping(ctx).Err()
+			if n.client.Ping(ctx).Err() == nil && n.pipe != nil {
+				_ = n.pipe.Ping(ctx).Err()
+			}
 		}()
 	}
 	for range c.nodes {
