@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
 
@@ -37,11 +38,12 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur > math.MaxInt32 {
 		return want, 0
 	}
-	// go-redis keeps up to 10 connections per GOMAXPROCS per node, plus the
-	// pub/sub one; an embedded dev node holds the other end of each too.
-	// GOMAXPROCS is at most the number of CPUs, so this is an upper bound
-	// that does not read (or pin) the runtime's own setting.
-	perNode := 10*runtime.NumCPU() + 2
+	// go-redis keeps up to 10 connections per GOMAXPROCS per node, those of
+	// its pipeline pool, and the pub/sub one; an embedded dev node holds the
+	// other end of each too. GOMAXPROCS is at most the number of CPUs, so
+	// this is an upper bound that does not read (or pin) the runtime's own
+	// setting.
+	perNode := 10*runtime.NumCPU() + redis.DefaultPipelinePoolSize + 2
 	if dev {
 		perNode *= 2
 	}
