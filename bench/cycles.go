@@ -21,8 +21,8 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// cycle runs one acquire+release cycle for worker w.
-type cycle func(ctx context.Context, w int) error
+// cycle runs one acquire+release cycle of worker w on its resource key.
+type cycle func(ctx context.Context, w int, key string) error
 
 // result is one run's figures.
 type result struct {
@@ -49,15 +49,18 @@ func runCycles(ctx context.Context, name string, c int, d time.Duration, cy cycl
 	start := time.Now()
 	for w := range c {
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			// After an error the worker takes a new key: a lock whose release
+			// failed must not refuse it every cycle until its TTL ends.
+			for key := strconv.Itoa(w); ctx.Err() == nil; {
 				t0 := time.Now()
-				err := cy(ctx, w)
+				err := cy(ctx, w, key)
 				if ctx.Err() != nil || !time.Now().Before(end) {
 					return
 				}
 				mu.Lock()
 				if lat = append(lat, time.Since(t0)); err != nil {
-					lat, r.errors, r.firstErr = lat[:len(lat)-1], r.errors+1, err.Error()
+					lat, r.errors, r.firstErr = lat[:len(lat)-1], r.errors+1, strings.ReplaceAll(err.Error(), "\n", "; ")
+					key = fmt.Sprintf("%d-%d", w, r.errors)
 				}
 				mu.Unlock()
 			}
@@ -136,18 +139,18 @@ func lockCycle(ctx context.Context, hc *http.Client, u, body string, hold time.D
 // gatewayCycle locks and unlocks <prefix><worker> on the gateway over HTTP.
 func gatewayCycle(base, prefix string, c int) (cycle, func(), error) {
 	hc := newHTTPClient(c)
-	return func(ctx context.Context, w int) error {
-		_, _, _, err := lockCycle(ctx, hc, base+"/locks/"+prefix+strconv.Itoa(w), `{"ttl_ms":10000}`, 0)
+	return func(ctx context.Context, _ int, key string) error {
+		_, _, _, err := lockCycle(ctx, hc, base+"/locks/"+prefix+key, `{"ttl_ms":10000}`, 0)
 		return err
 	}, hc.CloseIdleConnections, nil
 }
 
-// options are go-redis options for the nodes: its defaults, as a user of a
-// library would have them.
-func options(nodes []string) []*redis.Options {
+// options are go-redis options for the nodes, with a connection per worker
+// of c, so that an in-process library waits for Redis, not for its pool.
+func options(nodes []string, c int) []*redis.Options {
 	opts := make([]*redis.Options, len(nodes))
 	for i, addr := range nodes {
-		opts[i] = &redis.Options{Addr: addr}
+		opts[i] = &redis.Options{Addr: addr, PoolSize: c + 10}
 	}
 	return opts
 }
@@ -155,8 +158,8 @@ func options(nodes []string) []*redis.Options {
 // inProcess is an acquire+release cycle of <prefix><worker> with a library
 // in-process: lock takes the lock and returns how to release it.
 func inProcess(prefix string, lock func(ctx context.Context, res string) (func(context.Context) error, error)) cycle {
-	return func(ctx context.Context, w int) error {
-		unlock, err := lock(ctx, prefix+strconv.Itoa(w))
+	return func(ctx context.Context, _ int, key string) error {
+		unlock, err := lock(ctx, prefix+key)
 		if err != nil {
 			return err
 		}
@@ -168,8 +171,8 @@ func inProcess(prefix string, lock func(ctx context.Context, res string) (func(c
 
 // libraryCycle is inProcess with the redlock library, with or without
 // batching.
-func libraryCycle(nodes []string, prefix string, noBatching bool, timeout time.Duration) (cycle, func(), error) {
-	lib, err := redlock.New(options(nodes), redlock.Options{NoQuarantine: true, NoBatching: noBatching, NodeTimeout: timeout})
+func libraryCycle(nodes []string, prefix string, c int, noBatching bool, timeout time.Duration) (cycle, func(), error) {
+	lib, err := redlock.New(options(nodes, c), redlock.Options{NoQuarantine: true, NoBatching: noBatching, NodeTimeout: timeout})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,8 +184,8 @@ func libraryCycle(nodes []string, prefix string, noBatching bool, timeout time.D
 
 // redsyncCycle is inProcess with redsync, a go-redis client per node, one
 // try per lock.
-func redsyncCycle(nodes []string, prefix string) (cycle, func(), error) {
-	opts := options(nodes)
+func redsyncCycle(nodes []string, prefix string, c int) (cycle, func(), error) {
+	opts := options(nodes, c)
 	clients, pools := make([]*redis.Client, len(opts)), make([]redsyncredis.Pool, len(opts))
 	for i, o := range opts {
 		clients[i] = redis.NewClient(o)
@@ -228,7 +231,7 @@ func contend(ctx context.Context, base, resource string, clients int, hold, d ti
 	var mu sync.Mutex
 	var turns []turn
 	u := base + "/locks/" + resource
-	r := contended{run: runCycles(ctx, "contended", clients, d, func(ctx context.Context, w int) error {
+	r := contended{run: runCycles(ctx, "contended", clients, d, func(ctx context.Context, w int, _ string) error {
 		_, acquired, released, err := lockCycle(ctx, hc, u, `{"ttl_ms":10000,"wait_ms":5000}`, hold)
 		if err == nil {
 			mu.Lock()

@@ -42,12 +42,12 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 			case "gateway over HTTP":
 				cy, done, err = gatewayCycle(l.url, p, n)
 			case "redsync":
-				cy, done, err = redsyncCycle(l.nodes, p)
+				cy, done, err = redsyncCycle(l.nodes, p, n)
 			default:
 				if i == 0 && c.runs("latency") {
 					continue // the libraries have no latency floor
 				}
-				cy, done, err = libraryCycle(l.nodes, p, mode == "library, naive", c.nodeTimeout)
+				cy, done, err = libraryCycle(l.nodes, p, n, mode == "library, naive", c.nodeTimeout)
 			}
 			if err != nil {
 				return nil, err

@@ -85,16 +85,9 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 	if err := await(ctx, func() bool { return sent.Load() == int64(n) && shortDone.Load() == int64(r.short) }); err != nil {
 		return nil, err
 	}
-	c0, err := totalCommands(ctx, l.nodes)
-	if err != nil {
+	if r.idleCommands, err = idleCommands(ctx, l.nodes, idle); err != nil {
 		return nil, err
 	}
-	time.Sleep(idle) // the window: nothing changes hands
-	c1, err := totalCommands(ctx, l.nodes)
-	if err != nil {
-		return nil, err
-	}
-	r.idleCommands = float64(c1-c0-int64(len(l.nodes))) / idle.Seconds() // less our INFO
 	r.rssKB, r.hwmKB = procStatusKB(l.pid, "VmRSS"), procStatusKB(l.pid, "VmHWM")
 	if status, _, err := send(ctx, hc, http.MethodDelete, u, "", holder); err != nil || status != http.StatusNoContent {
 		return nil, fmt.Errorf("waiters: the holder's release: status %d, %v", status, err)
@@ -116,21 +109,25 @@ func await(ctx context.Context, cond func() bool) error {
 
 var commandsRE = regexp.MustCompile(`total_commands_processed:(\d+)`)
 
-// totalCommands sums the commands the nodes processed.
-func totalCommands(ctx context.Context, nodes []string) (int64, error) {
-	var sum int64
-	for _, o := range options(nodes) {
-		rc := redis.NewClient(o)
-		info, err := rc.Info(ctx, "stats").Result()
-		rc.Close()
-		m := commandsRE.FindStringSubmatch(info)
-		if err != nil || m == nil {
-			return 0, fmt.Errorf("INFO stats of %s: %v", o.Addr, err)
+// idleCommands returns the commands per second that the nodes processed
+// over d, less the tool's own INFO.
+func idleCommands(ctx context.Context, nodes []string, d time.Duration) (float64, error) {
+	var total [2]int64
+	for i := range total {
+		time.Sleep(time.Duration(i) * d) // the window, between the two counts
+		for _, o := range options(nodes, 0) {
+			rc := redis.NewClient(o)
+			info, err := rc.Info(ctx, "stats").Result()
+			rc.Close()
+			m := commandsRE.FindStringSubmatch(info)
+			if err != nil || m == nil {
+				return 0, fmt.Errorf("INFO stats of %s: %v", o.Addr, err)
+			}
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			total[i] += n
 		}
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		sum += n
 	}
-	return sum, nil
+	return float64(total[1]-total[0]-int64(len(nodes))) / d.Seconds(), nil
 }
 
 // procStatusKB reads a "<n> kB" field of /proc/<pid>/status, 0 if absent.
