@@ -27,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, r := range append(rep.runs, rep.contended.run) {
 		if r.cycles == 0 || r.errors != 0 {
-			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.firstErr)
+			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.lastErr)
 		}
 	}
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.hwmKB == 0 {

@@ -29,7 +29,7 @@ type result struct {
 	name           string
 	c              int
 	cycles, errors int
-	firstErr       string
+	lastErr        string
 	duration       time.Duration
 	p50, p99, max  time.Duration
 }
@@ -59,7 +59,7 @@ func runCycles(ctx context.Context, name string, c int, d time.Duration, cy cycl
 				}
 				mu.Lock()
 				if lat = append(lat, time.Since(t0)); err != nil {
-					lat, r.errors, r.firstErr = lat[:len(lat)-1], r.errors+1, strings.ReplaceAll(err.Error(), "\n", "; ")
+					lat, r.errors, r.lastErr = lat[:len(lat)-1], r.errors+1, strings.ReplaceAll(err.Error(), "\n", "; ")
 					key = fmt.Sprintf("%d-%d", w, r.errors)
 				}
 				mu.Unlock()

@@ -88,8 +88,8 @@ func (r *report) print(w io.Writer) bool {
 	fmt.Fprintln(tw, "acquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
 	for _, x := range runs {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\n", x.name, x.c, x.cycles, x.errors, x.perSecond(), ms(x.p50), ms(x.p99), ms(x.max))
-		if x.firstErr != "" {
-			fmt.Fprintf(tw, "  the last error: %s\n", x.firstErr)
+		if x.lastErr != "" {
+			fmt.Fprintf(tw, "  the last error: %s\n", x.lastErr)
 		}
 	}
 	fmt.Fprintln(tw, "\nfloor\tfigure\tlimit\tverdict")

@@ -25,7 +25,7 @@ type waiting struct {
 	// 503 when the last round found the nodes too slow, after their wait:
 	// both say "not acquired"; early timed out before their wait.
 	served, timedOut, early, other int
-	firstErr                       string
+	lastErr                        string
 	rssKB, hwmKB                   int64 // the gateway's VmRSS and VmHWM while they wait
 	idleCommands                   float64
 }
@@ -73,7 +73,7 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 				}
 			default:
 				r.other++
-				r.firstErr = fmt.Sprintf("waiter %d (wait %v): status %d, %v", i, wait, status, err)
+				r.lastErr = fmt.Sprintf("waiter %d (wait %v): status %d, %v", i, wait, status, err)
 			}
 		})
 		if i%500 == 499 { // in steps, so that the listen backlog does not overflow
