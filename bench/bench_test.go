@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"strings"
 	"testing"
 )
@@ -13,7 +12,7 @@ import (
 // are not checked: a short run on a shared machine says nothing about them.
 func TestSmoke(t *testing.T) {
 	// A generous node timeout: under -race, the in-process library is slow.
-	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--idle", "300ms", "--node-timeout", "1s"}, io.Discard)
+	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--idle", "300ms", "--node-timeout", "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +40,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())
 		}
 	}
-	if _, err := parse([]string{"--floors", "latency,nope"}, io.Discard); err == nil {
+	if _, err := parse([]string{"--floors", "latency,nope"}); err == nil {
 		t.Error("--floors nope: accepted")
 	}
 }

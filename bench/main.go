@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -49,7 +48,7 @@ func main() {
 	redis.SetLogger(quiet{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := parse(os.Args[1:], os.Stderr)
+	c, err := parse(os.Args[1:])
 	var rep *report
 	if err == nil {
 		rep, err = measure(ctx, c, os.Stderr)
@@ -63,10 +62,9 @@ func main() {
 	}
 }
 
-func parse(args []string, stderr io.Writer) (*config, error) {
+func parse(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	fs.SetOutput(stderr)
 	which := fs.String("floors", strings.Join(floors, ","), "comma-separated floors to measure: "+strings.Join(floors, ", "))
 	fs.StringVar(&c.binary, "redlockd", "", "redlockd `binary` to measure (empty: go build ./cmd/redlockd)")
 	fs.IntVar(&c.c, "c", 64, "workers of the throughput floors")

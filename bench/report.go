@@ -26,36 +26,34 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	defer l.close()
 	rep = &report{}
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
-	var levels []int
+	modes := []string{"gateway over HTTP", "redsync", "library, batching", "library, naive"}
+	var runs []result // mode and C
 	if c.runs("latency") {
-		levels = append(levels, 1)
+		runs = append(runs, result{name: modes[0], c: 1}, result{name: modes[1], c: 1})
 	}
-	if c.runs("throughput") {
-		levels = append(levels, c.c)
-	}
-	for i, n := range levels {
-		for j, mode := range []string{"gateway over HTTP", "redsync", "library, batching", "library, naive"} {
-			p := fmt.Sprintf("%s%d-%d-", prefix, n, j)
-			var cy cycle
-			var done func()
-			switch mode {
-			case "gateway over HTTP":
-				cy, done, err = gatewayCycle(l.url, p, n)
-			case "redsync":
-				cy, done, err = redsyncCycle(l.nodes, p, n)
-			default:
-				if i == 0 && c.runs("latency") {
-					continue // the libraries have no latency floor
-				}
-				cy, done, err = libraryCycle(l.nodes, p, n, mode == "library, naive", c.nodeTimeout)
-			}
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(progress, "%s at C=%d for %v\n", mode, n, c.duration)
-			rep.runs = append(rep.runs, runCycles(ctx, mode, n, c.duration, cy))
-			done()
+	for _, m := range modes {
+		if c.runs("throughput") {
+			runs = append(runs, result{name: m, c: c.c})
 		}
+	}
+	for i, x := range runs {
+		p := fmt.Sprintf("%s%d-", prefix, i)
+		var cy cycle
+		var done func()
+		switch x.name {
+		case modes[0]:
+			cy, done, err = gatewayCycle(l.url, p, x.c)
+		case modes[1]:
+			cy, done, err = redsyncCycle(l.nodes, p, x.c)
+		default:
+			cy, done, err = libraryCycle(l.nodes, p, x.c, x.name == modes[3], c.nodeTimeout)
+		}
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "%s at C=%d for %v\n", x.name, x.c, c.duration)
+		rep.runs = append(rep.runs, runCycles(ctx, x.name, x.c, c.duration, cy))
+		done()
 	}
 	if c.runs("contended") && ctx.Err() == nil {
 		fmt.Fprintf(progress, "16 clients on one lock for %v\n", c.duration)
