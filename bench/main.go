@@ -53,11 +53,12 @@ func main() {
 	if err == nil {
 		rep, err = measure(ctx, c, os.Stderr)
 	}
+	failed := rep != nil && !rep.print(os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	if !rep.print(os.Stdout) {
+	if failed {
 		os.Exit(3)
 	}
 }

@@ -15,7 +15,8 @@ type report struct {
 	waiting   *waiting
 }
 
-// measure runs the floors of c, one mode at a time. Every run locks
+// measure runs the floors of c, one mode at a time; after an error it
+// returns what it measured before, if anything. Every run locks
 // resources of its own: a lock that a cycle cut off at the end of a run left
 // held holds up no other run.
 func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, err error) {
@@ -31,8 +32,8 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	if c.runs("latency") {
 		runs = append(runs, result{name: modes[0], c: 1}, result{name: modes[1], c: 1})
 	}
-	for _, m := range modes {
-		if c.runs("throughput") {
+	if c.runs("throughput") {
+		for _, m := range modes {
 			runs = append(runs, result{name: m, c: c.c})
 		}
 	}
@@ -49,7 +50,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 			cy, done, err = libraryCycle(l.nodes, p, x.c, x.name == modes[3], c.nodeTimeout)
 		}
 		if err != nil {
-			return nil, err
+			return rep, err
 		}
 		fmt.Fprintf(progress, "%s at C=%d for %v\n", x.name, x.c, c.duration)
 		rep.runs = append(rep.runs, runCycles(ctx, x.name, x.c, c.duration, cy))
