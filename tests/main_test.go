@@ -29,9 +29,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if kind := os.Getenv(floorEnv); kind != "" {
-		os.Exit(serveFloor(kind))
-	}
 	os.Exit(run(m))
 }
 

@@ -242,7 +242,7 @@ func TestUnknownEnv(t *testing.T) {
 		"REDLOCKD_MAX_WAITER=5",     // a typo: a warning
 		"REDLOCKD_SOMETHING_ELSE=x", // unknown, close to nothing
 		// Read by run, set by run for its command, read by the tests.
-		"REDLOCKD_API_KEY=" + key.Key, "REDLOCKD_URL=http://x", "REDLOCKD_TOKEN=t", "REDLOCKD_LOAD=1", "REDLOCKD_TESTS_HTTP_FLOOR=x",
+		"REDLOCKD_API_KEY=" + key.Key, "REDLOCKD_URL=http://x", "REDLOCKD_TOKEN=t", "REDLOCKD_SOAK_SEED=1", "REDLOCKD_TESTS_X=x",
 	}, "serve", "--listen", "127.0.0.1:0", "--restart-quarantine", "off", "--redis", redisURLs(nodes),
 		"--api-keys-file", keysFile(t, key))
 	g.waitReady(t)

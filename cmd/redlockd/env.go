@@ -24,10 +24,7 @@ var cmdEnv = []string{"REDLOCKD_RESOURCE", "REDLOCKD_TOKEN", "REDLOCKD_FENCING_T
 
 // testEnv are the variables the tests in tests/ read; testEnvPrefix starts
 // the names of those they set for their own helper processes.
-var testEnv = []string{
-	"REDLOCKD_LOAD", "REDLOCKD_LOAD_C", "REDLOCKD_LOAD_DURATION", "REDLOCKD_LOAD_LOG",
-	"REDLOCKD_SOAK_SEED", "REDLOCKD_SOAK_DURATION",
-}
+var testEnv = []string{"REDLOCKD_SOAK_SEED", "REDLOCKD_SOAK_DURATION"}
 
 const testEnvPrefix = "REDLOCKD_TESTS_"
 

@@ -77,8 +77,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 		return exitOK
 	case "run":
 		return runRun(ctx, args, stdout, stderr, lookupEnv, environ)
-	case "bench":
-		return runBench(ctx, args, stdout, stderr)
 	case "keygen":
 		return runKeygen(args, stdout, stderr)
 	case "probe":
@@ -146,7 +144,6 @@ Usage:
   redlockd [serve] [flags]   run the gateway (serve is the default command)
   redlockd run [flags] -- CMD [ARGS...]
                              hold a lock around a command (redlockd run --help)
-  redlockd bench [flags]     measure a gateway and the library (redlockd bench --help)
   redlockd keygen --name N --namespace S
                              make an API key (line 1) and its keys-file entry (line 2)
   redlockd probe [--url URL] exit 0 iff GET URL (default: local /healthz) answers 2xx

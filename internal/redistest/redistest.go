@@ -112,7 +112,20 @@ func FreePort() (int, error) {
 // start starts a server and registers its cleanup; it may run off the test
 // goroutine.
 func start(t testing.TB, c Config) (*Server, error) {
-	s := &Server{Config: c, t: t}
+	s, err := Launch(c)
+	if err != nil {
+		return nil, err
+	}
+	s.t = t
+	t.Cleanup(s.Stop)
+	return s, nil
+}
+
+// Launch starts a server outside a test (the bench tool): c.Dir must be
+// set, and the caller stops the server with Stop. Pause, Resume and Restart
+// are for tests only.
+func Launch(c Config) (*Server, error) {
+	s := &Server{Config: c}
 	if c.TLS != nil {
 		pem, err := os.ReadFile(c.TLS.CAFile)
 		if err != nil {
@@ -128,7 +141,6 @@ func start(t testing.TB, c Config) (*Server, error) {
 			continue
 		}
 		if err = s.spawn(); err == nil {
-			t.Cleanup(s.cleanup)
 			return s, nil
 		}
 	}
@@ -304,7 +316,8 @@ func (s *Server) Restart() {
 	}
 }
 
-func (s *Server) cleanup() {
+// Stop closes the server's client and kills it.
+func (s *Server) Stop() {
 	s.mu.Lock()
 	c := s.client
 	s.client = nil

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestSmoke runs every mode briefly, so that the tool cannot rot: each
+// completes cycles without errors, every waiter is served or times out
+// after its wait, and the floors table is printed. The figures themselves
+// are not checked: a short run on a shared machine says nothing about them.
+func TestSmoke(t *testing.T) {
+	// A generous node timeout: under -race, the in-process library is slow.
+	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--idle", "300ms", "--node-timeout", "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	rep, err := measure(t.Context(), c, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if len(rep.runs) != 6 || rep.contended == nil || rep.waiting == nil {
+		t.Fatalf("runs %d (want 6), contended %v, waiters %v", len(rep.runs), rep.contended, rep.waiting)
+	}
+	for _, r := range append(rep.runs, rep.contended.run) {
+		if r.cycles == 0 || r.errors != 0 {
+			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.lastErr)
+		}
+	}
+	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.hwmKB == 0 {
+		t.Errorf("waiters: %+v", *w)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
+		"hand-off p99", "peak RSS", "Redis commands/s while they wait"} {
+		if !strings.Contains(out.String(), floor) {
+			t.Errorf("the table lacks %q:\n%s", floor, out.String())
+		}
+	}
+	if _, err := parse([]string{"--floors", "latency,nope"}); err == nil {
+		t.Error("--floors nope: accepted")
+	}
+}
