@@ -26,10 +26,11 @@ import (
 
 // lab is what a run measures: 5 nodes and a gateway on them.
 type lab struct {
-	nodes []string // host:port
-	url   string   // the gateway's base URL
-	pid   int      // the gateway's process
-	stops []func() // kill the processes by PID, the gateway first
+	servers []*redistest.Server
+	nodes   []string // host:port
+	url     string   // the gateway's base URL
+	pid     int      // the gateway's process
+	stops   []func() // kill the processes by PID, the gateway first
 }
 
 func (l *lab) close() {
@@ -60,7 +61,7 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 			return nil, err
 		}
 		l.stops = slices.Insert(l.stops, 0, s.Stop)
-		l.nodes = append(l.nodes, s.Addr())
+		l.servers, l.nodes = append(l.servers, s), append(l.nodes, s.Addr())
 	}
 	bin := c.binary
 	if bin == "" {

@@ -15,9 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // sample is a sorted list of durations.
@@ -217,7 +216,7 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 	if err := await(ctx, func() bool { return sent.Load() == int64(n) && shortDone.Load() == int64(r.short) }); err != nil {
 		return nil, err
 	}
-	if r.idleCommands, err = idleCommands(ctx, l.nodes, idle); err != nil {
+	if r.idleCommands, err = idleCommands(ctx, l.servers, idle); err != nil {
 		return nil, err
 	}
 	r.rssKB, r.hwmKB = procStatusKB(l.pid, "VmRSS"), procStatusKB(l.pid, "VmHWM")
@@ -241,17 +240,15 @@ func await(ctx context.Context, cond func() bool) error {
 
 // idleCommands returns the commands per second that the nodes processed
 // over d, less the tool's own INFO.
-func idleCommands(ctx context.Context, nodes []string, d time.Duration) (float64, error) {
+func idleCommands(ctx context.Context, nodes []*redistest.Server, d time.Duration) (float64, error) {
 	var total [2]int64
 	for i := range total {
 		time.Sleep(time.Duration(i) * d) // the window, between the two counts
-		for _, o := range options(nodes, 0) {
-			rc := redis.NewClient(o)
-			info := rc.InfoMap(ctx, "stats")
-			rc.Close()
+		for _, s := range nodes {
+			info := s.Client().InfoMap(ctx, "stats")
 			n, err := strconv.ParseInt(info.Item("Stats", "total_commands_processed"), 10, 64)
 			if err = cmp.Or(info.Err(), err); err != nil {
-				return 0, fmt.Errorf("INFO stats of %s: %v", o.Addr, err)
+				return 0, fmt.Errorf("INFO stats of %s: %v", s.Addr(), err)
 			}
 			total[i] += n
 		}

@@ -154,10 +154,8 @@ func (r *report) print(w io.Writer) bool {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "pass", false: "FAIL"}[ok])
 	}
 	find := func(name string, one bool) *result {
-		for i := range r.runs {
-			if x := &r.runs[i]; x.name == name && one == (x.c == 1) {
-				return x
-			}
+		if i := slices.IndexFunc(r.runs, func(x result) bool { return x.name == name && one == (x.c == 1) }); i >= 0 {
+			return &r.runs[i]
 		}
 		return nil
 	}
