@@ -21,10 +21,10 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if len(rep.runs) != 6 || rep.contended == nil || rep.waiting == nil {
-		t.Fatalf("runs %d (want 6), contended %v, waiters %v", len(rep.runs), rep.contended, rep.waiting)
+	if len(rep.runs) != 7 || rep.runs[6].name != contendedMode || rep.waiting == nil {
+		t.Fatalf("runs %d (want 6 and the contended one), waiters %v", len(rep.runs), rep.waiting)
 	}
-	for _, r := range append(rep.runs, rep.contended.run) {
+	for _, r := range rep.runs {
 		if r.cycles == 0 || r.errors != 0 {
 			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.lastErr)
 		}

@@ -9,18 +9,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 )
 
 // floors are the groups of floors that --floors selects.
@@ -38,14 +41,8 @@ type config struct {
 
 func (c *config) runs(floor string) bool { return slices.Contains(c.floors, floor) }
 
-// quiet drops go-redis's log lines (dial errors under load): the runs count
-// their errors.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
 func main() {
-	redis.SetLogger(quiet{})
+	logging.Disable() // go-redis's dial errors under load: the runs count their errors
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c, err := parse(os.Args[1:])
@@ -87,4 +84,106 @@ func parse(args []string) (*config, error) {
 		}
 	}
 	return c, nil
+}
+
+// report is what a run measured.
+type report struct {
+	runs    []result
+	waiting *waiting
+}
+
+// measure runs the floors of c, one mode at a time; after an error it
+// returns what it measured before, if anything. Every run locks resources of
+// its own: a lock that a cycle cut off at the end of a run left held holds
+// up no other run.
+func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, err error) {
+	l, err := setup(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	rep = &report{}
+	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
+	var runs []mode
+	if c.runs("latency") {
+		runs = append(runs, l.modes(c, 1)[:2]...)
+	}
+	if c.runs("throughput") {
+		runs = append(runs, l.modes(c, c.c)...)
+	}
+	if c.runs("contended") {
+		runs = append(runs, l.contended())
+	}
+	for i, m := range runs {
+		if ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(progress, "%s at C=%d for %v\n", m.name, m.c, c.duration)
+		r, err := m.run(ctx, fmt.Sprintf("%s%d-", prefix, i), c.duration)
+		if err != nil {
+			return rep, err
+		}
+		rep.runs = append(rep.runs, r)
+	}
+	if c.runs("waiters") && ctx.Err() == nil {
+		fmt.Fprintf(progress, "%d waiters on one lock\n", c.waiters)
+		rep.waiting, err = waitMany(ctx, l, prefix+"waiters", c.waiters, c.idle)
+	}
+	return rep, cmp.Or(err, ctx.Err())
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond)) }
+
+// print writes the runs and the floors, and reports whether every floor
+// measured holds.
+func (r *report) print(w io.Writer) bool {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "acquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
+	for _, x := range r.runs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\n", x.name, x.c, x.cycles, x.errors, x.perSecond(),
+			ms(x.lat.pct(0.5)), ms(x.lat.pct(0.99)), ms(x.lat.pct(1)))
+		if x.lastErr != "" {
+			fmt.Fprintf(tw, "  the last error: %s\n", x.lastErr)
+		}
+	}
+	fmt.Fprintln(tw, "\nfloor\tfigure\tlimit\tverdict")
+	all := true
+	check := func(name, figure, limit string, ok bool) {
+		all = all && ok
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "pass", false: "FAIL"}[ok])
+	}
+	find := func(name string, one bool) *result {
+		if i := slices.IndexFunc(r.runs, func(x result) bool { return x.name == name && one == (x.c == 1) }); i >= 0 {
+			return &r.runs[i]
+		}
+		return nil
+	}
+	ratio := func(a, b *result) float64 { return a.perSecond() / max(b.perSecond(), 1e-9) }
+	if g, s := find(gatewayMode, true), find(redsyncMode, true); g != nil && s != nil {
+		d := g.lat.pct(0.5) - s.lat.pct(0.5)
+		check("C=1: gateway p50 - redsync p50", ms(d), "<= 0.35ms", d <= 350*time.Microsecond)
+	}
+	if g, s := find(gatewayMode, false), find(redsyncMode, false); g != nil && s != nil {
+		check(fmt.Sprintf("C=%d: gateway / redsync cycles/s", g.c), fmt.Sprintf("%.2f", ratio(g, s)), ">= 1.4", ratio(g, s) >= 1.4)
+	}
+	if b, n := find(batchingMode, false), find(naiveMode, false); b != nil && n != nil {
+		check(fmt.Sprintf("C=%d: library batching / naive cycles/s", b.c), fmt.Sprintf("%.2f", ratio(b, n)), ">= 3", ratio(b, n) >= 3)
+	}
+	if x := find(contendedMode, false); x != nil {
+		times, same := handoffs(x.turns)
+		p50, p99 := times.pct(0.5), times.pct(0.99)
+		check("contended: hand-off p50", ms(p50), "<= 1ms", len(times) > 0 && p50 <= time.Millisecond)
+		check("contended: hand-off p99", fmt.Sprintf("%s (max %s)", ms(p99), ms(times.pct(1))), "<= 5ms", len(times) > 0 && p99 <= 5*time.Millisecond)
+		check("contended: won by the client that just released", fmt.Sprintf("%.1f%%", 100*same), "<= 10%", same <= 0.1)
+	}
+	if x := r.waiting; x != nil {
+		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.hwmKB>>10, x.rssKB>>10), "<= 450 MB",
+			x.hwmKB > 0 && x.hwmKB <= 450<<10)
+		check(fmt.Sprintf("waiters: %d served, %d timed out after %v", x.waiters-x.short, x.short, shortWait),
+			fmt.Sprintf("%d, %d (%d early, %d other)", x.served, x.timedOut, x.early, x.other), "all",
+			x.served == x.waiters-x.short && x.timedOut == x.short && x.early == 0)
+		check("waiters: Redis commands/s while they wait", fmt.Sprintf("%.1f", x.idleCommands), "<= 100", x.idleCommands <= 100)
+	}
+	return all
 }

@@ -59,7 +59,7 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // the running process, nil after Kill
 	done   chan struct{} // closed when cmd has exited
-	client *redis.Client // Client's, made on first use
+	client *redis.Client // Client's, set once the port is known
 }
 
 // Start starts a plain server with extra arguments.
@@ -80,7 +80,8 @@ func Cluster(t testing.TB, n int, extra ...string) []*Server {
 	return ClusterWith(t, n, Config{Args: extra})
 }
 
-// ClusterWith starts n servers configured by c, at once.
+// ClusterWith starts n servers configured by c, at once; the test's cleanup
+// stops them.
 func ClusterWith(t testing.TB, n int, c Config) []*Server {
 	t.Helper()
 	out, errs := make([]*Server, n), make([]error, n)
@@ -90,7 +91,12 @@ func ClusterWith(t testing.TB, n int, c Config) []*Server {
 		if c.Dir == "" {
 			c.Dir = t.TempDir()
 		}
-		wg.Go(func() { out[i], errs[i] = start(t, c) })
+		wg.Go(func() {
+			if out[i], errs[i] = Launch(c); errs[i] == nil {
+				out[i].t = t
+				t.Cleanup(out[i].Stop)
+			}
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -109,18 +115,6 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// start starts a server and registers its cleanup; it may run off the test
-// goroutine.
-func start(t testing.TB, c Config) (*Server, error) {
-	s, err := Launch(c)
-	if err != nil {
-		return nil, err
-	}
-	s.t = t
-	t.Cleanup(s.Stop)
-	return s, nil
-}
-
 // Launch starts a server outside a test (the bench tool): c.Dir must be
 // set, and the caller stops the server with Stop. Pause, Resume and Restart
 // are for tests only.
@@ -137,18 +131,23 @@ func Launch(c Config) (*Server, error) {
 	}
 	var err error
 	for range 10 { // another process may take the port before the server binds it
-		if s.Port, err = FreePort(); err != nil {
-			continue
-		}
-		if err = s.spawn(); err == nil {
-			return s, nil
+		if s.Port, err = FreePort(); err == nil {
+			if err = s.spawn(); err == nil {
+				o := s.Options()
+				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+				s.client = redis.NewClient(o)
+				return s, nil
+			}
 		}
 	}
 	return nil, err
 }
 
-// spawn runs redis-server on s.Port and waits until it answers. On failure
-// the process is gone and the error has its output.
+// spawn runs redis-server on s.Port and waits until it answers and is this
+// process: another server may answer there, one of another test (packages
+// run in parallel) that took the port between FreePort and the bind, or
+// during a restart; this one then cannot bind. On failure the process is
+// gone and the error has its output.
 func (s *Server) spawn() error {
 	port := strconv.Itoa(s.Port)
 	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.Dir,
@@ -172,49 +171,33 @@ func (s *Server) spawn() error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	if err := s.awaitOwn(cmd, done); err != nil {
-		return fmt.Errorf("redis-server on port %d: %w: %s", s.Port, err, bytes.TrimSpace(out.Bytes()))
-	}
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
-	return nil
-}
-
-// awaitOwn waits until the server at s.Addr answers and is the process cmd,
-// whose end closes exited. Another server may answer there: one of another
-// test (packages run in parallel) that took the port between FreePort and
-// the bind, or during a restart; cmd then cannot bind. If another server
-// answers, cmd exits, or nothing answers within 10s, it kills cmd, waits
-// for its end and returns an error.
-func (s *Server) awaitOwn(cmd *exec.Cmd, exited <-chan struct{}) error {
 	o := s.Options()
 	o.DialTimeout, o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
 	c := redis.NewClient(o)
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-exited:
-			return errors.New("exited at start")
-		default:
-		}
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		info, err := c.InfoMap(context.Background(), "server").Result()
-		pid := info["Server"]["process_id"]
-		switch {
-		case err == nil && pid == strconv.Itoa(cmd.Process.Pid):
+		switch owner := info["Server"]["process_id"]; {
+		case err == nil && owner == strconv.Itoa(cmd.Process.Pid):
+			s.mu.Lock()
+			s.cmd, s.done = cmd, done
+			s.mu.Unlock()
 			return nil
 		case err == nil:
-			err = fmt.Errorf("the port is another redis-server's (pid %q)", pid)
+			err = fmt.Errorf("the port is another redis-server's (pid %q)", owner)
 		case time.Now().Before(deadline):
-			time.Sleep(10 * time.Millisecond) // polling for readiness: no event to await
-			continue
+			select {
+			case <-done:
+				err = errors.New("exited at start")
+			case <-time.After(10 * time.Millisecond): // polling for readiness: no event to await
+				continue
+			}
 		default:
 			err = fmt.Errorf("not ready: %w", err)
 		}
 		_ = cmd.Process.Kill()
-		<-exited
-		return err
+		<-done
+		return fmt.Errorf("redis-server on port %d: %w: %s", s.Port, err, bytes.TrimSpace(out.Bytes()))
 	}
 }
 
@@ -239,18 +222,9 @@ func (s *Server) Options() *redis.Options {
 	return &redis.Options{Addr: s.Addr(), Username: s.User, Password: s.Password, TLSConfig: s.clientTLS}
 }
 
-// Client returns the server's go-redis client, made on first use and
-// closed at cleanup, to prepare and look at what is stored.
-func (s *Server) Client() *redis.Client {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.client == nil {
-		o := s.Options()
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
-		s.client = redis.NewClient(o)
-	}
-	return s.client
-}
+// Client returns the server's go-redis client, closed by Stop, to prepare
+// and look at what is stored.
+func (s *Server) Client() *redis.Client { return s.client }
 
 // PID is the process id of the running redis-server, 0 after Kill.
 func (s *Server) PID() int {
@@ -288,12 +262,11 @@ func (s *Server) Resume() { s.t.Helper(); s.signal(syscall.SIGCONT) }
 func (s *Server) signal(sig syscall.Signal) {
 	s.t.Helper()
 	s.mu.Lock()
-	cmd := s.cmd
-	s.mu.Unlock()
-	if cmd == nil {
+	defer s.mu.Unlock()
+	if s.cmd == nil {
 		s.t.Fatalf("redistest: %s: %v: not running", s.Addr(), sig)
 	}
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := s.cmd.Process.Signal(sig); err != nil {
 		s.t.Fatalf("redistest: %s: %v: %v", s.Addr(), sig, err)
 	}
 }
@@ -304,11 +277,7 @@ func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := s.spawn()
-		if err == nil {
-			return
-		}
+	for err := s.spawn(); err != nil; err = s.spawn() {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("redistest: restart on port %d: %v", s.Port, err)
 		}
@@ -318,12 +287,6 @@ func (s *Server) Restart() {
 
 // Stop closes the server's client and kills it.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	c := s.client
-	s.client = nil
-	s.mu.Unlock()
-	if c != nil {
-		_ = c.Close()
-	}
+	_ = s.client.Close()
 	s.Kill()
 }

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptrace"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/internal/redistest"
+)
+
+// sample is a sorted list of durations.
+type sample []time.Duration
+
+// pct is the p-quantile, 0 when there are none.
+func (s sample) pct(p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// mode is a way to lock, run by c workers; open returns its locker and how
+// to close it. With a hold, the workers share one resource and hold it that
+// long (the contended run); without, each has its own.
+type mode struct {
+	name string
+	c    int
+	hold time.Duration
+	open func() (locker, func(), error)
+}
+
+// turn is one cycle that acquired and released the lock.
+type turn struct {
+	worker                    int
+	start, acquired, released time.Time
+}
+
+// result is one run's figures.
+type result struct {
+	name           string
+	c              int
+	cycles, errors int
+	lastErr        string
+	duration       time.Duration
+	lat            sample
+	turns          []turn
+}
+
+func (r result) perSecond() float64 { return float64(r.cycles) / r.duration.Seconds() }
+
+// run runs the mode's cycles on resources named prefix... for d and times
+// each. A cycle cut off by the end of the run is not counted.
+func (m mode) run(ctx context.Context, prefix string, d time.Duration) (result, error) {
+	lock, done, err := m.open()
+	if err != nil {
+		return result{}, err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	end, _ := ctx.Deadline()
+	r := result{name: m.name, c: m.c}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range m.c {
+		wg.Go(func() {
+			// After an error the worker takes a new key: a lock whose release
+			// failed must not refuse it every cycle until its TTL ends.
+			for key := strconv.Itoa(w); ctx.Err() == nil; {
+				res := prefix + key
+				if m.hold > 0 {
+					res = prefix + "contended"
+				}
+				t := turn{worker: w, start: time.Now()}
+				var err error
+				t.acquired, t.released, err = lockCycle(ctx, lock, res, m.hold)
+				if ctx.Err() != nil || !time.Now().Before(end) {
+					return
+				}
+				mu.Lock()
+				if err == nil {
+					r.turns = append(r.turns, t)
+				} else {
+					r.errors, r.lastErr = r.errors+1, strings.ReplaceAll(err.Error(), "\n", "; ")
+					key = fmt.Sprintf("%d-%d", w, r.errors)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	r.duration = time.Since(start)
+	for _, t := range r.turns {
+		r.lat = append(r.lat, t.released.Sub(t.start))
+	}
+	slices.Sort(r.lat)
+	r.cycles = len(r.lat)
+	return r, nil
+}
+
+// lockCycle takes the lock on res, holds it for hold and releases it. It
+// returns when the lock was acquired (zero if it was not) and released. The
+// release goes on after ctx ends, so that the next run finds the lock free,
+// and gives up after 5s.
+func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration) (acquired, released time.Time, err error) {
+	unlock, err := lock(ctx, res)
+	if err != nil {
+		return acquired, released, fmt.Errorf("acquire: %w", err)
+	}
+	acquired = time.Now()
+	time.Sleep(hold)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := unlock(ctx); err != nil {
+		return acquired, released, fmt.Errorf("release: %w", err)
+	}
+	return acquired, time.Now(), nil
+}
+
+// handoffs are the times from one holder's 204 to the next holder's 201,
+// and the share of acquisitions won by the client that held the lock just
+// before.
+func handoffs(turns []turn) (times sample, same float64) {
+	slices.SortFunc(turns, func(a, b turn) int { return a.acquired.Compare(b.acquired) })
+	for i := 1; i < len(turns); i++ {
+		times = append(times, max(0, turns[i].acquired.Sub(turns[i-1].released)))
+		if turns[i].worker == turns[i-1].worker {
+			same++
+		}
+	}
+	slices.Sort(times)
+	return times, same / float64(max(1, len(times)))
+}
+
+// shortWait is the wait of the waiters that must time out.
+const shortWait = time.Second
+
+// waiting is what the waiters run measured.
+type waiting struct {
+	waiters, short int
+	// served got the lock (and released it at once); timedOut got 409, or
+	// 503 when the last round found the nodes too slow, after their wait:
+	// both say "not acquired"; early timed out before their wait.
+	served, timedOut, early, other int
+	lastErr                        string
+	rssKB, hwmKB                   int64 // the gateway's VmRSS and VmHWM while they wait
+	idleCommands                   float64
+}
+
+// waitMany sends n waiting acquires of one lock that a holder keeps (a tenth
+// of them with a wait of shortWait, the others long enough to be served in
+// turn), reads the gateway's memory and the nodes' commands per second over
+// idle while they wait, then releases the lock and waits until every waiter
+// was served or timed out.
+func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Duration) (*waiting, error) {
+	r := &waiting{waiters: n, short: n / 10}
+	c, closeConns, err := l.httpClient(n)
+	if err != nil {
+		return nil, err
+	}
+	defer closeConns()
+	holder, err := c.Acquire(ctx, resource, client.AcquireOptions{TTL: 10 * time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("waiters: the holder's acquire: %w", err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var sent, shortDone atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			var once sync.Once
+			wrote := func() { once.Do(func() { sent.Add(1) }) }
+			defer wrote() // also when the request failed before it was written
+			wait := 10 * time.Minute
+			if i < r.short {
+				wait = shortWait
+				defer shortDone.Add(1)
+			}
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }}
+			start := time.Now()
+			acquired, _, err := lockCycle(httptrace.WithClientTrace(ctx, trace),
+				gateway(c, client.AcquireOptions{TTL: 10 * time.Second, Wait: wait}), resource, 0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && i >= r.short:
+				r.served++
+			case acquired.IsZero() && (errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) && i < r.short:
+				r.timedOut++
+				if time.Since(start) < shortWait {
+					r.early++
+				}
+			default:
+				r.other++
+				r.lastErr = fmt.Sprintf("waiter %d (wait %v): %v", i, wait, err)
+			}
+		})
+		if i%500 == 499 { // in steps, so that the listen backlog does not overflow
+			if err := await(ctx, func() bool { return sent.Load() == int64(i+1) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := await(ctx, func() bool { return sent.Load() == int64(n) && shortDone.Load() == int64(r.short) }); err != nil {
+		return nil, err
+	}
+	if r.idleCommands, err = idleCommands(ctx, l.servers, idle); err != nil {
+		return nil, err
+	}
+	r.rssKB, r.hwmKB = procStatusKB(l.pid, "VmRSS"), procStatusKB(l.pid, "VmHWM")
+	if err := c.Release(ctx, resource, holder.Token); err != nil {
+		return nil, fmt.Errorf("waiters: the holder's release: %w", err)
+	}
+	wg.Wait()
+	return r, nil
+}
+
+// await polls cond, a state of another process that announces nothing,
+// until it holds. It gives up after a minute.
+func await(ctx context.Context, cond func() bool) error {
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("waiters: the requests were not sent, or the short waits did not end, within a minute")
+		}
+	}
+	return nil
+}
+
+// idleCommands returns the commands per second that the nodes processed
+// over d, less the tool's own INFO.
+func idleCommands(ctx context.Context, nodes []*redistest.Server, d time.Duration) (float64, error) {
+	var total [2]int64
+	for i := range total {
+		time.Sleep(time.Duration(i) * d) // the window, between the two counts
+		for _, s := range nodes {
+			info := s.Client().InfoMap(ctx, "stats")
+			n, err := strconv.ParseInt(info.Item("Stats", "total_commands_processed"), 10, 64)
+			if err = cmp.Or(info.Err(), err); err != nil {
+				return 0, fmt.Errorf("INFO stats of %s: %v", s.Addr(), err)
+			}
+			total[i] += n
+		}
+	}
+	return float64(total[1]-total[0]-int64(len(nodes))) / d.Seconds(), nil
+}
+
+// procStatusKB reads a "<n> kB" field of /proc/<pid>/status, 0 if absent.
+func procStatusKB(pid int, field string) (n int64) {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if m := regexp.MustCompile(`(?m)^` + field + `:\s*(\d+) kB`).FindSubmatch(b); m != nil {
+		n, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	return n
+}
