@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -68,10 +69,6 @@ var acquireOutcomes = map[string]string{
 	"internal":           "error",
 }
 
-// lockOps are the values of redlockd_lock_operation_duration_seconds's op
-// label.
-var lockOps = []string{"acquire", "release", "extend", "inspect"}
-
 // NewMetrics returns the metrics with nothing observed yet, and the Go
 // runtime and process collectors registered.
 func NewMetrics() *Metrics {
@@ -119,7 +116,7 @@ func NewMetrics() *Metrics {
 	for _, o := range acquireOutcomes {
 		m.acquisitions.WithLabelValues(o)
 	}
-	for _, op := range lockOps {
+	for _, op := range []string{"acquire", "release", "extend", "inspect"} {
 		m.opTime.WithLabelValues(op)
 	}
 	for _, a := range []string{"false", "true"} {
@@ -186,9 +183,7 @@ func (m *Metrics) watch(s *Server) {
 }
 
 // nodeCollector reports each node's state from Locker.Status at scrape time.
-type nodeCollector struct {
-	locker Locker
-}
+type nodeCollector struct{ locker Locker }
 
 var (
 	nodeUpDesc = prometheus.NewDesc("redlockd_node_up",
@@ -219,13 +214,6 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
-// metricMethods are the methods counted under their own name; any other is
-// "other", so that clients cannot grow the label set.
-var metricMethods = map[string]bool{
-	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
-	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
-}
-
 // observeRequest records one HTTP request. route is its pattern ("" when
 // none matched); outcome is what the access log shows.
 func (m *Metrics) observeRequest(route, method string, status int, d time.Duration, outcome string) {
@@ -235,8 +223,8 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	if route == "" {
 		route = "unmatched"
 	}
-	if !metricMethods[method] {
-		method = "other"
+	if !slices.Contains(methods, method) {
+		method = "other" // so that clients cannot grow the label set
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.requestTime.WithLabelValues(route, method).Observe(d.Seconds())

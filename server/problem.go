@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,18 +24,14 @@ const problemTypePrefix = "urn:redlockd:problem:"
 
 // Errors of the server itself, mapped by problemFor.
 var (
-	// errShuttingDown means BeginShutdown was called.
-	errShuttingDown = errors.New("server: shutting down")
-	// errNoRoute means no route matches the path.
-	errNoRoute = errors.New("server: no route")
-	// errNoMethod means the path exists but not with this method.
-	errNoMethod = errors.New("server: method not allowed")
-	// errNoMetrics means /metrics is not enabled.
-	errNoMetrics = errors.New("server: metrics not enabled")
-	// errTooManyWaiters means Config.MaxWaiters acquires are already waiting.
-	errTooManyWaiters = errors.New("server: too many waiters")
-	// errNamespaceWaiters means Config.MaxWaitersPerNamespace acquires of
-	// the caller's namespace are already waiting. It wraps errTooManyWaiters.
+	errShuttingDown = errors.New("server: shutting down") // BeginShutdown was called
+	errNoRoute      = errors.New("server: no route")
+	errNoMethod     = errors.New("server: method not allowed")
+	errNoMetrics    = errors.New("server: metrics not enabled")
+	// errTooManyWaiters means Config.MaxWaiters acquires are already waiting,
+	// errNamespaceWaiters that Config.MaxWaitersPerNamespace of the caller's
+	// namespace are.
+	errTooManyWaiters   = errors.New("server: too many waiters")
 	errNamespaceWaiters = fmt.Errorf("%w in this namespace", errTooManyWaiters)
 )
 
@@ -45,14 +42,11 @@ type requestError struct {
 	err    error
 }
 
-// badRequest returns a *requestError with a formatted detail.
 func badRequest(format string, args ...any) error {
 	return &requestError{detail: fmt.Sprintf(format, args...)}
 }
 
 func (e *requestError) Error() string { return "invalid request: " + e.detail }
-
-// Unwrap returns the underlying error, if any.
 func (e *requestError) Unwrap() error { return e.err }
 
 // problem is what the client is told about an error.
@@ -62,9 +56,9 @@ type problem struct {
 	title     string
 	detail    string
 	lockState api.ProblemLockState
-	// retryAfter, when positive, is sent as Retry-After and retry_after_ms.
-	retryAfter time.Duration
-	// wwwAuthenticate, when set, is sent as WWW-Authenticate.
+	// retryAfter, when positive, is sent as Retry-After and retry_after_ms;
+	// wwwAuthenticate, when set, as WWW-Authenticate.
+	retryAfter      time.Duration
 	wwwAuthenticate string
 }
 
@@ -106,12 +100,14 @@ func (s *Server) problemFor(err error) problem {
 		return problem{status: http.StatusBadRequest, kind: "invalid-request", title: "Invalid request",
 			detail: invalidDetail(err)}
 	case errors.Is(err, redlock.ErrLockHeld):
-		var remaining time.Duration
-		if errors.As(err, &held) {
+		// Come back when the lock expires (1s if unknown, at most max TTL),
+		// with jitter, so that many waiting clients do not come back at once.
+		remaining := time.Second
+		if errors.As(err, &held) && held.Remaining > 0 {
 			remaining = held.Remaining
 		}
 		return problem{status: http.StatusConflict, kind: "lock-held", title: "Lock held",
-			detail: "the lock is held by another owner", retryAfter: s.retryHeld(remaining)}
+			detail: "the lock is held by another owner", retryAfter: jitter(min(remaining, s.maxTTL))}
 	case errors.Is(err, redlock.ErrLockExpired):
 		return problem{status: http.StatusConflict, kind: "not-owner", title: "Not the lock owner",
 			detail:    "the lock expired or was released before: the critical section may not have been exclusive",
@@ -188,16 +184,6 @@ func (s *Server) unavailableDetail(err error) string {
 	return u.Describe(s.locker.Nodes(), s.locker.Quorum()) + "; the outcome is unknown, try again"
 }
 
-// retryHeld returns how long a client should wait before trying a lock again
-// that is held for remaining: remaining (1s if unknown, at most max TTL) plus
-// jitter, so that many waiting clients do not come back at once.
-func (s *Server) retryHeld(remaining time.Duration) time.Duration {
-	if remaining <= 0 {
-		remaining = time.Second
-	}
-	return jitter(min(remaining, s.maxTTL))
-}
-
 // jitter returns d plus a random part of up to 10% of d plus 100ms.
 func jitter(d time.Duration) time.Duration {
 	return d + rand.N(d/10+100*time.Millisecond)
@@ -207,12 +193,8 @@ func jitter(d time.Duration) time.Duration {
 // package prefix. redlock never puts tokens in these messages.
 func invalidDetail(err error) string {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
-	msg = strings.TrimPrefix(msg, redlock.ErrInvalid.Error())
-	msg = strings.TrimPrefix(msg, ": ")
-	if msg == "" {
-		return "invalid argument"
-	}
-	return msg
+	msg = strings.TrimPrefix(strings.TrimPrefix(msg, redlock.ErrInvalid.Error()), ": ")
+	return cmp.Or(msg, "invalid argument")
 }
 
 // paramError is the generated router's hook for bad path and header

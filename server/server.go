@@ -24,12 +24,13 @@ import (
 // Limits of the server alone; the limits of locks (TTLs, waits, names) and
 // their defaults are package redlock's.
 const (
-	// DefaultMaxWaiters is Config.MaxWaiters's default.
-	DefaultMaxWaiters = 10000
-	// MaxHeaderBytes is the largest request header block to accept (for
-	// http.Server.MaxHeaderBytes).
-	MaxHeaderBytes = 16 << 10
+	DefaultMaxWaiters = 10000    // Config.MaxWaiters's default
+	MaxHeaderBytes    = 16 << 10 // for http.Server.MaxHeaderBytes
 )
+
+// methods are the HTTP methods the API knows, in the order of an Allow header.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch,
+	http.MethodDelete, http.MethodPut, http.MethodOptions}
 
 // Config configures a Server. The zero value of each field but Locker means
 // its default. The limits should be the coordinator's (redlock.Options), so
@@ -169,9 +170,7 @@ func (s *Server) takeWaiter(ns string) error {
 func (s *Server) leaveWaiter(ns string) {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
-	if n := s.nsWaiting[ns] - 1; n > 0 {
-		s.nsWaiting[ns] = n
-	} else {
+	if s.nsWaiting[ns]--; s.nsWaiting[ns] == 0 {
 		delete(s.nsWaiting, ns)
 	}
 	s.waiting.Add(-1)
@@ -196,8 +195,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	path := cmp.Or(r.URL.RawPath, r.URL.Path)
 	var allow []string
 	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.Routes != nil {
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch,
-			http.MethodDelete, http.MethodPut, http.MethodOptions} {
+		for _, m := range methods {
 			if rctx.Routes.Match(chi.NewRouteContext(), m, path) {
 				allow = append(allow, m)
 			}
@@ -213,7 +211,6 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // http.Server.Shutdown, which waits for them. It may be called more than once.
 func (s *Server) BeginShutdown() { s.stopDrain() }
 
-// draining reports whether BeginShutdown was called.
 func (s *Server) draining() bool { return s.drain.Err() != nil }
 
 // withDrain returns a copy of ctx that is also cancelled, with cause
