@@ -20,8 +20,6 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// API keys.
-//
 // An API keys file is JSON, {"keys":[{"name":"ci","namespace":"ci",
 // "sha256":"<hex>"}]}: it stores the SHA-256 of each key, never the key. A
 // request presents its key as "Authorization: Bearer <key>"; the server
@@ -30,12 +28,10 @@ import (
 // any) matched. The key's namespace is then the request's: the same resource
 // name in two namespaces is two independent locks.
 
-// Errors of authentication, mapped by problemFor to 401 unauthorized.
+// Errors of authentication, mapped by problemFor to 401 unauthorized: no
+// Authorization header, or one that is not "Bearer <key>" of a known key.
 var (
-	// errNoKey means the request has no Authorization header.
-	errNoKey = errors.New("server: no API key")
-	// errBadKey means the Authorization header is not "Bearer <key>" or the
-	// key is unknown.
+	errNoKey  = errors.New("server: no API key")
 	errBadKey = errors.New("server: unknown API key")
 )
 
@@ -47,11 +43,6 @@ type APIKey struct {
 	Namespace string `json:"namespace"`
 	// SHA256 is the hex SHA-256 of the key.
 	SHA256 string `json:"sha256"`
-}
-
-// keysFile is the JSON document of an API keys file.
-type keysFile struct {
-	Keys []APIKey `json:"keys"`
 }
 
 // Keys is a validated set of API keys. The zero value and nil hold no key.
@@ -81,7 +72,9 @@ func ParseKeys(data []byte) (*Keys, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var f keysFile
+	var f struct {
+		Keys []APIKey `json:"keys"`
+	}
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf(`not a JSON object {"keys":[{"name":…,"namespace":…,"sha256":…}]}: %v`, err)
 	}
@@ -98,26 +91,26 @@ func ParseKeys(data []byte) (*Keys, error) {
 		set    = make([]keyEntry, 0, len(f.Keys))
 	)
 	for i, e := range f.Keys {
-		n := i + 1
+		n, name := i+1, truncate(e.Name, 64)
 		if !redlock.ValidName(e.Name) {
-			errs = append(errs, fmt.Errorf("key #%d: name %q must be 1-200 characters of [A-Za-z0-9._:-]", n, truncate(e.Name, 64)))
+			errs = append(errs, fmt.Errorf("key #%d: name %q must be 1-200 characters of [A-Za-z0-9._:-]", n, name))
 		} else if j, dup := names[e.Name]; dup {
 			errs = append(errs, fmt.Errorf("key #%d: name %q is already key #%d's", n, e.Name, j))
 		} else {
 			names[e.Name] = n
 		}
 		if !redlock.ValidName(e.Namespace) {
-			errs = append(errs, fmt.Errorf("key #%d (%s): namespace %q must be 1-200 characters of [A-Za-z0-9._:-], other than \".\" and \"..\"", n, truncate(e.Name, 64), truncate(e.Namespace, 64)))
+			errs = append(errs, fmt.Errorf("key #%d (%s): namespace %q must be 1-200 characters of [A-Za-z0-9._:-], other than \".\" and \"..\"", n, name, truncate(e.Namespace, 64)))
 		}
 		b, err := hex.DecodeString(e.SHA256)
 		if err != nil || len(b) != sha256.Size {
 			// Not quoted: it may be the key itself, pasted by mistake.
-			errs = append(errs, fmt.Errorf("key #%d (%s): sha256 must be 64 hex digits, the SHA-256 of the key (not the key itself)", n, truncate(e.Name, 64)))
+			errs = append(errs, fmt.Errorf("key #%d (%s): sha256 must be 64 hex digits, the SHA-256 of the key (not the key itself)", n, name))
 			continue
 		}
 		sum := [sha256.Size]byte(b)
 		if j, dup := hashes[sum]; dup {
-			errs = append(errs, fmt.Errorf("key #%d (%s): same sha256 as key #%d: one key cannot have two names", n, truncate(e.Name, 64), j))
+			errs = append(errs, fmt.Errorf("key #%d (%s): same sha256 as key #%d: one key cannot have two names", n, name, j))
 			continue
 		}
 		hashes[sum] = n
@@ -138,9 +131,7 @@ func HashKey(key string) string {
 }
 
 // Len returns the number of keys.
-func (k *Keys) Len() int {
-	return len(k.set())
-}
+func (k *Keys) Len() int { return len(k.set()) }
 
 // set returns the current keys; nil for none.
 func (k *Keys) set() []keyEntry {

@@ -43,19 +43,17 @@ type Metrics struct {
 // nodeStatusTimeout bounds how long a scrape waits for the nodes' status.
 const nodeStatusTimeout = 500 * time.Millisecond
 
-// Histogram buckets, in seconds.
+// Histogram buckets, in seconds: requests from a sub-millisecond round trip
+// to waits of a minute, one node call up to the node timeout, waits up to
+// the largest max wait one would set.
 var (
-	// requestBuckets cover a sub-millisecond round trip to waits of a minute.
 	requestBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
-	// nodeBuckets cover one node call, bounded by the node timeout.
-	nodeBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
-	// waitBuckets cover waits up to the largest max wait one would set.
-	waitBuckets = []float64{.005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	nodeBuckets    = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	waitBuckets    = []float64{.005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 )
 
 // acquireOutcomes are the values of redlockd_acquisitions_total's outcome
-// label, by the outcome the request ended with (a problem kind, or
-// "acquired").
+// label, by the outcome of the request (a problem kind, or "acquired").
 var acquireOutcomes = map[string]string{
 	"acquired":           "acquired",
 	"lock-held":          "held",
@@ -233,7 +231,6 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	}
 }
 
-// observeOp records the time of one lock operation that started at start.
 func (m *Metrics) observeOp(op string, start time.Time) {
 	if m == nil {
 		return
