@@ -102,7 +102,7 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 		Float64("latency_ms", float64(elapsed.Microseconds())/1000).
 		Str("outcome", outcome).
 		Msg("request")
-	s.metrics.observeRequest(route, r.Method, status, elapsed, outcome)
+	s.cfg.Metrics.observeRequest(route, r.Method, status, elapsed, outcome)
 }
 
 // routeOf returns the route pattern of a served request and its loggable

@@ -183,7 +183,7 @@ func namespaceFrom(ctx context.Context) string {
 // path are checked, so that no spelling reaches a lock unauthenticated.
 func (s *Server) needsKey(r *http.Request) bool {
 	for _, p := range []string{r.URL.Path, r.URL.RawPath} {
-		if p == "/locks" || strings.HasPrefix(p, "/locks/") || (s.metricsAuth && p == "/metrics") {
+		if p == "/locks" || strings.HasPrefix(p, "/locks/") || (s.cfg.MetricsAuth && p == "/metrics") {
 			return true
 		}
 	}
@@ -198,7 +198,7 @@ func (s *Server) needsKey(r *http.Request) bool {
 // unauthenticated client learns nothing about locks or request syntax.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.keys.Len() == 0 || !s.needsKey(r) {
+		if s.cfg.Keys.Len() == 0 || !s.needsKey(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -224,7 +224,7 @@ func (s *Server) callerOf(r *http.Request) (*keyEntry, error) {
 	if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" {
 		return nil, errBadKey
 	}
-	e, ok := s.keys.lookup(key)
+	e, ok := s.cfg.Keys.lookup(key)
 	if !ok {
 		return nil, errBadKey
 	}

@@ -153,7 +153,7 @@ func (m *Metrics) ObserveNodeCommand(node string, d time.Duration, err error) {
 func (m *Metrics) watch(s *Server) {
 	m.watchOnce.Do(func() {
 		waiting := func() float64 { return float64(s.waiting.Load()) }
-		if st, ok := s.locker.(interface{ Stats() redlock.Stats }); ok { // the coordinator's counters
+		if st, ok := s.cfg.Locker.(interface{ Stats() redlock.Stats }); ok { // the coordinator's counters
 			waiting = func() float64 { return float64(st.Stats().Waiting) }
 			m.reg.MustRegister(
 				prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -174,8 +174,8 @@ func (m *Metrics) watch(s *Server) {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "redlockd_quorum",
 				Help: "Nodes a lock needs (N/2+1).",
-			}, func() float64 { return float64(s.locker.Quorum()) }),
-			nodeCollector{locker: s.locker},
+			}, func() float64 { return float64(s.cfg.Locker.Quorum()) }),
+			nodeCollector{locker: s.cfg.Locker},
 		)
 	})
 }
@@ -241,10 +241,10 @@ func (m *Metrics) observeOp(op string, start time.Time) {
 // GetMetrics serves the metrics in the Prometheus text format, or 404
 // not-found when the server has none.
 func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
-	if s.metrics == nil {
+	if s.cfg.Metrics == nil {
 		return nil, errNoMetrics
 	}
-	mfs, err := s.metrics.reg.Gather()
+	mfs, err := s.cfg.Metrics.reg.Gather()
 	if err != nil {
 		// Gather returns what it could collect; serve that.
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("gathering metrics")

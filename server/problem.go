@@ -85,11 +85,11 @@ func (s *Server) problemFor(err error) problem {
 	case errors.Is(err, errNamespaceWaiters):
 		return problem{status: http.StatusServiceUnavailable, kind: "too-many-waiters", title: "Too many waiters",
 			detail: fmt.Sprintf("%d acquires of this namespace are already waiting on this gateway, the per-namespace limit "+
-				"(its share of the gateway's %d waiting slots); try again later, or without wait_ms", s.maxNSWaiters, s.maxWaiters),
+				"(its share of the gateway's %d waiting slots); try again later, or without wait_ms", s.cfg.MaxWaitersPerNamespace, s.cfg.MaxWaiters),
 			retryAfter: jitter(time.Second)}
 	case errors.Is(err, errTooManyWaiters):
 		return problem{status: http.StatusServiceUnavailable, kind: "too-many-waiters", title: "Too many waiters",
-			detail:     fmt.Sprintf("%d acquires are already waiting on this gateway, the gateway's limit; try again later, or without wait_ms", s.maxWaiters),
+			detail:     fmt.Sprintf("%d acquires are already waiting on this gateway, the gateway's limit; try again later, or without wait_ms", s.cfg.MaxWaiters),
 			retryAfter: jitter(time.Second)}
 	case errors.As(err, &tooBig):
 		return problem{status: http.StatusRequestEntityTooLarge, kind: "payload-too-large", title: "Payload too large",
@@ -107,7 +107,7 @@ func (s *Server) problemFor(err error) problem {
 			remaining = held.Remaining
 		}
 		return problem{status: http.StatusConflict, kind: "lock-held", title: "Lock held",
-			detail: "the lock is held by another owner", retryAfter: jitter(min(remaining, s.maxTTL))}
+			detail: "the lock is held by another owner", retryAfter: jitter(min(remaining, s.cfg.MaxTTL))}
 	case errors.Is(err, redlock.ErrLockExpired):
 		return problem{status: http.StatusConflict, kind: "not-owner", title: "Not the lock owner",
 			detail:    "the lock expired or was released before: the critical section may not have been exclusive",
@@ -181,7 +181,7 @@ func (s *Server) unavailableDetail(err error) string {
 	if len(u.Refused) == 0 && u.Silent == 0 && u.Unreachable == 0 && u.Quarantined == 0 {
 		return "too few nodes answered in time; the outcome is unknown, try again"
 	}
-	return u.Describe(s.locker.Nodes(), s.locker.Quorum()) + "; the outcome is unknown, try again"
+	return u.Describe(s.cfg.Locker.Nodes(), s.cfg.Locker.Quorum()) + "; the outcome is unknown, try again"
 }
 
 // jitter returns d plus a random part of up to 10% of d plus 100ms.

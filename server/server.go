@@ -73,20 +73,14 @@ type Config struct {
 // Server serves the redlockd HTTP API. It implements
 // api.StrictServerInterface; use Handler to serve it.
 type Server struct {
-	locker                      Locker
-	log                         zerolog.Logger
-	defaultTTL, maxTTL, maxWait time.Duration
-	maxWaiters, maxNSWaiters    int64
-	keys                        *Keys
-	metricsAuth                 bool
-	metrics                     *Metrics
+	cfg Config // with the defaults filled in
 
 	// waiting counts the acquires with wait_ms > 0 in progress, nsWaiting
 	// those of each namespace that has any; waitMu guards nsWaiting and
 	// the changes of waiting (see takeWaiter).
 	waiting   atomic.Int64
 	waitMu    sync.Mutex
-	nsWaiting map[string]int64
+	nsWaiting map[string]int
 
 	// drain is cancelled by BeginShutdown.
 	drain     context.Context
@@ -97,28 +91,21 @@ var _ api.StrictServerInterface = (*Server)(nil)
 
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
-	s := &Server{
-		locker:      cfg.Locker,
-		log:         cfg.Log,
-		defaultTTL:  cmp.Or(cfg.DefaultTTL, redlock.DefaultTTL),
-		maxTTL:      cmp.Or(cfg.MaxTTL, redlock.DefaultMaxTTL),
-		maxWait:     cmp.Or(cfg.MaxWait, redlock.DefaultMaxWait),
-		maxWaiters:  int64(cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)),
-		keys:        cfg.Keys,
-		metricsAuth: cfg.MetricsAuth,
-		metrics:     cfg.Metrics,
-		nsWaiting:   map[string]int64{},
-	}
-	s.maxNSWaiters = min(int64(cfg.MaxWaitersPerNamespace), s.maxWaiters)
-	if s.maxNSWaiters <= 0 {
-		s.maxNSWaiters = s.maxWaiters
+	cfg.DefaultTTL = cmp.Or(cfg.DefaultTTL, redlock.DefaultTTL)
+	cfg.MaxTTL = cmp.Or(cfg.MaxTTL, redlock.DefaultMaxTTL)
+	cfg.MaxWait = cmp.Or(cfg.MaxWait, redlock.DefaultMaxWait)
+	cfg.MaxWaiters = cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)
+	cfg.MaxWaitersPerNamespace = min(cfg.MaxWaitersPerNamespace, cfg.MaxWaiters)
+	if cfg.MaxWaitersPerNamespace <= 0 {
+		cfg.MaxWaitersPerNamespace = cfg.MaxWaiters
 		if cfg.Keys.Len() > 0 {
-			s.maxNSWaiters = max(s.maxWaiters/4, 1)
+			cfg.MaxWaitersPerNamespace = max(cfg.MaxWaiters/4, 1)
 		}
 	}
+	s := &Server{cfg: cfg, nsWaiting: map[string]int{}}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
-	if s.metrics != nil {
-		s.metrics.watch(s)
+	if cfg.Metrics != nil {
+		cfg.Metrics.watch(s)
 	}
 	return s
 }
@@ -131,7 +118,7 @@ func New(cfg Config) *Server {
 // application/problem+json body made by the one table in problem.go.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(hlog.NewHandler(s.log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
+	r.Use(hlog.NewHandler(s.cfg.Log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -156,9 +143,9 @@ func (s *Server) takeWaiter(ns string) error {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	switch {
-	case s.nsWaiting[ns] >= s.maxNSWaiters && s.maxNSWaiters < s.maxWaiters:
+	case s.nsWaiting[ns] >= s.cfg.MaxWaitersPerNamespace && s.cfg.MaxWaitersPerNamespace < s.cfg.MaxWaiters:
 		return errNamespaceWaiters
-	case s.waiting.Load() >= s.maxWaiters:
+	case s.waiting.Load() >= int64(s.cfg.MaxWaiters):
 		return errTooManyWaiters
 	}
 	s.nsWaiting[ns]++
@@ -212,14 +199,3 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 func (s *Server) BeginShutdown() { s.stopDrain() }
 
 func (s *Server) draining() bool { return s.drain.Err() != nil }
-
-// withDrain returns a copy of ctx that is also cancelled, with cause
-// errShuttingDown, when BeginShutdown is called.
-func (s *Server) withDrain(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(s.drain, func() { cancel(errShuttingDown) })
-	return ctx, func() {
-		stop()
-		cancel(nil)
-	}
-}
