@@ -202,31 +202,20 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		c, err := s.callerOf(r)
-		if err != nil {
-			s.writeProblem(w, r, err)
+		hdr := r.Header.Values("Authorization")
+		if len(hdr) == 0 {
+			s.writeProblem(w, r, errNoKey)
 			return
 		}
-		reqInfoOf(r.Context()).caller = c
+		scheme, key, _ := strings.Cut(hdr[0], " ")
+		key = strings.TrimSpace(key)
+		c, ok := s.cfg.Keys.lookup(key)
+		if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" || !ok {
+			s.writeProblem(w, r, errBadKey)
+			return
+		}
+		reqInfoOf(r.Context()).caller = &c
 		hlog.FromRequest(r).UpdateContext(func(l zerolog.Context) zerolog.Context { return l.Str("key", c.name) })
 		next.ServeHTTP(w, r)
 	})
-}
-
-// callerOf returns the entry of the key in r's Authorization header.
-func (s *Server) callerOf(r *http.Request) (*keyEntry, error) {
-	hdr := r.Header.Values("Authorization")
-	if len(hdr) == 0 {
-		return nil, errNoKey
-	}
-	scheme, key, _ := strings.Cut(hdr[0], " ")
-	key = strings.TrimSpace(key)
-	if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return nil, errBadKey
-	}
-	e, ok := s.cfg.Keys.lookup(key)
-	if !ok {
-		return nil, errBadKey
-	}
-	return &e, nil
 }

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -191,13 +192,10 @@ func jsonError(err error) error {
 	return &requestError{detail: "malformed JSON", err: err}
 }
 
-// truncate returns s cut to at most n bytes, on a rune boundary.
+// truncate returns s, valid UTF-8, cut to at most n bytes on a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

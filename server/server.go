@@ -41,15 +41,10 @@ type Config struct {
 	// Log receives one line per request and every internal error; it never
 	// receives tokens. Default: the zero Logger, which logs nothing.
 	Log zerolog.Logger
-	// DefaultTTL is the TTL of a lock when a request gives none. Default:
-	// redlock.DefaultTTL.
-	DefaultTTL time.Duration
-	// MaxTTL is the largest TTL a request may ask for. Default:
-	// redlock.DefaultMaxTTL.
-	MaxTTL time.Duration
-	// MaxWait is the largest wait_ms an acquire may ask for. Default:
-	// redlock.DefaultMaxWait.
-	MaxWait time.Duration
+	// DefaultTTL is the TTL of a lock when a request gives none, MaxTTL the
+	// largest TTL and MaxWait the largest wait_ms a request may ask for.
+	// Defaults: redlock.DefaultTTL, DefaultMaxTTL and DefaultMaxWait.
+	DefaultTTL, MaxTTL, MaxWait time.Duration
 	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once;
 	// one more gets 503 too-many-waiters. Default: 10000.
 	MaxWaiters int
@@ -110,12 +105,10 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the HTTP handler of the whole API: a chi router whose
-// middlewares give every request an id (sent back in X-Request-Id) and a
-// logger, log one access line per request, answer a panic with 500, check
-// the API key and cap the body; the routes are the generated ones, with
-// strictJSON checking request bodies. Every error is an
-// application/problem+json body made by the one table in problem.go.
+// Handler returns the HTTP handler of the whole API: the generated routes on
+// a chi router, behind the middlewares of request ids, access log, panics,
+// API keys and body limits, with strictJSON checking request bodies. Every
+// error body is made by writeProblem.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(hlog.NewHandler(s.cfg.Log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
