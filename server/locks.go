@@ -22,8 +22,7 @@ const (
 	tokenRule     = "token must be 22-128 characters of [A-Za-z0-9_-]"
 )
 
-// AcquireLock takes a lock: 201 with the lock, or an error that Handler
-// turns into a problem response. An acquire with wait_ms waits here, in its
+// AcquireLock takes a lock: 201. An acquire with wait_ms waits here, in its
 // handler, for the lock, the end of its wait, its client to go away (which
 // cancels ctx) or BeginShutdown (503 shutting-down).
 func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
@@ -31,29 +30,28 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 	if err != nil {
 		return nil, err
 	}
-	if o.Wait == 0 {
-		defer s.cfg.Metrics.observeOp("acquire", time.Now())
-		return s.acquire(ctx, req.Resource, o)
-	}
-	if full := s.takeWaiter(o.Namespace); full != nil {
+	var full error // takeWaiter's error
+	if o.Wait > 0 {
+		if full = s.takeWaiter(o.Namespace); full == nil {
+			defer s.leaveWaiter(o.Namespace)
+			ctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			stop := context.AfterFunc(s.drain, func() { cancel(errShuttingDown) })
+			defer stop()
+			resp, err := s.acquire(ctx, req.Resource, o)
+			if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+				err = errors.Join(errShuttingDown, err)
+			}
+			return resp, err
+		}
 		// A lock that is free now needs no waiting slot: one round, as
 		// without wait_ms, that answers full only if the lock is held.
-		defer s.cfg.Metrics.observeOp("acquire", time.Now())
 		o.Wait = 0
-		resp, err := s.acquire(ctx, req.Resource, o)
-		if errors.Is(err, redlock.ErrLockHeld) {
-			err = full
-		}
-		return resp, err
 	}
-	defer s.leaveWaiter(o.Namespace)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(s.drain, func() { cancel(errShuttingDown) })
-	defer stop()
+	defer s.cfg.Metrics.observeOp("acquire", time.Now())
 	resp, err := s.acquire(ctx, req.Resource, o)
-	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
-		err = errors.Join(errShuttingDown, err)
+	if full != nil && errors.Is(err, redlock.ErrLockHeld) {
+		err = full
 	}
 	return resp, err
 }
@@ -106,8 +104,7 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 	}, nil
 }
 
-// ReleaseLock releases a lock: 204, or an error that Handler turns into a
-// problem response.
+// ReleaseLock releases a lock: 204.
 func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObject) (api.ReleaseLockResponseObject, error) {
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
@@ -123,8 +120,7 @@ func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObje
 	return api.ReleaseLock204Response{}, nil
 }
 
-// ExtendLock extends a lock: 200 with the lock, or an error that Handler
-// turns into a problem response.
+// ExtendLock extends a lock: 200 with the lock.
 func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject) (api.ExtendLockResponseObject, error) {
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
@@ -148,10 +144,8 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 	return api.ExtendLock200JSONResponse(lockResponse(req.Resource, lock)), nil
 }
 
-// InspectLock tells whether a lock is held and by whom: 200 with held
-// true and the holder's fields, or 200 with held false when it is free (404
-// is only for paths that name no route), or an error that Handler turns
-// into a problem response.
+// InspectLock tells whether a lock is held and by whom: 200, with held false
+// when it is free (404 is only for paths that name no route).
 func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObject) (api.InspectLockResponseObject, error) {
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
