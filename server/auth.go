@@ -37,12 +37,9 @@ var (
 
 // APIKey is one entry of an API keys file.
 type APIKey struct {
-	// Name identifies the key in logs; it is not secret.
-	Name string `json:"name"`
-	// Namespace is the lock namespace the key reaches.
-	Namespace string `json:"namespace"`
-	// SHA256 is the hex SHA-256 of the key.
-	SHA256 string `json:"sha256"`
+	Name      string `json:"name"`      // identifies the key in logs; not secret
+	Namespace string `json:"namespace"` // the lock namespace the key reaches
+	SHA256    string `json:"sha256"`    // the hex SHA-256 of the key
 }
 
 // Keys is a validated set of API keys. The zero value and nil hold no key.
@@ -58,7 +55,6 @@ type keyEntry struct {
 	sum             [sha256.Size]byte
 }
 
-// maxKeysFileBytes bounds the size of an API keys file.
 const maxKeysFileBytes = 1 << 20
 
 // ParseKeys parses and validates an API keys file: a JSON object with one

@@ -33,7 +33,7 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// The JSON types of body members, as checkType names them.
+// The JSON types of body members, as errors name them.
 const (
 	jsonInteger = "an integer"
 	jsonString  = "a string"
@@ -105,11 +105,9 @@ func (decodedBody) Read([]byte) (int, error) {
 func (decodedBody) Close() error { return nil }
 
 // decodeStrict decodes data, a non-blank body, into the generic JSON value
-// of an object (numbers as json.Number). It returns a *requestError for
-// anything but valid UTF-8 holding one JSON object with distinct members
-// from fields, of their types or null, and nothing after it.
-// encoding/json alone would match names case-insensitively and let the last
-// duplicate win.
+// of an object (numbers as json.Number), checked as strictJSON says, or
+// returns a *requestError. encoding/json alone would match names
+// case-insensitively and let the last duplicate win.
 func decodeStrict(data []byte, fields map[string]string) (map[string]any, error) {
 	if !utf8.Valid(data) {
 		return nil, badRequest("the body is not valid UTF-8")

@@ -20,9 +20,8 @@ type Locker interface {
 	Inspect(ctx context.Context, namespace, resource string) (redlock.Info, error)
 	// Status reports the health of every node.
 	Status(ctx context.Context) []redlock.NodeStatus
-	// Quorum is the number of nodes a lock needs.
+	// Quorum is the number of nodes a lock needs, of Nodes.
 	Quorum() int
-	// Nodes is the number of nodes.
 	Nodes() int
 }
 

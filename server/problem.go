@@ -19,7 +19,7 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// problemTypePrefix is put before a problem kind to make its type.
+// problemTypePrefix + kind is a problem's type.
 const problemTypePrefix = "urn:redlockd:problem:"
 
 // Errors of the server itself, mapped by problemFor.
@@ -172,10 +172,8 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	_ = json.NewEncoder(w).Encode(body) // the client is gone if this fails
 }
 
-// unavailableDetail says why a quorum was not reached: how many nodes
-// refused (by the Redis error's first word), did not answer in time, or are
-// quarantined. Node errors name no token and no credentials; the detail
-// names no address either.
+// unavailableDetail says why a quorum was not reached (redlock.Explain),
+// without tokens, credentials or addresses.
 func (s *Server) unavailableDetail(err error) string {
 	u := redlock.Explain(err)
 	if len(u.Refused) == 0 && u.Silent == 0 && u.Unreachable == 0 && u.Quarantined == 0 {
@@ -197,8 +195,7 @@ func invalidDetail(err error) string {
 	return cmp.Or(msg, "invalid argument")
 }
 
-// paramError is the generated router's hook for bad path and header
-// parameters.
+// paramError is the generated router's hook for bad path and header parameters.
 func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		missing *api.RequiredHeaderError
