@@ -37,7 +37,9 @@ import (
 )
 
 // Sentinel errors. The gateway's answers come as a *ProblemError that
-// unwraps to one of them; callers compare with errors.Is.
+// unwraps to one of them; callers compare with errors.Is. Every call may
+// return ErrInvalid, ErrUnauthorized, ErrUnreachable or ErrUnexpected; each
+// method says which others.
 var (
 	// ErrInvalid wraps every argument error (bad resource, TTL, token, ...),
 	// found here or by the gateway (400 invalid-request, 413).
@@ -75,10 +77,9 @@ var (
 	// body, or something that is not redlockd at all (check the URL).
 	ErrUnexpected = errors.New("client: unexpected response")
 
-	// ErrNotFound means the answer was 404: the URL names no route of the
-	// gateway, so the base URL (or its path prefix) is wrong, or a proxy in
-	// front of it does not forward the path. It never means that a lock is
-	// free (Inspect returns Info.Held false for that).
+	// ErrNotFound means the answer was 404: the base URL (or its path
+	// prefix) is wrong, or a proxy in front of the gateway does not forward
+	// the path. It never means that a lock is free (see Inspect).
 	ErrNotFound = errors.New("client: no such path (check the base URL)")
 )
 
@@ -95,11 +96,8 @@ func (e *HeldError) Error() string { return ErrLockHeld.Error() }
 func (e *HeldError) Unwrap() error { return ErrLockHeld }
 
 const (
-	// DefaultTimeout bounds a call whose context has no deadline, on top
-	// of the wait it asks for.
-	DefaultTimeout = 30 * time.Second
-	// problemTypePrefix is put before a problem kind to make its type.
-	problemTypePrefix = "urn:redlockd:problem:"
+	DefaultTimeout    = 30 * time.Second        // Options.Timeout's default
+	problemTypePrefix = "urn:redlockd:problem:" // + kind is a problem's type
 )
 
 // Options configure a Client. The zero value of each field means its default.
@@ -187,13 +185,10 @@ type Lock struct {
 	// Validity is the gateway's validity_ms: how long the lock is safely
 	// held, measured by the gateway from before it sent the first command.
 	Validity time.Duration
-	// Start is the instant (with a monotonic clock reading) taken before the
-	// request was sent.
-	Start time.Time
-	// Until is Start + Validity: the end of the safe window on this machine.
-	// Counting from before the request was sent subtracts the client's own
-	// round trip. Finish or Extend before Until.
-	Until time.Time
+	// Start is the instant (with a monotonic clock reading) before the
+	// request was sent; Until is Start + Validity, the end of the safe
+	// window on this machine: finish or Extend before it.
+	Start, Until time.Time
 	// ExpiresAt is the gateway's wall-clock estimate of the same end
 	// (expires_at), for display: clocks of two machines differ, so rely on
 	// Until.
@@ -219,12 +214,10 @@ type Info struct {
 }
 
 // Acquire takes the lock on resource, letting the gateway wait up to o.Wait
-// for it. May return ErrInvalid, a *HeldError (ErrLockHeld; Remaining is
-// the gateway's retry hint), ErrQuorumUnavailable, ErrUnauthorized,
-// ErrUnreachable or ErrUnexpected; answers of the gateway come as a *ProblemError that unwraps
-// to them. When the outcome is unknown (ErrQuorumUnavailable,
-// ErrUnreachable) the lock may have been taken: with a client-chosen token,
-// retry or Release it.
+// for it. It may also return a *HeldError (ErrLockHeld; Remaining is the
+// gateway's retry hint) or ErrQuorumUnavailable. When the outcome is unknown
+// (ErrQuorumUnavailable, ErrUnreachable) the lock may have been taken: with
+// a client-chosen token, retry or Release it.
 //
 // The returned Lock's Until counts the validity from before the request was
 // sent, so time spent waiting is taken off it: after a wait, Extend at once
@@ -262,10 +255,9 @@ func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions)
 
 // Extend makes the lock held with token valid for ttl from now (the
 // gateway's default TTL when ttl is 0); the returned Lock has the same token
-// and fence and a new validity. May return ErrInvalid, ErrLockExpired or
-// ErrHeldByOther (both ErrNotOwner: the lock was lost),
-// ErrQuorumUnavailable (unknown: try again while the lock's validity
-// lasts), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+// and fence and a new validity. It may also return ErrLockExpired or
+// ErrHeldByOther (both ErrNotOwner: the lock was lost) or
+// ErrQuorumUnavailable (unknown: try again while the lock's validity lasts).
 func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Duration) (Lock, error) {
 	if err := check(resource, token); err != nil {
 		return Lock{}, err
@@ -273,11 +265,10 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 	if ttl < 0 {
 		return Lock{}, invalid("negative TTL %v", ttl)
 	}
-	body := ExtendRequest{TTLMs: millis(ttl)}
 	ctx, cancel := c.bound(ctx, 0)
 	defer cancel()
 	start := time.Now()
-	res, err := c.raw.ExtendLockWithResponse(ctx, resource, &ExtendLockParams{LockToken: token}, body)
+	res, err := c.raw.ExtendLockWithResponse(ctx, resource, &ExtendLockParams{LockToken: token}, ExtendRequest{TTLMs: millis(ttl)})
 	if err != nil {
 		return Lock{}, transport(err)
 	}
@@ -289,10 +280,9 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 
 // Release deletes the lock held with token. It is idempotent: retried with
 // the token that released the lock (its first answer lost), it succeeds again
-// for max TTL after the release. May return ErrInvalid, ErrLockExpired or
+// for max TTL after the release. It may also return ErrLockExpired or
 // ErrHeldByOther (both ErrNotOwner: the critical section may not have been
-// exclusive), ErrQuorumUnavailable (unknown: the lock expires at the end of
-// its TTL anyway), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+// exclusive) or ErrQuorumUnavailable (unknown: the lock expires anyway).
 func (c *Client) Release(ctx context.Context, resource, token string) error {
 	if err := check(resource, token); err != nil {
 		return err
@@ -310,9 +300,8 @@ func (c *Client) Release(ctx context.Context, resource, token string) error {
 }
 
 // Inspect tells whether the lock on resource is held, and by whom: a free
-// lock is an Info with Held false and no error. May return ErrInvalid,
-// ErrQuorumUnavailable, ErrUnauthorized, ErrNotFound (a wrong base URL: not a free lock), ErrUnreachable or
-// ErrUnexpected.
+// lock is an Info with Held false and no error. It may also return
+// ErrQuorumUnavailable or ErrNotFound (a wrong base URL, not a free lock).
 func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 	if err := check(resource); err != nil {
 		return Info{}, err
@@ -396,20 +385,14 @@ type ProblemError struct {
 func (e *ProblemError) Kind() string { return strings.TrimPrefix(e.Type, problemTypePrefix) }
 
 func (e *ProblemError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "redlockd: %d", e.Status)
-	if k := e.Kind(); k != "" {
-		fmt.Fprintf(&b, " %s", k)
-	} else {
-		fmt.Fprintf(&b, " %s", http.StatusText(e.Status))
-	}
+	msg := fmt.Sprintf("redlockd: %d %s", e.Status, cmp.Or(e.Kind(), http.StatusText(e.Status)))
 	if e.Detail != "" {
-		fmt.Fprintf(&b, ": %s", e.Detail)
+		msg += ": " + e.Detail
 	}
 	if e.RequestID != "" {
-		fmt.Fprintf(&b, " (request id %s)", e.RequestID)
+		msg += " (request id " + e.RequestID + ")"
 	}
-	return b.String()
+	return msg
 }
 
 // Unwrap returns Err.
@@ -474,11 +457,8 @@ func responseError(res *http.Response, body []byte) error {
 // reading the answer (ErrUnreachable), or decoding it (ErrUnexpected). It
 // keeps the cause, so errors.Is(err, context.DeadlineExceeded) works.
 func transport(err error) error {
-	var (
-		ue *url.Error
-		ne net.Error
-	)
-	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	var ne net.Error // *url.Error, as http.Client returns, is one too
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
