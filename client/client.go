@@ -3,10 +3,9 @@
 // package redlock nor go-redis nor zerolog, so it has sentinel errors of its
 // own, named as the library's (ErrLockHeld, ErrNotOwner, ...).
 //
-// The HTTP layer (client.gen.go: RawClient, ClientWithResponses and the
-// models) is generated from openapi.yaml by oapi-codegen; this file is the
-// typed API around it. Use NewClientWithResponses for the endpoints the typed
-// API does not cover (/readyz, /metrics).
+// The HTTP layer (client.gen.go) is generated from openapi.yaml by
+// oapi-codegen; this file is the typed API around it. Use
+// NewClientWithResponses for /readyz and /metrics.
 //
 // What a holder must respect (see docs/clients.md):
 //   - Lock.Until is the end of the safe window on this machine's monotonic
@@ -92,7 +91,6 @@ type HeldError struct {
 
 func (e *HeldError) Error() string { return ErrLockHeld.Error() }
 
-// Unwrap returns ErrLockHeld.
 func (e *HeldError) Unwrap() error { return ErrLockHeld }
 
 const (
@@ -172,7 +170,6 @@ type AcquireOptions struct {
 // Lock is a lock acquired or extended through the gateway. It is a value:
 // nothing changes it after it is returned.
 type Lock struct {
-	// Resource names the lock.
 	Resource string
 	// Token is the lock's identity: whoever knows it may extend or release.
 	// Never log it.
@@ -180,18 +177,16 @@ type Lock struct {
 	// Fence is the fencing token: strictly greater than every fence handed
 	// out before for the resource. Pass it to the storage you protect.
 	Fence int64
-	// TTL is the TTL the lock was set with.
-	TTL time.Duration
-	// Validity is the gateway's validity_ms: how long the lock is safely
-	// held, measured by the gateway from before it sent the first command.
-	Validity time.Duration
+	// TTL is the TTL the lock was set with. Validity is the gateway's
+	// validity_ms: how long the lock is safely held, measured by the gateway
+	// from before it sent the first command.
+	TTL, Validity time.Duration
 	// Start is the instant (with a monotonic clock reading) before the
 	// request was sent; Until is Start + Validity, the end of the safe
 	// window on this machine: finish or Extend before it.
 	Start, Until time.Time
-	// ExpiresAt is the gateway's wall-clock estimate of the same end
-	// (expires_at), for display: clocks of two machines differ, so rely on
-	// Until.
+	// ExpiresAt is the gateway's wall-clock estimate of the same end, for
+	// display: clocks of two machines differ, so rely on Until.
 	ExpiresAt time.Time
 	// Nodes is the number of nodes, Quorum the number needed, Locked the
 	// number that hold the lock.
@@ -209,7 +204,6 @@ type Info struct {
 	// Remaining is the smallest remaining TTL among the quorum of nodes that
 	// hold the lock.
 	Remaining time.Duration
-	// HeldNodes is the number of nodes that hold the lock.
 	HeldNodes int
 }
 
@@ -223,21 +217,19 @@ type Info struct {
 // sent, so time spent waiting is taken off it: after a wait, Extend at once
 // (an extension never waits) if you need the lock's full window.
 func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
-	if err := check(resource); err != nil {
+	body := AcquireRequest{TTLMs: millis(o.TTL), WaitMs: millis(o.Wait)}
+	var tokens []string
+	if o.Token != "" {
+		body.Token, tokens = &o.Token, []string{o.Token}
+	}
+	if o.Owner != "" {
+		body.Owner = &o.Owner
+	}
+	if err := check(resource, tokens...); err != nil {
 		return Lock{}, err
 	}
 	if o.TTL < 0 || o.Wait < 0 {
 		return Lock{}, invalid("negative TTL %v or wait %v", o.TTL, o.Wait)
-	}
-	body := AcquireRequest{TTLMs: millis(o.TTL), WaitMs: millis(o.Wait)}
-	if o.Token != "" {
-		if err := check(resource, o.Token); err != nil {
-			return Lock{}, err
-		}
-		body.Token = &o.Token
-	}
-	if o.Owner != "" {
-		body.Owner = &o.Owner
 	}
 
 	ctx, cancel := c.bound(ctx, o.Wait)
@@ -336,8 +328,7 @@ func (c *Client) bound(ctx context.Context, wait time.Duration) (context.Context
 	return context.WithTimeout(ctx, c.timeout+wait)
 }
 
-// lockFrom converts an acquire or extend answer; start is when the request
-// was about to be sent.
+// lockFrom converts the answer to an acquire or extend sent at start.
 func lockFrom(b *LockResponse, start time.Time) Lock {
 	validity := time.Duration(b.ValidityMs) * time.Millisecond
 	expires, _ := time.Parse(time.RFC3339Nano, b.ExpiresAt) // zero if malformed: it is for display
@@ -361,7 +352,6 @@ func lockFrom(b *LockResponse, start time.Time) Lock {
 // the case (Err), so callers use errors.Is with ErrLockHeld, ErrNotOwner,
 // ... and errors.As with *HeldError or *ProblemError.
 type ProblemError struct {
-	// Status is the HTTP status.
 	Status int
 	// Type is the problem type (urn:redlockd:problem:<kind>); empty when the
 	// body was not a problem.
@@ -373,8 +363,7 @@ type ProblemError struct {
 	// RetryAfter is the gateway's hint when to try again (retry_after_ms,
 	// else the Retry-After header); 0 if none.
 	RetryAfter time.Duration
-	// RequestID is the X-Request-Id of the response, to find it in the
-	// gateway's logs.
+	// RequestID is the response's X-Request-Id, to find it in the logs.
 	RequestID string
 	// Err is what the problem means: a *HeldError or a sentinel.
 	Err error
@@ -395,7 +384,6 @@ func (e *ProblemError) Error() string {
 	return msg
 }
 
-// Unwrap returns Err.
 func (e *ProblemError) Unwrap() error { return e.Err }
 
 // responseError maps an answer other than the success of a call (res, whose
@@ -488,6 +476,5 @@ func millis(d time.Duration) *int64 {
 	if d == 0 {
 		return nil
 	}
-	ms := d.Milliseconds()
-	return &ms
+	return new(d.Milliseconds())
 }
