@@ -43,9 +43,8 @@ type APIKey struct {
 }
 
 // Keys is a validated set of API keys. The zero value and nil hold no key.
-// Replace swaps in another set atomically (a reload of the keys file), so
-// a server given a *Keys sees each request against one whole set, the old
-// or the new.
+// Replace swaps in another set atomically (a reload of the keys file): each
+// request is checked against one whole set, the old or the new.
 type Keys struct {
 	entries atomic.Pointer[[]keyEntry]
 }
@@ -186,12 +185,11 @@ func (s *Server) needsKey(r *http.Request) bool {
 	return false
 }
 
-// authenticate checks the API key of requests that need one (see needsKey)
-// when the server has keys: "Authorization: Bearer <key>", else it answers
-// errNoKey or errBadKey (401 unauthorized). It records the key's name and
-// namespace as the request's caller, and adds the name to the request's
-// logger. It runs before routing, body limits and decoding, so an
-// unauthenticated client learns nothing about locks or request syntax.
+// authenticate checks the "Authorization: Bearer <key>" of requests that
+// need one (see needsKey) when the server has keys, and records the key as
+// the request's caller (its name in the request's logger). It runs before
+// routing, body limits and decoding, so an unauthenticated client learns
+// nothing about locks or request syntax.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Keys.Len() == 0 || !s.needsKey(r) {

@@ -39,9 +39,8 @@ const (
 	jsonString  = "a string"
 )
 
-// bodyFields are the JSON members of the request bodies (api.AcquireRequest
-// and api.ExtendRequest), by operation (method and route pattern), with the
-// type each must have.
+// bodyFields are the JSON members of api.AcquireRequest and
+// api.ExtendRequest, by operation, with the type each must have.
 var bodyFields = map[string]map[string]string{
 	"POST /locks/{resource}":  {"ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
 	"PATCH /locks/{resource}": {"ttl_ms": jsonInteger},
@@ -93,9 +92,8 @@ func readJSONBody(r *http.Request, fields map[string]string) error {
 }
 
 // decodedBody is a request body that strictJSON decoded: the generated
-// decoder binds its ValidatedValue (the hook of oapi-codegen's runtime for
-// bodies a middleware has validated). Reading it fails, so that nothing
-// decodes a body twice unnoticed.
+// decoder binds its ValidatedValue (oapi-codegen runtime's hook). Reading it
+// fails, so that nothing decodes a body twice unnoticed.
 type decodedBody struct{ value map[string]any }
 
 func (b decodedBody) ValidatedValue() any { return b.value }
@@ -181,13 +179,14 @@ func checkType(name string, v any, want string) error {
 // jsonError describes a JSON syntax error for the client.
 func jsonError(err error) error {
 	var syntaxErr *json.SyntaxError
-	if errors.As(err, &syntaxErr) {
-		return &requestError{detail: "malformed JSON: " + syntaxErr.Error(), err: err}
+	detail := "malformed JSON"
+	switch {
+	case errors.As(err, &syntaxErr):
+		detail += ": " + syntaxErr.Error()
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		detail += ": unexpected end of the body"
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return &requestError{detail: "malformed JSON: unexpected end of the body", err: err}
-	}
-	return &requestError{detail: "malformed JSON", err: err}
+	return &requestError{detail: detail, err: err}
 }
 
 // truncate returns s, valid UTF-8, cut to at most n bytes on a rune boundary.

@@ -238,8 +238,7 @@ func (m *Metrics) observeOp(op string, start time.Time) {
 	m.opTime.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-// GetMetrics serves the metrics in the Prometheus text format, or 404
-// not-found when the server has none.
+// GetMetrics serves the metrics in the Prometheus text format.
 func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
 	if s.cfg.Metrics == nil {
 		return nil, errNoMetrics

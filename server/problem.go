@@ -51,11 +51,9 @@ func (e *requestError) Unwrap() error { return e.err }
 
 // problem is what the client is told about an error.
 type problem struct {
-	status    int
-	kind      string
-	title     string
-	detail    string
-	lockState api.ProblemLockState
+	status              int
+	kind, title, detail string
+	lockState           api.ProblemLockState
 	// retryAfter, when positive, is sent as Retry-After and retry_after_ms;
 	// wwwAuthenticate, when set, as WWW-Authenticate.
 	retryAfter      time.Duration
@@ -222,9 +220,8 @@ func (s *Server) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeProblem(w, r, &requestError{detail: "malformed JSON body", err: err})
 }
 
-// recoverer answers a panic in a handler with a 500 internal problem, and
-// logs it with its stack. http.ErrAbortHandler goes on up to net/http,
-// which aborts the response.
+// recoverer answers a panic in a handler with a 500 internal problem, logged
+// with its stack; http.ErrAbortHandler goes on up to net/http.
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {

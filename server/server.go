@@ -57,8 +57,8 @@ type Config struct {
 	// "Authorization: Bearer <key>" and reaches only its key's namespace.
 	// Default: none, no authentication (every caller is in namespace "").
 	Keys *Keys
-	// MetricsAuth makes GET /metrics need an API key too (any key, whatever
-	// its namespace). It has no effect without Keys.
+	// MetricsAuth makes GET /metrics need an API key too (any key); it has
+	// no effect without Keys.
 	MetricsAuth bool
 	// Metrics, if set, are served at GET /metrics and fed by every request;
 	// see NewMetrics. Default: none, /metrics answers 404.
@@ -71,8 +71,7 @@ type Server struct {
 	cfg Config // with the defaults filled in
 
 	// waiting counts the acquires with wait_ms > 0 in progress, nsWaiting
-	// those of each namespace that has any; waitMu guards nsWaiting and
-	// the changes of waiting (see takeWaiter).
+	// those of each namespace that has any; waitMu guards both.
 	waiting   atomic.Int64
 	waitMu    sync.Mutex
 	nsWaiting map[string]int
@@ -129,9 +128,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 // takeWaiter takes a waiting slot for an acquire of namespace ns, or returns
-// errNamespaceWaiters when the namespace has its share of them, or
-// errTooManyWaiters when the gateway has MaxWaiters. Give a slot taken back
-// with leaveWaiter once the acquire ends, however it ends.
+// errNamespaceWaiters or errTooManyWaiters. Give a slot taken back with
+// leaveWaiter once the acquire ends, however it ends.
 func (s *Server) takeWaiter(ns string) error {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
