@@ -46,7 +46,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		}
 		body.Nodes = append(body.Nodes, ns)
 	}
-	if voting < body.Quorum || s.draining() {
+	if voting < body.Quorum || s.drain.Err() != nil {
 		body.Status = api.ReadyResponseStatusUnready
 		setOutcome(ctx, "unready")
 		return api.GetReadyz503JSONResponse(body), nil

@@ -178,7 +178,7 @@ func (s *Server) admit(ctx context.Context, resource string) error {
 	if rq := reqInfoOf(ctx); s.cfg.Keys.Len() > 0 && (rq == nil || rq.caller == nil) {
 		return errNoKey
 	}
-	if s.draining() {
+	if s.drain.Err() != nil {
 		return errShuttingDown
 	}
 	if !redlock.ValidName(resource) {

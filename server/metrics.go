@@ -117,9 +117,8 @@ func NewMetrics() *Metrics {
 	for _, op := range []string{"acquire", "release", "extend", "inspect"} {
 		m.opTime.WithLabelValues(op)
 	}
-	for _, a := range []string{"false", "true"} {
-		m.waitTime.WithLabelValues(a)
-	}
+	m.waitTime.WithLabelValues("false")
+	m.waitTime.WithLabelValues("true")
 	return m
 }
 

@@ -81,8 +81,6 @@ type Server struct {
 	stopDrain context.CancelFunc
 }
 
-var _ api.StrictServerInterface = (*Server)(nil)
-
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
 	cfg.DefaultTTL = cmp.Or(cfg.DefaultTTL, redlock.DefaultTTL)
@@ -187,5 +185,3 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // unready. Requests already running otherwise finish. Call it before
 // http.Server.Shutdown, which waits for them. It may be called more than once.
 func (s *Server) BeginShutdown() { s.stopDrain() }
-
-func (s *Server) draining() bool { return s.drain.Err() != nil }
