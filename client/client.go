@@ -3,9 +3,9 @@
 // package redlock nor go-redis nor zerolog, so it has sentinel errors of its
 // own, named as the library's (ErrLockHeld, ErrNotOwner, ...).
 //
-// The HTTP layer (client.gen.go) is generated from openapi.yaml by
-// oapi-codegen; this file is the typed API around it. Use
-// NewClientWithResponses for /readyz and /metrics.
+// The HTTP layer (client.gen.go) is generated from openapi.yaml by go
+// generate (change openapi.yaml, never it); this file is the typed API
+// around it. Use NewClientWithResponses for /readyz and /metrics.
 //
 // What a holder must respect (see docs/clients.md):
 //   - Lock.Until is the end of the safe window on this machine's monotonic
@@ -17,6 +17,8 @@
 //   - A Release or Extend that fails with ErrNotOwner means the critical
 //     section may not have been exclusive.
 package client
+
+//go:generate go tool oapi-codegen -config cfg.yaml ../openapi.yaml
 
 import (
 	"cmp"
@@ -82,8 +84,7 @@ var (
 	ErrNotFound = errors.New("client: no such path (check the base URL)")
 )
 
-// HeldError is returned by Acquire when another owner holds the lock. It
-// unwraps to ErrLockHeld.
+// HeldError is Acquire's ErrLockHeld: another owner holds the lock.
 type HeldError struct {
 	// Remaining is the gateway's hint when to try again; 0 if unknown.
 	Remaining time.Duration
@@ -348,9 +349,8 @@ func lockFrom(b *LockResponse, start time.Time) Lock {
 }
 
 // ProblemError is an error answer of the gateway: its status and, when the
-// body is an RFC 9457 problem, its members. It unwraps to the sentinel of
-// the case (Err), so callers use errors.Is with ErrLockHeld, ErrNotOwner,
-// ... and errors.As with *HeldError or *ProblemError.
+// body is an RFC 9457 problem, its members. It unwraps to Err, so callers use
+// errors.Is with the sentinels and errors.As with *HeldError.
 type ProblemError struct {
 	Status int
 	// Type is the problem type (urn:redlockd:problem:<kind>); empty when the
