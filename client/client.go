@@ -3,10 +3,9 @@
 // package redlock nor go-redis nor zerolog, so it has sentinel errors of its
 // own, named as the library's (ErrLockHeld, ErrNotOwner, ...).
 //
-// The HTTP layer (client.gen.go: RawClient, ClientWithResponses and the
-// models) is generated from openapi.yaml by oapi-codegen; this file is the
-// typed API around it. Use NewClientWithResponses for the endpoints the typed
-// API does not cover (/readyz, /metrics).
+// The HTTP layer (client.gen.go) is generated from openapi.yaml by go
+// generate (change openapi.yaml, never it); this file is the typed API
+// around it. Use NewClientWithResponses for /readyz and /metrics.
 //
 // What a holder must respect (see docs/clients.md):
 //   - Lock.Until is the end of the safe window on this machine's monotonic
@@ -18,6 +17,8 @@
 //   - A Release or Extend that fails with ErrNotOwner means the critical
 //     section may not have been exclusive.
 package client
+
+//go:generate go tool oapi-codegen -config cfg.yaml ../openapi.yaml
 
 import (
 	"cmp"
@@ -37,7 +38,9 @@ import (
 )
 
 // Sentinel errors. The gateway's answers come as a *ProblemError that
-// unwraps to one of them; callers compare with errors.Is.
+// unwraps to one of them; callers compare with errors.Is. Every call may
+// return ErrInvalid, ErrUnauthorized, ErrUnreachable or ErrUnexpected; each
+// method says which others.
 var (
 	// ErrInvalid wraps every argument error (bad resource, TTL, token, ...),
 	// found here or by the gateway (400 invalid-request, 413).
@@ -75,15 +78,13 @@ var (
 	// body, or something that is not redlockd at all (check the URL).
 	ErrUnexpected = errors.New("client: unexpected response")
 
-	// ErrNotFound means the answer was 404: the URL names no route of the
-	// gateway, so the base URL (or its path prefix) is wrong, or a proxy in
-	// front of it does not forward the path. It never means that a lock is
-	// free (Inspect returns Info.Held false for that).
+	// ErrNotFound means the answer was 404: the base URL (or its path
+	// prefix) is wrong, or a proxy in front of the gateway does not forward
+	// the path. It never means that a lock is free (see Inspect).
 	ErrNotFound = errors.New("client: no such path (check the base URL)")
 )
 
-// HeldError is returned by Acquire when another owner holds the lock. It
-// unwraps to ErrLockHeld.
+// HeldError is Acquire's ErrLockHeld: another owner holds the lock.
 type HeldError struct {
 	// Remaining is the gateway's hint when to try again; 0 if unknown.
 	Remaining time.Duration
@@ -91,15 +92,11 @@ type HeldError struct {
 
 func (e *HeldError) Error() string { return ErrLockHeld.Error() }
 
-// Unwrap returns ErrLockHeld.
 func (e *HeldError) Unwrap() error { return ErrLockHeld }
 
 const (
-	// DefaultTimeout bounds a call whose context has no deadline, on top
-	// of the wait it asks for.
-	DefaultTimeout = 30 * time.Second
-	// problemTypePrefix is put before a problem kind to make its type.
-	problemTypePrefix = "urn:redlockd:problem:"
+	DefaultTimeout    = 30 * time.Second        // Options.Timeout's default
+	problemTypePrefix = "urn:redlockd:problem:" // + kind is a problem's type
 )
 
 // Options configure a Client. The zero value of each field means its default.
@@ -174,7 +171,6 @@ type AcquireOptions struct {
 // Lock is a lock acquired or extended through the gateway. It is a value:
 // nothing changes it after it is returned.
 type Lock struct {
-	// Resource names the lock.
 	Resource string
 	// Token is the lock's identity: whoever knows it may extend or release.
 	// Never log it.
@@ -182,21 +178,16 @@ type Lock struct {
 	// Fence is the fencing token: strictly greater than every fence handed
 	// out before for the resource. Pass it to the storage you protect.
 	Fence int64
-	// TTL is the TTL the lock was set with.
-	TTL time.Duration
-	// Validity is the gateway's validity_ms: how long the lock is safely
-	// held, measured by the gateway from before it sent the first command.
-	Validity time.Duration
-	// Start is the instant (with a monotonic clock reading) taken before the
-	// request was sent.
-	Start time.Time
-	// Until is Start + Validity: the end of the safe window on this machine.
-	// Counting from before the request was sent subtracts the client's own
-	// round trip. Finish or Extend before Until.
-	Until time.Time
-	// ExpiresAt is the gateway's wall-clock estimate of the same end
-	// (expires_at), for display: clocks of two machines differ, so rely on
-	// Until.
+	// TTL is the TTL the lock was set with. Validity is the gateway's
+	// validity_ms: how long the lock is safely held, measured by the gateway
+	// from before it sent the first command.
+	TTL, Validity time.Duration
+	// Start is the instant (with a monotonic clock reading) before the
+	// request was sent; Until is Start + Validity, the end of the safe
+	// window on this machine: finish or Extend before it.
+	Start, Until time.Time
+	// ExpiresAt is the gateway's wall-clock estimate of the same end, for
+	// display: clocks of two machines differ, so rely on Until.
 	ExpiresAt time.Time
 	// Nodes is the number of nodes, Quorum the number needed, Locked the
 	// number that hold the lock.
@@ -214,37 +205,32 @@ type Info struct {
 	// Remaining is the smallest remaining TTL among the quorum of nodes that
 	// hold the lock.
 	Remaining time.Duration
-	// HeldNodes is the number of nodes that hold the lock.
 	HeldNodes int
 }
 
 // Acquire takes the lock on resource, letting the gateway wait up to o.Wait
-// for it. May return ErrInvalid, a *HeldError (ErrLockHeld; Remaining is
-// the gateway's retry hint), ErrQuorumUnavailable, ErrUnauthorized,
-// ErrUnreachable or ErrUnexpected; answers of the gateway come as a *ProblemError that unwraps
-// to them. When the outcome is unknown (ErrQuorumUnavailable,
-// ErrUnreachable) the lock may have been taken: with a client-chosen token,
-// retry or Release it.
+// for it. It may also return a *HeldError (ErrLockHeld; Remaining is the
+// gateway's retry hint) or ErrQuorumUnavailable. When the outcome is unknown
+// (ErrQuorumUnavailable, ErrUnreachable) the lock may have been taken: with
+// a client-chosen token, retry or Release it.
 //
 // The returned Lock's Until counts the validity from before the request was
 // sent, so time spent waiting is taken off it: after a wait, Extend at once
 // (an extension never waits) if you need the lock's full window.
 func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
-	if err := check(resource); err != nil {
+	body := AcquireRequest{TTLMs: millis(o.TTL), WaitMs: millis(o.Wait)}
+	var tokens []string
+	if o.Token != "" {
+		body.Token, tokens = &o.Token, []string{o.Token}
+	}
+	if o.Owner != "" {
+		body.Owner = &o.Owner
+	}
+	if err := check(resource, tokens...); err != nil {
 		return Lock{}, err
 	}
 	if o.TTL < 0 || o.Wait < 0 {
 		return Lock{}, invalid("negative TTL %v or wait %v", o.TTL, o.Wait)
-	}
-	body := AcquireRequest{TTLMs: millis(o.TTL), WaitMs: millis(o.Wait)}
-	if o.Token != "" {
-		if err := check(resource, o.Token); err != nil {
-			return Lock{}, err
-		}
-		body.Token = &o.Token
-	}
-	if o.Owner != "" {
-		body.Owner = &o.Owner
 	}
 
 	ctx, cancel := c.bound(ctx, o.Wait)
@@ -262,10 +248,9 @@ func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions)
 
 // Extend makes the lock held with token valid for ttl from now (the
 // gateway's default TTL when ttl is 0); the returned Lock has the same token
-// and fence and a new validity. May return ErrInvalid, ErrLockExpired or
-// ErrHeldByOther (both ErrNotOwner: the lock was lost),
-// ErrQuorumUnavailable (unknown: try again while the lock's validity
-// lasts), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+// and fence and a new validity. It may also return ErrLockExpired or
+// ErrHeldByOther (both ErrNotOwner: the lock was lost) or
+// ErrQuorumUnavailable (unknown: try again while the lock's validity lasts).
 func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Duration) (Lock, error) {
 	if err := check(resource, token); err != nil {
 		return Lock{}, err
@@ -273,11 +258,10 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 	if ttl < 0 {
 		return Lock{}, invalid("negative TTL %v", ttl)
 	}
-	body := ExtendRequest{TTLMs: millis(ttl)}
 	ctx, cancel := c.bound(ctx, 0)
 	defer cancel()
 	start := time.Now()
-	res, err := c.raw.ExtendLockWithResponse(ctx, resource, &ExtendLockParams{LockToken: token}, body)
+	res, err := c.raw.ExtendLockWithResponse(ctx, resource, &ExtendLockParams{LockToken: token}, ExtendRequest{TTLMs: millis(ttl)})
 	if err != nil {
 		return Lock{}, transport(err)
 	}
@@ -289,10 +273,9 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 
 // Release deletes the lock held with token. It is idempotent: retried with
 // the token that released the lock (its first answer lost), it succeeds again
-// for max TTL after the release. May return ErrInvalid, ErrLockExpired or
+// for max TTL after the release. It may also return ErrLockExpired or
 // ErrHeldByOther (both ErrNotOwner: the critical section may not have been
-// exclusive), ErrQuorumUnavailable (unknown: the lock expires at the end of
-// its TTL anyway), ErrUnauthorized, ErrUnreachable or ErrUnexpected.
+// exclusive) or ErrQuorumUnavailable (unknown: the lock expires anyway).
 func (c *Client) Release(ctx context.Context, resource, token string) error {
 	if err := check(resource, token); err != nil {
 		return err
@@ -310,9 +293,8 @@ func (c *Client) Release(ctx context.Context, resource, token string) error {
 }
 
 // Inspect tells whether the lock on resource is held, and by whom: a free
-// lock is an Info with Held false and no error. May return ErrInvalid,
-// ErrQuorumUnavailable, ErrUnauthorized, ErrNotFound (a wrong base URL: not a free lock), ErrUnreachable or
-// ErrUnexpected.
+// lock is an Info with Held false and no error. It may also return
+// ErrQuorumUnavailable or ErrNotFound (a wrong base URL, not a free lock).
 func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 	if err := check(resource); err != nil {
 		return Info{}, err
@@ -347,8 +329,7 @@ func (c *Client) bound(ctx context.Context, wait time.Duration) (context.Context
 	return context.WithTimeout(ctx, c.timeout+wait)
 }
 
-// lockFrom converts an acquire or extend answer; start is when the request
-// was about to be sent.
+// lockFrom converts the answer to an acquire or extend sent at start.
 func lockFrom(b *LockResponse, start time.Time) Lock {
 	validity := time.Duration(b.ValidityMs) * time.Millisecond
 	expires, _ := time.Parse(time.RFC3339Nano, b.ExpiresAt) // zero if malformed: it is for display
@@ -368,11 +349,9 @@ func lockFrom(b *LockResponse, start time.Time) Lock {
 }
 
 // ProblemError is an error answer of the gateway: its status and, when the
-// body is an RFC 9457 problem, its members. It unwraps to the sentinel of
-// the case (Err), so callers use errors.Is with ErrLockHeld, ErrNotOwner,
-// ... and errors.As with *HeldError or *ProblemError.
+// body is an RFC 9457 problem, its members. It unwraps to Err, so callers use
+// errors.Is with the sentinels and errors.As with *HeldError.
 type ProblemError struct {
-	// Status is the HTTP status.
 	Status int
 	// Type is the problem type (urn:redlockd:problem:<kind>); empty when the
 	// body was not a problem.
@@ -384,8 +363,7 @@ type ProblemError struct {
 	// RetryAfter is the gateway's hint when to try again (retry_after_ms,
 	// else the Retry-After header); 0 if none.
 	RetryAfter time.Duration
-	// RequestID is the X-Request-Id of the response, to find it in the
-	// gateway's logs.
+	// RequestID is the response's X-Request-Id, to find it in the logs.
 	RequestID string
 	// Err is what the problem means: a *HeldError or a sentinel.
 	Err error
@@ -396,23 +374,16 @@ type ProblemError struct {
 func (e *ProblemError) Kind() string { return strings.TrimPrefix(e.Type, problemTypePrefix) }
 
 func (e *ProblemError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "redlockd: %d", e.Status)
-	if k := e.Kind(); k != "" {
-		fmt.Fprintf(&b, " %s", k)
-	} else {
-		fmt.Fprintf(&b, " %s", http.StatusText(e.Status))
-	}
+	msg := fmt.Sprintf("redlockd: %d %s", e.Status, cmp.Or(e.Kind(), http.StatusText(e.Status)))
 	if e.Detail != "" {
-		fmt.Fprintf(&b, ": %s", e.Detail)
+		msg += ": " + e.Detail
 	}
 	if e.RequestID != "" {
-		fmt.Fprintf(&b, " (request id %s)", e.RequestID)
+		msg += " (request id " + e.RequestID + ")"
 	}
-	return b.String()
+	return msg
 }
 
-// Unwrap returns Err.
 func (e *ProblemError) Unwrap() error { return e.Err }
 
 // responseError maps an answer other than the success of a call (res, whose
@@ -474,11 +445,8 @@ func responseError(res *http.Response, body []byte) error {
 // reading the answer (ErrUnreachable), or decoding it (ErrUnexpected). It
 // keeps the cause, so errors.Is(err, context.DeadlineExceeded) works.
 func transport(err error) error {
-	var (
-		ue *url.Error
-		ne net.Error
-	)
-	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	var ne net.Error // *url.Error, as http.Client returns, is one too
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
@@ -508,6 +476,5 @@ func millis(d time.Duration) *int64 {
 	if d == 0 {
 		return nil
 	}
-	ms := d.Milliseconds()
-	return &ms
+	return new(d.Milliseconds())
 }

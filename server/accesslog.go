@@ -22,8 +22,7 @@ import (
 var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // reqInfo is what the server learns of a request while serving it, for its
-// access log line and metrics: who made it and how it ended. begin puts one
-// in the request's context.
+// access log line and metrics. begin puts one in the request's context.
 type reqInfo struct {
 	caller  *keyEntry // the API key; nil when not authenticated
 	outcome string
@@ -37,17 +36,15 @@ func reqInfoOf(ctx context.Context) *reqInfo {
 	return rq
 }
 
-// setOutcome records the outcome of the request for the access log.
 func setOutcome(ctx context.Context, outcome string) {
 	if rq := reqInfoOf(ctx); rq != nil {
 		rq.outcome = outcome
 	}
 }
 
-// begin gives the request its id, sent back in X-Request-Id and added to
-// the request's logger (hlog.NewHandler's): a well-formed incoming
-// X-Request-Id or a new random one. It also puts the request's reqInfo in
-// its context.
+// begin gives the request its id (a well-formed incoming X-Request-Id or a
+// new random one), sent back in X-Request-Id and added to the request's
+// logger, and puts the request's reqInfo in its context.
 func (s *Server) begin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
@@ -60,23 +57,19 @@ func (s *Server) begin(next http.Handler) http.Handler {
 	})
 }
 
-// A request whose client went away before its answer (a waiting acquire
-// whose client was killed, say) is logged and counted with outcome
-// outcomeClientGone and status statusClientGone at info level: it is no
-// failure of the gateway or of Redis, and the client sees no status at all.
-// The status is nginx's 499 "client closed request". The response, if any
-// is still written, is the one problemFor makes.
+// A request whose client went away before its answer is logged and counted
+// with outcome outcomeClientGone and status statusClientGone (nginx's 499
+// "client closed request") at info level: it is no failure of the gateway
+// or of Redis, and the client sees no status at all.
 const (
 	outcomeClientGone = "client_gone"
 	statusClientGone  = 499
 )
 
 // clientGone reports whether err ended request r because its client went
-// away, and if so notes it for the access log. net/http cancels a
-// request's context when its client goes away; a lock operation cut short
-// that way fails with context.Canceled, joined to the node errors it
-// caused. A node timeout is context.DeadlineExceeded, and a shutdown is
-// errShuttingDown: neither is a client gone.
+// away (net/http cancels its context: the lock operation fails with
+// context.Canceled), and if so notes it for the access log. A node timeout
+// (context.DeadlineExceeded) or a shutdown (errShuttingDown) is none.
 func clientGone(r *http.Request, err error) bool {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, errShuttingDown) || r.Context().Err() == nil {
 		return false
@@ -85,11 +78,10 @@ func clientGone(r *http.Request, err error) bool {
 	return true
 }
 
-// logRequest is the access log (hlog.AccessHandler's callback): one line for
-// a request answered with status, with method, route pattern, resource,
-// status, latency and outcome, and the req_id and API key name of the
-// request's logger; it also records the request in the metrics. It never
-// logs headers, tokens or bodies.
+// logRequest is the access log (hlog.AccessHandler's callback): one line per
+// request, with the req_id and API key name of the request's logger; it also
+// records the request in the metrics. It never logs headers, tokens or
+// bodies.
 func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duration) {
 	rq := reqInfoOf(r.Context())
 	status = cmp.Or(status, http.StatusOK)
@@ -110,7 +102,7 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 		Float64("latency_ms", float64(elapsed.Microseconds())/1000).
 		Str("outcome", outcome).
 		Msg("request")
-	s.metrics.observeRequest(route, r.Method, status, elapsed, outcome)
+	s.cfg.Metrics.observeRequest(route, r.Method, status, elapsed, outcome)
 }
 
 // routeOf returns the route pattern of a served request and its loggable
@@ -135,13 +127,11 @@ func routeOf(r *http.Request) (route, resource string) {
 // loggableResource returns the percent-decoded resource of the path if it is a
 // valid name, else "": the log shows no arbitrary client input.
 func loggableResource(r *http.Request, raw string) string {
+	var err error
 	if r.URL.RawPath != "" {
-		var err error
-		if raw, err = url.PathUnescape(raw); err != nil {
-			return ""
-		}
+		raw, err = url.PathUnescape(raw)
 	}
-	if !redlock.ValidName(raw) {
+	if err != nil || !redlock.ValidName(raw) {
 		return ""
 	}
 	return raw

@@ -20,8 +20,6 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// API keys.
-//
 // An API keys file is JSON, {"keys":[{"name":"ci","namespace":"ci",
 // "sha256":"<hex>"}]}: it stores the SHA-256 of each key, never the key. A
 // request presents its key as "Authorization: Bearer <key>"; the server
@@ -30,34 +28,23 @@ import (
 // any) matched. The key's namespace is then the request's: the same resource
 // name in two namespaces is two independent locks.
 
-// Errors of authentication, mapped by problemFor to 401 unauthorized.
+// Errors of authentication, mapped by problemFor to 401 unauthorized: no
+// Authorization header, or one that is not "Bearer <key>" of a known key.
 var (
-	// errNoKey means the request has no Authorization header.
-	errNoKey = errors.New("server: no API key")
-	// errBadKey means the Authorization header is not "Bearer <key>" or the
-	// key is unknown.
+	errNoKey  = errors.New("server: no API key")
 	errBadKey = errors.New("server: unknown API key")
 )
 
 // APIKey is one entry of an API keys file.
 type APIKey struct {
-	// Name identifies the key in logs; it is not secret.
-	Name string `json:"name"`
-	// Namespace is the lock namespace the key reaches.
-	Namespace string `json:"namespace"`
-	// SHA256 is the hex SHA-256 of the key.
-	SHA256 string `json:"sha256"`
-}
-
-// keysFile is the JSON document of an API keys file.
-type keysFile struct {
-	Keys []APIKey `json:"keys"`
+	Name      string `json:"name"`      // identifies the key in logs; not secret
+	Namespace string `json:"namespace"` // the lock namespace the key reaches
+	SHA256    string `json:"sha256"`    // the hex SHA-256 of the key
 }
 
 // Keys is a validated set of API keys. The zero value and nil hold no key.
-// Replace swaps in another set atomically (a reload of the keys file), so
-// a server given a *Keys sees each request against one whole set, the old
-// or the new.
+// Replace swaps in another set atomically (a reload of the keys file): each
+// request is checked against one whole set, the old or the new.
 type Keys struct {
 	entries atomic.Pointer[[]keyEntry]
 }
@@ -67,7 +54,6 @@ type keyEntry struct {
 	sum             [sha256.Size]byte
 }
 
-// maxKeysFileBytes bounds the size of an API keys file.
 const maxKeysFileBytes = 1 << 20
 
 // ParseKeys parses and validates an API keys file: a JSON object with one
@@ -81,7 +67,9 @@ func ParseKeys(data []byte) (*Keys, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var f keysFile
+	var f struct {
+		Keys []APIKey `json:"keys"`
+	}
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf(`not a JSON object {"keys":[{"name":…,"namespace":…,"sha256":…}]}: %v`, err)
 	}
@@ -98,26 +86,26 @@ func ParseKeys(data []byte) (*Keys, error) {
 		set    = make([]keyEntry, 0, len(f.Keys))
 	)
 	for i, e := range f.Keys {
-		n := i + 1
+		n, name := i+1, truncate(e.Name, 64)
 		if !redlock.ValidName(e.Name) {
-			errs = append(errs, fmt.Errorf("key #%d: name %q must be 1-200 characters of [A-Za-z0-9._:-]", n, truncate(e.Name, 64)))
+			errs = append(errs, fmt.Errorf("key #%d: name %q must be 1-200 characters of [A-Za-z0-9._:-]", n, name))
 		} else if j, dup := names[e.Name]; dup {
 			errs = append(errs, fmt.Errorf("key #%d: name %q is already key #%d's", n, e.Name, j))
 		} else {
 			names[e.Name] = n
 		}
 		if !redlock.ValidName(e.Namespace) {
-			errs = append(errs, fmt.Errorf("key #%d (%s): namespace %q must be 1-200 characters of [A-Za-z0-9._:-], other than \".\" and \"..\"", n, truncate(e.Name, 64), truncate(e.Namespace, 64)))
+			errs = append(errs, fmt.Errorf("key #%d (%s): namespace %q must be 1-200 characters of [A-Za-z0-9._:-], other than \".\" and \"..\"", n, name, truncate(e.Namespace, 64)))
 		}
 		b, err := hex.DecodeString(e.SHA256)
 		if err != nil || len(b) != sha256.Size {
 			// Not quoted: it may be the key itself, pasted by mistake.
-			errs = append(errs, fmt.Errorf("key #%d (%s): sha256 must be 64 hex digits, the SHA-256 of the key (not the key itself)", n, truncate(e.Name, 64)))
+			errs = append(errs, fmt.Errorf("key #%d (%s): sha256 must be 64 hex digits, the SHA-256 of the key (not the key itself)", n, name))
 			continue
 		}
 		sum := [sha256.Size]byte(b)
 		if j, dup := hashes[sum]; dup {
-			errs = append(errs, fmt.Errorf("key #%d (%s): same sha256 as key #%d: one key cannot have two names", n, truncate(e.Name, 64), j))
+			errs = append(errs, fmt.Errorf("key #%d (%s): same sha256 as key #%d: one key cannot have two names", n, name, j))
 			continue
 		}
 		hashes[sum] = n
@@ -138,9 +126,7 @@ func HashKey(key string) string {
 }
 
 // Len returns the number of keys.
-func (k *Keys) Len() int {
-	return len(k.set())
-}
+func (k *Keys) Len() int { return len(k.set()) }
 
 // set returns the current keys; nil for none.
 func (k *Keys) set() []keyEntry {
@@ -192,50 +178,38 @@ func namespaceFrom(ctx context.Context) string {
 // path are checked, so that no spelling reaches a lock unauthenticated.
 func (s *Server) needsKey(r *http.Request) bool {
 	for _, p := range []string{r.URL.Path, r.URL.RawPath} {
-		if p == "/locks" || strings.HasPrefix(p, "/locks/") || (s.metricsAuth && p == "/metrics") {
+		if p == "/locks" || strings.HasPrefix(p, "/locks/") || (s.cfg.MetricsAuth && p == "/metrics") {
 			return true
 		}
 	}
 	return false
 }
 
-// authenticate checks the API key of requests that need one (see needsKey)
-// when the server has keys: "Authorization: Bearer <key>", else it answers
-// errNoKey or errBadKey (401 unauthorized). It records the key's name and
-// namespace as the request's caller, and adds the name to the request's
-// logger. It runs before routing, body limits and decoding, so an
-// unauthenticated client learns nothing about locks or request syntax.
+// authenticate checks the "Authorization: Bearer <key>" of requests that
+// need one (see needsKey) when the server has keys, and records the key as
+// the request's caller (its name in the request's logger). It runs before
+// routing, body limits and decoding, so an unauthenticated client learns
+// nothing about locks or request syntax.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.keys.Len() == 0 || !s.needsKey(r) {
+		if s.cfg.Keys.Len() == 0 || !s.needsKey(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		c, err := s.callerOf(r)
-		if err != nil {
-			s.writeProblem(w, r, err)
+		hdr := r.Header.Values("Authorization")
+		if len(hdr) == 0 {
+			s.writeProblem(w, r, errNoKey)
 			return
 		}
-		reqInfoOf(r.Context()).caller = c
+		scheme, key, _ := strings.Cut(hdr[0], " ")
+		key = strings.TrimSpace(key)
+		c, ok := s.cfg.Keys.lookup(key)
+		if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" || !ok {
+			s.writeProblem(w, r, errBadKey)
+			return
+		}
+		reqInfoOf(r.Context()).caller = &c
 		hlog.FromRequest(r).UpdateContext(func(l zerolog.Context) zerolog.Context { return l.Str("key", c.name) })
 		next.ServeHTTP(w, r)
 	})
-}
-
-// callerOf returns the entry of the key in r's Authorization header.
-func (s *Server) callerOf(r *http.Request) (*keyEntry, error) {
-	hdr := r.Header.Values("Authorization")
-	if len(hdr) == 0 {
-		return nil, errNoKey
-	}
-	scheme, key, _ := strings.Cut(hdr[0], " ")
-	key = strings.TrimSpace(key)
-	if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return nil, errBadKey
-	}
-	e, ok := s.keys.lookup(key)
-	if !ok {
-		return nil, errBadKey
-	}
-	return &e, nil
 }

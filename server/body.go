@@ -7,14 +7,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/redlockd/redlockd/api"
 )
 
 // maxBodyBytes is the largest request body accepted.
@@ -36,22 +33,25 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// bodyFields are the JSON members of the request bodies, by operation
-// (method and route pattern), with the type each must have.
-var bodyFields = map[string]map[string]reflect.Kind{
-	"POST /locks/{resource}":  jsonFields[api.AcquireRequest](),
-	"PATCH /locks/{resource}": jsonFields[api.ExtendRequest](),
+// The JSON types of body members, as errors name them.
+const (
+	jsonInteger = "an integer"
+	jsonString  = "a string"
+)
+
+// bodyFields are the JSON members of api.AcquireRequest and
+// api.ExtendRequest, by operation, with the type each must have.
+var bodyFields = map[string]map[string]string{
+	"POST /locks/{resource}":  {"ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
+	"PATCH /locks/{resource}": {"ttl_ms": jsonInteger},
 }
 
-// strictJSON checks request bodies more strictly than the generated decoder
-// does, before it runs: the Content-Type, if any, must be application/json,
-// and a non-empty body must be one JSON object, in UTF-8, with only known,
-// distinct members of the right types and nothing after it. It runs after
-// routing, so it knows the operation.
-//
-// The body is decoded here once: the generated decoder
-// (runtime.BindJSONBody) binds the value decodedBody carries instead of
-// reading the body again.
+// strictJSON checks request bodies before the generated decoder runs: the
+// Content-Type, if any, must be application/json, and a non-empty body must
+// be one JSON object, in UTF-8, with only known, distinct members of the
+// right types and nothing after it. It runs after routing, so it knows the
+// operation. The body is decoded here once: the generated decoder binds the
+// value decodedBody carries instead of reading the body again.
 func (s *Server) strictJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fields, ok := bodyFields[r.Method+" "+chi.RouteContext(r.Context()).RoutePattern()]; ok {
@@ -66,7 +66,7 @@ func (s *Server) strictJSON(next http.Handler) http.Handler {
 
 // readJSONBody checks and decodes the body of r as strictJSON describes, and
 // replaces it with a decodedBody, or with http.NoBody when it is empty.
-func readJSONBody(r *http.Request, fields map[string]reflect.Kind) error {
+func readJSONBody(r *http.Request, fields map[string]string) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return badRequest("Content-Type must be application/json (curl: use --json, or -H 'Content-Type: application/json')")
@@ -92,9 +92,8 @@ func readJSONBody(r *http.Request, fields map[string]reflect.Kind) error {
 }
 
 // decodedBody is a request body that strictJSON decoded: the generated
-// decoder binds its ValidatedValue (the hook of oapi-codegen's runtime for
-// bodies a middleware has validated). Reading it fails, so that nothing
-// decodes a body twice unnoticed.
+// decoder binds its ValidatedValue (oapi-codegen runtime's hook). Reading it
+// fails, so that nothing decodes a body twice unnoticed.
 type decodedBody struct{ value map[string]any }
 
 func (b decodedBody) ValidatedValue() any { return b.value }
@@ -104,12 +103,10 @@ func (decodedBody) Read([]byte) (int, error) {
 func (decodedBody) Close() error { return nil }
 
 // decodeStrict decodes data, a non-blank body, into the generic JSON value
-// of an object (numbers as json.Number). It returns a *requestError for
-// anything but valid UTF-8 holding one JSON object with distinct members
-// from fields, of their types or null, and nothing after it.
-// encoding/json alone would match names case-insensitively and let the last
-// duplicate win.
-func decodeStrict(data []byte, fields map[string]reflect.Kind) (map[string]any, error) {
+// of an object (numbers as json.Number), checked as strictJSON says, or
+// returns a *requestError. encoding/json alone would match names
+// case-insensitively and let the last duplicate win.
+func decodeStrict(data []byte, fields map[string]string) (map[string]any, error) {
 	if !utf8.Valid(data) {
 		return nil, badRequest("the body is not valid UTF-8")
 	}
@@ -128,7 +125,7 @@ func decodeStrict(data []byte, fields map[string]reflect.Kind) (map[string]any, 
 			return nil, jsonError(err)
 		}
 		name, _ := tok.(string)
-		kind, known := fields[name]
+		want, known := fields[name]
 		if !known {
 			return nil, badRequest("unknown field %q", truncate(name, 64))
 		}
@@ -141,7 +138,7 @@ func decodeStrict(data []byte, fields map[string]reflect.Kind) (map[string]any, 
 		}
 		obj[name] = v
 		if typeErr == nil {
-			typeErr = checkType(name, v, kind)
+			typeErr = checkType(name, v, want)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -154,20 +151,20 @@ func decodeStrict(data []byte, fields map[string]reflect.Kind) (map[string]any, 
 }
 
 // checkType returns a *requestError unless the decoded JSON value v of
-// member name is null or of kind: an integer for reflect.Int64, a string for
-// reflect.String. The error names the JSON type as encoding/json's do.
-func checkType(name string, v any, kind reflect.Kind) error {
+// member name is null or of type want (jsonInteger or jsonString). The error
+// names the JSON type as encoding/json's do.
+func checkType(name string, v any, want string) error {
 	got := "object"
 	switch v := v.(type) {
 	case nil:
 		return nil
 	case string:
-		if kind == reflect.String {
+		if want == jsonString {
 			return nil
 		}
 		got = "string"
 	case json.Number:
-		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil && kind == reflect.Int64 {
+		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil && want == jsonInteger {
 			return nil
 		}
 		got = "number " + string(v)
@@ -176,47 +173,26 @@ func checkType(name string, v any, kind reflect.Kind) error {
 	case []any:
 		got = "array"
 	}
-	want := map[reflect.Kind]string{reflect.Int64: "an integer", reflect.String: "a string"}[kind]
 	return badRequest("%s must be %s, not JSON %s", name, want, got)
 }
 
 // jsonError describes a JSON syntax error for the client.
 func jsonError(err error) error {
 	var syntaxErr *json.SyntaxError
-	if errors.As(err, &syntaxErr) {
-		return &requestError{detail: "malformed JSON: " + syntaxErr.Error(), err: err}
+	detail := "malformed JSON"
+	switch {
+	case errors.As(err, &syntaxErr):
+		detail += ": " + syntaxErr.Error()
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		detail += ": unexpected end of the body"
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return &requestError{detail: "malformed JSON: unexpected end of the body", err: err}
-	}
-	return &requestError{detail: "malformed JSON", err: err}
+	return &requestError{detail: detail, err: err}
 }
 
-// jsonFields returns the JSON member names of struct type T, with the kind
-// of their field (of the pointed-to type for a pointer).
-func jsonFields[T any]() map[string]reflect.Kind {
-	t := reflect.TypeFor[T]()
-	fields := make(map[string]reflect.Kind, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			fields[name] = ft.Kind()
-		}
-	}
-	return fields
-}
-
-// truncate returns s cut to at most n bytes, on a rune boundary.
+// truncate returns s, valid UTF-8, cut to at most n bytes on a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -84,5 +87,27 @@ func TestDecodeStrictValues(t *testing.T) {
 	w := serve(t, h, request{method: "PATCH", target: "/locks/x", body: `{"ttl_ms": 12345}`, headers: []string{"Lock-Token", tokenA}})
 	if decode[map[string]any](t, w, http.StatusOK); ttl != 12345*time.Millisecond {
 		t.Errorf("extend: ttl %v", ttl)
+	}
+}
+
+// TestBodyFields: bodyFields lists exactly the members of the generated
+// request bodies, each with the JSON type of its Go field.
+func TestBodyFields(t *testing.T) {
+	for op, typ := range map[string]reflect.Type{
+		"POST /locks/{resource}":  reflect.TypeFor[api.AcquireRequest](),
+		"PATCH /locks/{resource}": reflect.TypeFor[api.ExtendRequest](),
+	} {
+		want := map[string]string{}
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			want[name] = map[reflect.Kind]string{reflect.Int64: jsonInteger, reflect.String: jsonString}[ft.Kind()]
+		}
+		if !maps.Equal(bodyFields[op], want) {
+			t.Errorf("bodyFields[%q] = %v, want %v", op, bodyFields[op], want)
+		}
 	}
 }

@@ -20,10 +20,10 @@ func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.G
 // the server is not shutting down, else 503. The body shows every node's
 // address, never its credentials, and why a node is down.
 func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
-	nodes := s.locker.Status(ctx)
+	nodes := s.cfg.Locker.Status(ctx)
 	body := api.ReadyResponse{
 		Status: api.ReadyResponseStatusReady,
-		Quorum: s.locker.Quorum(),
+		Quorum: s.cfg.Locker.Quorum(),
 		Nodes:  make([]api.NodeStatus, 0, len(nodes)),
 	}
 	now := time.Now()
@@ -46,7 +46,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		}
 		body.Nodes = append(body.Nodes, ns)
 	}
-	if voting < body.Quorum || s.draining() {
+	if voting < body.Quorum || s.drain.Err() != nil {
 		body.Status = api.ReadyResponseStatusUnready
 		setOutcome(ctx, "unready")
 		return api.GetReadyz503JSONResponse(body), nil

@@ -22,8 +22,7 @@ const (
 	tokenRule     = "token must be 22-128 characters of [A-Za-z0-9_-]"
 )
 
-// AcquireLock takes a lock: 201 with the lock, or an error that Handler
-// turns into a problem response. An acquire with wait_ms waits here, in its
+// AcquireLock takes a lock: 201. An acquire with wait_ms waits here, in its
 // handler, for the lock, the end of its wait, its client to go away (which
 // cancels ctx) or BeginShutdown (503 shutting-down).
 func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
@@ -31,39 +30,35 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 	if err != nil {
 		return nil, err
 	}
-	if o.Wait == 0 {
-		defer s.metrics.observeOp("acquire", time.Now())
-		return s.acquire(ctx, req.Resource, o)
+	var full error // takeWaiter's error
+	if o.Wait > 0 {
+		if full = s.takeWaiter(o.Namespace); full == nil {
+			defer s.leaveWaiter(o.Namespace)
+			ctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			stop := context.AfterFunc(s.drain, func() { cancel(errShuttingDown) })
+			defer stop()
+			resp, err := s.acquire(ctx, req.Resource, o)
+			if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+				err = errors.Join(errShuttingDown, err)
+			}
+			return resp, err
+		}
+		// A lock that is free now needs no waiting slot: one round, as
+		// without wait_ms, that answers full only if the lock is held.
+		o.Wait = 0
 	}
-	if err := s.takeWaiter(o.Namespace); err != nil {
-		return s.acquireNoSlot(ctx, req.Resource, o, err)
-	}
-	defer s.leaveWaiter(o.Namespace)
-	ctx, cancel := s.withDrain(ctx)
-	defer cancel()
+	defer s.cfg.Metrics.observeOp("acquire", time.Now())
 	resp, err := s.acquire(ctx, req.Resource, o)
-	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
-		err = errors.Join(errShuttingDown, err)
-	}
-	return resp, err
-}
-
-// acquireNoSlot is a waiting acquire that found no waiting slot (full is
-// takeWaiter's error): a lock that is free now needs none, so it makes one
-// round, as without wait_ms, and returns full only if the lock is held.
-func (s *Server) acquireNoSlot(ctx context.Context, resource string, o redlock.AcquireOptions, full error) (api.AcquireLockResponseObject, error) {
-	defer s.metrics.observeOp("acquire", time.Now())
-	o.Wait = 0
-	resp, err := s.acquire(ctx, resource, o)
-	if errors.Is(err, redlock.ErrLockHeld) {
-		return nil, full
+	if full != nil && errors.Is(err, redlock.ErrLockHeld) {
+		err = full
 	}
 	return resp, err
 }
 
 // acquireOptions checks an acquire request and returns its options.
 func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestObject) (redlock.AcquireOptions, error) {
-	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.defaultTTL}
+	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.cfg.DefaultTTL}
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return o, err
 	}
@@ -76,8 +71,8 @@ func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestO
 		return o, err
 	}
 	if b.WaitMs != nil {
-		if *b.WaitMs < 0 || *b.WaitMs > s.maxWait.Milliseconds() {
-			return o, badRequest("wait_ms must be within [0, %d]", s.maxWait.Milliseconds())
+		if *b.WaitMs < 0 || *b.WaitMs > s.cfg.MaxWait.Milliseconds() {
+			return o, badRequest("wait_ms must be within [0, %d]", s.cfg.MaxWait.Milliseconds())
 		}
 		o.Wait = time.Duration(*b.WaitMs) * time.Millisecond
 	}
@@ -98,7 +93,7 @@ func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestO
 
 // acquire takes the lock and makes the 201 response.
 func (s *Server) acquire(ctx context.Context, resource string, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
-	lock, err := s.locker.Acquire(ctx, resource, o)
+	lock, err := s.cfg.Locker.Acquire(ctx, resource, o)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +104,7 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 	}, nil
 }
 
-// ReleaseLock releases a lock: 204, or an error that Handler turns into a
-// problem response.
+// ReleaseLock releases a lock: 204.
 func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObject) (api.ReleaseLockResponseObject, error) {
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
@@ -118,16 +112,15 @@ func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObje
 	if !redlock.ValidToken(req.Params.LockToken) {
 		return nil, badRequest(lockTokenRule)
 	}
-	defer s.metrics.observeOp("release", time.Now())
-	if err := s.locker.Release(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken); err != nil {
+	defer s.cfg.Metrics.observeOp("release", time.Now())
+	if err := s.cfg.Locker.Release(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken); err != nil {
 		return nil, err
 	}
 	setOutcome(ctx, "released")
 	return api.ReleaseLock204Response{}, nil
 }
 
-// ExtendLock extends a lock: 200 with the lock, or an error that Handler
-// turns into a problem response.
+// ExtendLock extends a lock: 200 with the lock.
 func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject) (api.ExtendLockResponseObject, error) {
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
@@ -135,15 +128,15 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 	if !redlock.ValidToken(req.Params.LockToken) {
 		return nil, badRequest(lockTokenRule)
 	}
-	ttl := s.defaultTTL
+	ttl := s.cfg.DefaultTTL
 	if b := req.Body; b != nil {
 		var err error
 		if ttl, err = s.ttl(b.TTLMs); err != nil {
 			return nil, err
 		}
 	}
-	defer s.metrics.observeOp("extend", time.Now())
-	lock, err := s.locker.Extend(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken, ttl)
+	defer s.cfg.Metrics.observeOp("extend", time.Now())
+	lock, err := s.cfg.Locker.Extend(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -151,16 +144,14 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 	return api.ExtendLock200JSONResponse(lockResponse(req.Resource, lock)), nil
 }
 
-// InspectLock tells whether a lock is held and by whom: 200 with held
-// true and the holder's fields, or 200 with held false when it is free (404
-// is only for paths that name no route), or an error that Handler turns
-// into a problem response.
+// InspectLock tells whether a lock is held and by whom: 200, with held false
+// when it is free (404 is only for paths that name no route).
 func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObject) (api.InspectLockResponseObject, error) {
 	if err := s.admit(ctx, req.Resource); err != nil {
 		return nil, err
 	}
-	defer s.metrics.observeOp("inspect", time.Now())
-	info, err := s.locker.Inspect(ctx, namespaceFrom(ctx), req.Resource)
+	defer s.cfg.Metrics.observeOp("inspect", time.Now())
+	info, err := s.cfg.Locker.Inspect(ctx, namespaceFrom(ctx), req.Resource)
 	if errors.Is(err, redlock.ErrNotHeld) {
 		setOutcome(ctx, "free")
 		return api.InspectLock200JSONResponse{Resource: req.Resource, Held: false}, nil
@@ -184,10 +175,10 @@ func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObje
 // also refuses a request that authenticate did not let through (a safety
 // net: authenticate runs before routing and answers those itself).
 func (s *Server) admit(ctx context.Context, resource string) error {
-	if rq := reqInfoOf(ctx); s.keys.Len() > 0 && (rq == nil || rq.caller == nil) {
+	if rq := reqInfoOf(ctx); s.cfg.Keys.Len() > 0 && (rq == nil || rq.caller == nil) {
 		return errNoKey
 	}
-	if s.draining() {
+	if s.drain.Err() != nil {
 		return errShuttingDown
 	}
 	if !redlock.ValidName(resource) {
@@ -200,10 +191,10 @@ func (s *Server) admit(ctx context.Context, resource string) error {
 // an invalid-request error.
 func (s *Server) ttl(ms *int64) (time.Duration, error) {
 	if ms == nil {
-		return s.defaultTTL, nil
+		return s.cfg.DefaultTTL, nil
 	}
-	if *ms < redlock.MinTTL.Milliseconds() || *ms > s.maxTTL.Milliseconds() {
-		return 0, badRequest("ttl_ms must be within [%d, %d]", redlock.MinTTL.Milliseconds(), s.maxTTL.Milliseconds())
+	if *ms < redlock.MinTTL.Milliseconds() || *ms > s.cfg.MaxTTL.Milliseconds() {
+		return 0, badRequest("ttl_ms must be within [%d, %d]", redlock.MinTTL.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
 	}
 	return time.Duration(*ms) * time.Millisecond, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -42,19 +43,17 @@ type Metrics struct {
 // nodeStatusTimeout bounds how long a scrape waits for the nodes' status.
 const nodeStatusTimeout = 500 * time.Millisecond
 
-// Histogram buckets, in seconds.
+// Histogram buckets, in seconds: requests from a sub-millisecond round trip
+// to waits of a minute, one node call up to the node timeout, waits up to
+// the largest max wait one would set.
 var (
-	// requestBuckets cover a sub-millisecond round trip to waits of a minute.
 	requestBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
-	// nodeBuckets cover one node call, bounded by the node timeout.
-	nodeBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
-	// waitBuckets cover waits up to the largest max wait one would set.
-	waitBuckets = []float64{.005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	nodeBuckets    = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	waitBuckets    = []float64{.005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 )
 
 // acquireOutcomes are the values of redlockd_acquisitions_total's outcome
-// label, by the outcome the request ended with (a problem kind, or
-// "acquired").
+// label, by the outcome of the request (a problem kind, or "acquired").
 var acquireOutcomes = map[string]string{
 	"acquired":           "acquired",
 	"lock-held":          "held",
@@ -67,10 +66,6 @@ var acquireOutcomes = map[string]string{
 	outcomeClientGone:    "client_gone",
 	"internal":           "error",
 }
-
-// lockOps are the values of redlockd_lock_operation_duration_seconds's op
-// label.
-var lockOps = []string{"acquire", "release", "extend", "inspect"}
 
 // NewMetrics returns the metrics with nothing observed yet, and the Go
 // runtime and process collectors registered.
@@ -119,12 +114,11 @@ func NewMetrics() *Metrics {
 	for _, o := range acquireOutcomes {
 		m.acquisitions.WithLabelValues(o)
 	}
-	for _, op := range lockOps {
+	for _, op := range []string{"acquire", "release", "extend", "inspect"} {
 		m.opTime.WithLabelValues(op)
 	}
-	for _, a := range []string{"false", "true"} {
-		m.waitTime.WithLabelValues(a)
-	}
+	m.waitTime.WithLabelValues("false")
+	m.waitTime.WithLabelValues("true")
 	return m
 }
 
@@ -158,7 +152,7 @@ func (m *Metrics) ObserveNodeCommand(node string, d time.Duration, err error) {
 func (m *Metrics) watch(s *Server) {
 	m.watchOnce.Do(func() {
 		waiting := func() float64 { return float64(s.waiting.Load()) }
-		if st, ok := s.locker.(interface{ Stats() redlock.Stats }); ok { // the coordinator's counters
+		if st, ok := s.cfg.Locker.(interface{ Stats() redlock.Stats }); ok { // the coordinator's counters
 			waiting = func() float64 { return float64(st.Stats().Waiting) }
 			m.reg.MustRegister(
 				prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -179,16 +173,14 @@ func (m *Metrics) watch(s *Server) {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "redlockd_quorum",
 				Help: "Nodes a lock needs (N/2+1).",
-			}, func() float64 { return float64(s.locker.Quorum()) }),
-			nodeCollector{locker: s.locker},
+			}, func() float64 { return float64(s.cfg.Locker.Quorum()) }),
+			nodeCollector{locker: s.cfg.Locker},
 		)
 	})
 }
 
 // nodeCollector reports each node's state from Locker.Status at scrape time.
-type nodeCollector struct {
-	locker Locker
-}
+type nodeCollector struct{ locker Locker }
 
 var (
 	nodeUpDesc = prometheus.NewDesc("redlockd_node_up",
@@ -219,13 +211,6 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
-// metricMethods are the methods counted under their own name; any other is
-// "other", so that clients cannot grow the label set.
-var metricMethods = map[string]bool{
-	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
-	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
-}
-
 // observeRequest records one HTTP request. route is its pattern ("" when
 // none matched); outcome is what the access log shows.
 func (m *Metrics) observeRequest(route, method string, status int, d time.Duration, outcome string) {
@@ -235,8 +220,8 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	if route == "" {
 		route = "unmatched"
 	}
-	if !metricMethods[method] {
-		method = "other"
+	if !slices.Contains(methods, method) {
+		method = "other" // so that clients cannot grow the label set
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.requestTime.WithLabelValues(route, method).Observe(d.Seconds())
@@ -245,7 +230,6 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	}
 }
 
-// observeOp records the time of one lock operation that started at start.
 func (m *Metrics) observeOp(op string, start time.Time) {
 	if m == nil {
 		return
@@ -253,13 +237,12 @@ func (m *Metrics) observeOp(op string, start time.Time) {
 	m.opTime.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-// GetMetrics serves the metrics in the Prometheus text format, or 404
-// not-found when the server has none.
+// GetMetrics serves the metrics in the Prometheus text format.
 func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
-	if s.metrics == nil {
+	if s.cfg.Metrics == nil {
 		return nil, errNoMetrics
 	}
-	mfs, err := s.metrics.reg.Gather()
+	mfs, err := s.cfg.Metrics.reg.Gather()
 	if err != nil {
 		// Gather returns what it could collect; serve that.
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("gathering metrics")

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,23 +19,19 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// problemTypePrefix is put before a problem kind to make its type.
+// problemTypePrefix + kind is a problem's type.
 const problemTypePrefix = "urn:redlockd:problem:"
 
 // Errors of the server itself, mapped by problemFor.
 var (
-	// errShuttingDown means BeginShutdown was called.
-	errShuttingDown = errors.New("server: shutting down")
-	// errNoRoute means no route matches the path.
-	errNoRoute = errors.New("server: no route")
-	// errNoMethod means the path exists but not with this method.
-	errNoMethod = errors.New("server: method not allowed")
-	// errNoMetrics means /metrics is not enabled.
-	errNoMetrics = errors.New("server: metrics not enabled")
-	// errTooManyWaiters means Config.MaxWaiters acquires are already waiting.
-	errTooManyWaiters = errors.New("server: too many waiters")
-	// errNamespaceWaiters means Config.MaxWaitersPerNamespace acquires of
-	// the caller's namespace are already waiting. It wraps errTooManyWaiters.
+	errShuttingDown = errors.New("server: shutting down") // BeginShutdown was called
+	errNoRoute      = errors.New("server: no route")
+	errNoMethod     = errors.New("server: method not allowed")
+	errNoMetrics    = errors.New("server: metrics not enabled")
+	// errTooManyWaiters means Config.MaxWaiters acquires are already waiting,
+	// errNamespaceWaiters that Config.MaxWaitersPerNamespace of the caller's
+	// namespace are.
+	errTooManyWaiters   = errors.New("server: too many waiters")
 	errNamespaceWaiters = fmt.Errorf("%w in this namespace", errTooManyWaiters)
 )
 
@@ -45,26 +42,21 @@ type requestError struct {
 	err    error
 }
 
-// badRequest returns a *requestError with a formatted detail.
 func badRequest(format string, args ...any) error {
 	return &requestError{detail: fmt.Sprintf(format, args...)}
 }
 
 func (e *requestError) Error() string { return "invalid request: " + e.detail }
-
-// Unwrap returns the underlying error, if any.
 func (e *requestError) Unwrap() error { return e.err }
 
 // problem is what the client is told about an error.
 type problem struct {
-	status    int
-	kind      string
-	title     string
-	detail    string
-	lockState api.ProblemLockState
-	// retryAfter, when positive, is sent as Retry-After and retry_after_ms.
-	retryAfter time.Duration
-	// wwwAuthenticate, when set, is sent as WWW-Authenticate.
+	status              int
+	kind, title, detail string
+	lockState           api.ProblemLockState
+	// retryAfter, when positive, is sent as Retry-After and retry_after_ms;
+	// wwwAuthenticate, when set, as WWW-Authenticate.
+	retryAfter      time.Duration
 	wwwAuthenticate string
 }
 
@@ -91,11 +83,11 @@ func (s *Server) problemFor(err error) problem {
 	case errors.Is(err, errNamespaceWaiters):
 		return problem{status: http.StatusServiceUnavailable, kind: "too-many-waiters", title: "Too many waiters",
 			detail: fmt.Sprintf("%d acquires of this namespace are already waiting on this gateway, the per-namespace limit "+
-				"(its share of the gateway's %d waiting slots); try again later, or without wait_ms", s.maxNSWaiters, s.maxWaiters),
+				"(its share of the gateway's %d waiting slots); try again later, or without wait_ms", s.cfg.MaxWaitersPerNamespace, s.cfg.MaxWaiters),
 			retryAfter: jitter(time.Second)}
 	case errors.Is(err, errTooManyWaiters):
 		return problem{status: http.StatusServiceUnavailable, kind: "too-many-waiters", title: "Too many waiters",
-			detail:     fmt.Sprintf("%d acquires are already waiting on this gateway, the gateway's limit; try again later, or without wait_ms", s.maxWaiters),
+			detail:     fmt.Sprintf("%d acquires are already waiting on this gateway, the gateway's limit; try again later, or without wait_ms", s.cfg.MaxWaiters),
 			retryAfter: jitter(time.Second)}
 	case errors.As(err, &tooBig):
 		return problem{status: http.StatusRequestEntityTooLarge, kind: "payload-too-large", title: "Payload too large",
@@ -106,12 +98,14 @@ func (s *Server) problemFor(err error) problem {
 		return problem{status: http.StatusBadRequest, kind: "invalid-request", title: "Invalid request",
 			detail: invalidDetail(err)}
 	case errors.Is(err, redlock.ErrLockHeld):
-		var remaining time.Duration
-		if errors.As(err, &held) {
+		// Come back when the lock expires (1s if unknown, at most max TTL),
+		// with jitter, so that many waiting clients do not come back at once.
+		remaining := time.Second
+		if errors.As(err, &held) && held.Remaining > 0 {
 			remaining = held.Remaining
 		}
 		return problem{status: http.StatusConflict, kind: "lock-held", title: "Lock held",
-			detail: "the lock is held by another owner", retryAfter: s.retryHeld(remaining)}
+			detail: "the lock is held by another owner", retryAfter: jitter(min(remaining, s.cfg.MaxTTL))}
 	case errors.Is(err, redlock.ErrLockExpired):
 		return problem{status: http.StatusConflict, kind: "not-owner", title: "Not the lock owner",
 			detail:    "the lock expired or was released before: the critical section may not have been exclusive",
@@ -176,26 +170,14 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	_ = json.NewEncoder(w).Encode(body) // the client is gone if this fails
 }
 
-// unavailableDetail says why a quorum was not reached: how many nodes
-// refused (by the Redis error's first word), did not answer in time, or are
-// quarantined. Node errors name no token and no credentials; the detail
-// names no address either.
+// unavailableDetail says why a quorum was not reached (redlock.Explain),
+// without tokens, credentials or addresses.
 func (s *Server) unavailableDetail(err error) string {
 	u := redlock.Explain(err)
 	if len(u.Refused) == 0 && u.Silent == 0 && u.Unreachable == 0 && u.Quarantined == 0 {
 		return "too few nodes answered in time; the outcome is unknown, try again"
 	}
-	return u.Describe(s.locker.Nodes(), s.locker.Quorum()) + "; the outcome is unknown, try again"
-}
-
-// retryHeld returns how long a client should wait before trying a lock again
-// that is held for remaining: remaining (1s if unknown, at most max TTL) plus
-// jitter, so that many waiting clients do not come back at once.
-func (s *Server) retryHeld(remaining time.Duration) time.Duration {
-	if remaining <= 0 {
-		remaining = time.Second
-	}
-	return jitter(min(remaining, s.maxTTL))
+	return u.Describe(s.cfg.Locker.Nodes(), s.cfg.Locker.Quorum()) + "; the outcome is unknown, try again"
 }
 
 // jitter returns d plus a random part of up to 10% of d plus 100ms.
@@ -207,16 +189,11 @@ func jitter(d time.Duration) time.Duration {
 // package prefix. redlock never puts tokens in these messages.
 func invalidDetail(err error) string {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
-	msg = strings.TrimPrefix(msg, redlock.ErrInvalid.Error())
-	msg = strings.TrimPrefix(msg, ": ")
-	if msg == "" {
-		return "invalid argument"
-	}
-	return msg
+	msg = strings.TrimPrefix(strings.TrimPrefix(msg, redlock.ErrInvalid.Error()), ": ")
+	return cmp.Or(msg, "invalid argument")
 }
 
-// paramError is the generated router's hook for bad path and header
-// parameters.
+// paramError is the generated router's hook for bad path and header parameters.
 func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		missing *api.RequiredHeaderError
@@ -243,9 +220,8 @@ func (s *Server) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeProblem(w, r, &requestError{detail: "malformed JSON body", err: err})
 }
 
-// recoverer answers a panic in a handler with a 500 internal problem, and
-// logs it with its stack. http.ErrAbortHandler goes on up to net/http,
-// which aborts the response.
+// recoverer answers a panic in a handler with a 500 internal problem, logged
+// with its stack; http.ErrAbortHandler goes on up to net/http.
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {

@@ -24,12 +24,13 @@ import (
 // Limits of the server alone; the limits of locks (TTLs, waits, names) and
 // their defaults are package redlock's.
 const (
-	// DefaultMaxWaiters is Config.MaxWaiters's default.
-	DefaultMaxWaiters = 10000
-	// MaxHeaderBytes is the largest request header block to accept (for
-	// http.Server.MaxHeaderBytes).
-	MaxHeaderBytes = 16 << 10
+	DefaultMaxWaiters = 10000    // Config.MaxWaiters's default
+	MaxHeaderBytes    = 16 << 10 // for http.Server.MaxHeaderBytes
 )
+
+// methods are the HTTP methods the API knows, in the order of an Allow header.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch,
+	http.MethodDelete, http.MethodPut, http.MethodOptions}
 
 // Config configures a Server. The zero value of each field but Locker means
 // its default. The limits should be the coordinator's (redlock.Options), so
@@ -40,15 +41,10 @@ type Config struct {
 	// Log receives one line per request and every internal error; it never
 	// receives tokens. Default: the zero Logger, which logs nothing.
 	Log zerolog.Logger
-	// DefaultTTL is the TTL of a lock when a request gives none. Default:
-	// redlock.DefaultTTL.
-	DefaultTTL time.Duration
-	// MaxTTL is the largest TTL a request may ask for. Default:
-	// redlock.DefaultMaxTTL.
-	MaxTTL time.Duration
-	// MaxWait is the largest wait_ms an acquire may ask for. Default:
-	// redlock.DefaultMaxWait.
-	MaxWait time.Duration
+	// DefaultTTL is the TTL of a lock when a request gives none, MaxTTL the
+	// largest TTL and MaxWait the largest wait_ms a request may ask for.
+	// Defaults: redlock.DefaultTTL, DefaultMaxTTL and DefaultMaxWait.
+	DefaultTTL, MaxTTL, MaxWait time.Duration
 	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once;
 	// one more gets 503 too-many-waiters. Default: 10000.
 	MaxWaiters int
@@ -61,8 +57,8 @@ type Config struct {
 	// "Authorization: Bearer <key>" and reaches only its key's namespace.
 	// Default: none, no authentication (every caller is in namespace "").
 	Keys *Keys
-	// MetricsAuth makes GET /metrics need an API key too (any key, whatever
-	// its namespace). It has no effect without Keys.
+	// MetricsAuth makes GET /metrics need an API key too (any key); it has
+	// no effect without Keys.
 	MetricsAuth bool
 	// Metrics, if set, are served at GET /metrics and fed by every request;
 	// see NewMetrics. Default: none, /metrics answers 404.
@@ -72,65 +68,47 @@ type Config struct {
 // Server serves the redlockd HTTP API. It implements
 // api.StrictServerInterface; use Handler to serve it.
 type Server struct {
-	locker                      Locker
-	log                         zerolog.Logger
-	defaultTTL, maxTTL, maxWait time.Duration
-	maxWaiters, maxNSWaiters    int64
-	keys                        *Keys
-	metricsAuth                 bool
-	metrics                     *Metrics
+	cfg Config // with the defaults filled in
 
 	// waiting counts the acquires with wait_ms > 0 in progress, nsWaiting
-	// those of each namespace that has any; waitMu guards nsWaiting and
-	// the changes of waiting (see takeWaiter).
+	// those of each namespace that has any; waitMu guards both.
 	waiting   atomic.Int64
 	waitMu    sync.Mutex
-	nsWaiting map[string]int64
+	nsWaiting map[string]int
 
 	// drain is cancelled by BeginShutdown.
 	drain     context.Context
 	stopDrain context.CancelFunc
 }
 
-var _ api.StrictServerInterface = (*Server)(nil)
-
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
-	s := &Server{
-		locker:      cfg.Locker,
-		log:         cfg.Log,
-		defaultTTL:  cmp.Or(cfg.DefaultTTL, redlock.DefaultTTL),
-		maxTTL:      cmp.Or(cfg.MaxTTL, redlock.DefaultMaxTTL),
-		maxWait:     cmp.Or(cfg.MaxWait, redlock.DefaultMaxWait),
-		maxWaiters:  int64(cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)),
-		keys:        cfg.Keys,
-		metricsAuth: cfg.MetricsAuth,
-		metrics:     cfg.Metrics,
-		nsWaiting:   map[string]int64{},
-	}
-	s.maxNSWaiters = min(int64(cfg.MaxWaitersPerNamespace), s.maxWaiters)
-	if s.maxNSWaiters <= 0 {
-		s.maxNSWaiters = s.maxWaiters
+	cfg.DefaultTTL = cmp.Or(cfg.DefaultTTL, redlock.DefaultTTL)
+	cfg.MaxTTL = cmp.Or(cfg.MaxTTL, redlock.DefaultMaxTTL)
+	cfg.MaxWait = cmp.Or(cfg.MaxWait, redlock.DefaultMaxWait)
+	cfg.MaxWaiters = cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)
+	cfg.MaxWaitersPerNamespace = min(cfg.MaxWaitersPerNamespace, cfg.MaxWaiters)
+	if cfg.MaxWaitersPerNamespace <= 0 {
+		cfg.MaxWaitersPerNamespace = cfg.MaxWaiters
 		if cfg.Keys.Len() > 0 {
-			s.maxNSWaiters = max(s.maxWaiters/4, 1)
+			cfg.MaxWaitersPerNamespace = max(cfg.MaxWaiters/4, 1)
 		}
 	}
+	s := &Server{cfg: cfg, nsWaiting: map[string]int{}}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
-	if s.metrics != nil {
-		s.metrics.watch(s)
+	if cfg.Metrics != nil {
+		cfg.Metrics.watch(s)
 	}
 	return s
 }
 
-// Handler returns the HTTP handler of the whole API: a chi router whose
-// middlewares give every request an id (sent back in X-Request-Id) and a
-// logger, log one access line per request, answer a panic with 500, check
-// the API key and cap the body; the routes are the generated ones, with
-// strictJSON checking request bodies. Every error is an
-// application/problem+json body made by the one table in problem.go.
+// Handler returns the HTTP handler of the whole API: the generated routes on
+// a chi router, behind the middlewares of request ids, access log, panics,
+// API keys and body limits, with strictJSON checking request bodies. Every
+// error body is made by writeProblem.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(hlog.NewHandler(s.log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
+	r.Use(hlog.NewHandler(s.cfg.Log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
 	r.MethodNotAllowed(s.methodNotAllowed)
 
@@ -148,16 +126,15 @@ func (s *Server) Handler() http.Handler {
 }
 
 // takeWaiter takes a waiting slot for an acquire of namespace ns, or returns
-// errNamespaceWaiters when the namespace has its share of them, or
-// errTooManyWaiters when the gateway has MaxWaiters. Give a slot taken back
-// with leaveWaiter once the acquire ends, however it ends.
+// errNamespaceWaiters or errTooManyWaiters. Give a slot taken back with
+// leaveWaiter once the acquire ends, however it ends.
 func (s *Server) takeWaiter(ns string) error {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	switch {
-	case s.nsWaiting[ns] >= s.maxNSWaiters && s.maxNSWaiters < s.maxWaiters:
+	case s.nsWaiting[ns] >= s.cfg.MaxWaitersPerNamespace && s.cfg.MaxWaitersPerNamespace < s.cfg.MaxWaiters:
 		return errNamespaceWaiters
-	case s.waiting.Load() >= s.maxWaiters:
+	case s.waiting.Load() >= int64(s.cfg.MaxWaiters):
 		return errTooManyWaiters
 	}
 	s.nsWaiting[ns]++
@@ -169,19 +146,16 @@ func (s *Server) takeWaiter(ns string) error {
 func (s *Server) leaveWaiter(ns string) {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
-	if n := s.nsWaiting[ns] - 1; n > 0 {
-		s.nsWaiting[ns] = n
-	} else {
+	if s.nsWaiting[ns]--; s.nsWaiting[ns] == 0 {
 		delete(s.nsWaiting, ns)
 	}
 	s.waiting.Add(-1)
 }
 
-// routeHead routes HEAD on every GET route of r to the GET's handler (uptime
-// probes and curl -I use HEAD): net/http sends the GET's status and headers
-// and drops the body. Routing HEAD, rather than rewriting the method in a
-// middleware, costs the other requests nothing and puts HEAD in the Allow
-// header of a 405.
+// routeHead routes HEAD on every GET route of r to the GET's handler, for
+// uptime probes and curl -I (net/http drops the body). A route, unlike
+// chi's middleware.GetHead, costs other requests nothing and puts HEAD in
+// the Allow header of a 405.
 func routeHead(r chi.Router) {
 	for _, rt := range r.Routes() { // a copy: r may change while it is read
 		if h, ok := rt.Handlers[http.MethodGet]; ok {
@@ -196,8 +170,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	path := cmp.Or(r.URL.RawPath, r.URL.Path)
 	var allow []string
 	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.Routes != nil {
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch,
-			http.MethodDelete, http.MethodPut, http.MethodOptions} {
+		for _, m := range methods {
 			if rctx.Routes.Match(chi.NewRouteContext(), m, path) {
 				allow = append(allow, m)
 			}
@@ -212,17 +185,3 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // unready. Requests already running otherwise finish. Call it before
 // http.Server.Shutdown, which waits for them. It may be called more than once.
 func (s *Server) BeginShutdown() { s.stopDrain() }
-
-// draining reports whether BeginShutdown was called.
-func (s *Server) draining() bool { return s.drain.Err() != nil }
-
-// withDrain returns a copy of ctx that is also cancelled, with cause
-// errShuttingDown, when BeginShutdown is called.
-func (s *Server) withDrain(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(s.drain, func() { cancel(errShuttingDown) })
-	return ctx, func() {
-		stop()
-		cancel(nil)
-	}
-}

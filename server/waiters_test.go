@@ -173,7 +173,7 @@ func TestMaxWaitersFreeLock(t *testing.T) {
 func TestMaxWaitersPerNamespaceDefault(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
-		want int64
+		want int
 	}{
 		{Config{MaxWaiters: 100, Keys: testKeys(t)}, 25},
 		{Config{MaxWaiters: 3, Keys: testKeys(t)}, 1},
@@ -182,7 +182,7 @@ func TestMaxWaitersPerNamespaceDefault(t *testing.T) {
 		{Config{MaxWaiters: 100, Keys: testKeys(t), MaxWaitersPerNamespace: 60}, 60},
 	} {
 		c.cfg.Locker = newFake(t)
-		if got := New(c.cfg).maxNSWaiters; got != c.want {
+		if got := New(c.cfg).cfg.MaxWaitersPerNamespace; got != c.want {
 			t.Errorf("MaxWaiters %d, keys %v, MaxWaitersPerNamespace %d: share %d, want %d",
 				c.cfg.MaxWaiters, c.cfg.Keys != nil, c.cfg.MaxWaitersPerNamespace, got, c.want)
 		}
