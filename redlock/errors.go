@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -128,34 +129,23 @@ func Explain(err error) Unavailable {
 // line for people, e.g. "3 of 5 nodes refused (READONLY ×3), 0 did not
 // answer in time; quorum is 3". It names no address and no token.
 func (u Unavailable) Describe(nodes, quorum int) string {
-	refused := 0
-	codes := make([]string, 0, len(u.Refused))
-	for code, k := range u.Refused {
-		refused += k
-		codes = append(codes, code)
+	refused, codes := 0, slices.Sorted(maps.Keys(u.Refused))
+	for i, code := range codes {
+		refused += u.Refused[code]
+		codes[i] = fmt.Sprintf("%s ×%d", code, u.Refused[code])
 	}
-	slices.Sort(codes)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d nodes refused", refused, nodes)
+	s := fmt.Sprintf("%d of %d nodes refused", refused, nodes)
 	if refused > 0 {
-		b.WriteString(" (")
-		for i, code := range codes {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s ×%d", code, u.Refused[code])
-		}
-		b.WriteString(")")
+		s += " (" + strings.Join(codes, ", ") + ")"
 	}
-	fmt.Fprintf(&b, ", %d did not answer in time", u.Silent)
+	s += fmt.Sprintf(", %d did not answer in time", u.Silent)
 	if u.Unreachable > 0 {
-		fmt.Fprintf(&b, ", %d could not be reached", u.Unreachable)
+		s += fmt.Sprintf(", %d could not be reached", u.Unreachable)
 	}
 	if u.Quarantined > 0 {
-		fmt.Fprintf(&b, ", %d in quarantine (not voting yet)", u.Quarantined)
+		s += fmt.Sprintf(", %d in quarantine (not voting yet)", u.Quarantined)
 	}
-	fmt.Fprintf(&b, "; quorum is %d", quorum)
-	return b.String()
+	return s + fmt.Sprintf("; quorum is %d", quorum)
 }
 
 func invalid(format string, args ...any) error {

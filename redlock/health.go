@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,20 +73,6 @@ type health struct {
 	err     string        // short description of the last error; "" when up
 	uptime  time.Duration // uptime_in_seconds at the last check; 0 if unknown
 	at      time.Time     // when it was observed
-}
-
-// startHealth starts the health loop of every node.
-func (c *Coordinator) startHealth() {
-	for _, n := range c.nodes {
-		n.startHealth()
-	}
-}
-
-// stopHealth stops every node's health loop and waits until they returned.
-func (c *Coordinator) stopHealth() {
-	for _, n := range c.nodes {
-		n.stopHealth()
-	}
 }
 
 // Status reports each node's health as last seen: by its health loop (PING,
@@ -210,9 +195,9 @@ func (n *node) check(ctx context.Context) {
 	}
 	var desc string
 	if err == nil && replErr == nil {
-		if role := n.noteRole(repl.Val(), runID(info.Val()), at); role == "slave" {
+		if role := n.noteRole(repl.Val(), infoField(info.Val(), "run_id"), at); role == "slave" {
 			desc = errReplica
-			if !isRedisErr(set.Err(), "READONLY") {
+			if errCode(set.Err()) != "READONLY" {
 				desc = "replica (of " + infoField(repl.Val(), "master_host") + ":" + infoField(repl.Val(), "master_port") +
 					"): its data is its master's"
 			}
@@ -357,11 +342,7 @@ func (n *node) describe(err error) string {
 	}
 	s := err.Error()
 	if len(s) > maxErrLen {
-		cut := maxErrLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+		s = strings.ToValidUTF8(s[:maxErrLen], "") + "…" // a rune cut in two is dropped
 	}
 	return s
 }
@@ -382,10 +363,6 @@ func errCode(err error) string {
 	code, _, _ := strings.Cut(re.Error(), " ")
 	return code
 }
-
-// isRedisErr reports whether err holds a Redis error reply whose first word
-// is code.
-func isRedisErr(err error, code string) bool { return err != nil && errCode(err) == code }
 
 // infoField reads the value of field from an INFO reply ("" if absent).
 func infoField(info, field string) string {

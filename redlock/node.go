@@ -1,11 +1,9 @@
 package redlock
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,30 +122,27 @@ func (n *node) noteInfo(info string, at time.Time) error {
 	if err != nil {
 		return err
 	}
-	id := runID(info)
+	id := infoField(info, "run_id")
 	up = max(0, up-time.Second)
 	now := mono(at)
 	end := now + int64(n.opts.MaxTTL-up)
 
 	n.qmu.Lock()
 	defer n.qmu.Unlock()
+	if n.incarnations == nil {
+		n.incarnations = map[string]int64{}
+	}
 	old, seen := n.incarnations[id]
 	switch {
-	case !seen && end <= now:
-		if n.incarnations == nil {
-			n.incarnations = map[string]int64{}
-		}
-		n.incarnations[id] = end // up long enough: remembered as cleared
 	case !seen:
-		if n.incarnations == nil {
-			n.incarnations = map[string]int64{}
+		n.incarnations[id] = end // if up long enough, remembered as cleared
+		if end > now {
+			n.opts.Logger.Warn().Str("node", n.addr).Dur("uptime", up).Time("quarantined_until", at.Add(time.Duration(end-now))).
+				Msg("redlock: node restarted recently; it does not vote until it has been up for max TTL")
 		}
-		n.incarnations[id] = end
-		n.opts.Logger.Warn().Str("node", n.addr).Dur("uptime", up).Time("quarantined_until", at.Add(time.Duration(end-now))).
-			Msg("redlock: node restarted recently; it does not vote until it has been up for max TTL")
-	case seen && id != "" && end < old:
+	case id != "" && end < old:
 		n.incarnations[id] = end // a tighter bound for the same process
-	case seen && id == "" && end > old:
+	case id == "" && end > old:
 		n.incarnations[id] = end // no run_id: processes cannot be told apart, never shorten
 	}
 	var until int64
@@ -176,30 +171,17 @@ func (n *node) noteInfo(info string, at time.Time) error {
 // maxIncarnations bounds how many server processes a node remembers.
 const maxIncarnations = 8
 
-// runID reads run_id from INFO server ("" if absent).
-func runID(info string) string {
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "run_id:"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // uptime reads uptime_in_seconds from INFO server.
 func uptime(info string) (time.Duration, error) {
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "uptime_in_seconds:"); ok {
-			s, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("bad uptime_in_seconds %q", v)
-			}
-			return time.Duration(s) * time.Second, nil
-		}
+	v := infoField(info, "uptime_in_seconds")
+	if v == "" {
+		return 0, fmt.Errorf("INFO server has no uptime_in_seconds")
 	}
-	return 0, fmt.Errorf("INFO server has no uptime_in_seconds")
+	s, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad uptime_in_seconds %q", v)
+	}
+	return time.Duration(s) * time.Second, nil
 }
 
 // quarantined reports whether the node must not vote at t: it restarted
@@ -221,49 +203,5 @@ func (n *node) quarantineEnd(now time.Time) time.Time {
 	return now.Add(time.Duration(u - mono(now)))
 }
 
-// reply is one node's answer in a fan-out.
-type reply[T any] struct {
-	node int
-	val  T
-	err  error
-}
-
-// fanout calls fn on every node in idxs in parallel, each under its own
-// per-node timeout, and returns every reply (a timed-out node returns its
-// context error). It waits at most the node timeout.
-func fanout[T any](ctx context.Context, c *Coordinator, idxs []int, fn func(ctx context.Context, n *node) (T, error)) []reply[T] {
-	ch := make(chan reply[T], len(idxs))
-	for _, i := range idxs {
-		go func(n *node) {
-			nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-			defer cancel()
-			start := time.Now()
-			v, err := fn(nctx, n)
-			c.noteCommand(n.idx, time.Since(start), err)
-			n.noteReply(ctx, err)
-			if err != nil {
-				err = n.fail(err)
-			}
-			ch <- reply[T]{node: n.idx, val: v, err: err}
-		}(c.nodes[i])
-	}
-	out := make([]reply[T], 0, len(idxs))
-	for range idxs {
-		out = append(out, <-ch)
-	}
-	return out
-}
-
-// noteCommand reports one call to node i that took d to
-// Options.OnNodeCommand, if set.
-func (c *Coordinator) noteCommand(i int, d time.Duration, err error) {
-	if h := c.opts.OnNodeCommand; h != nil {
-		h(c.nodes[i].addr, d, err)
-	}
-}
-
 // fail wraps err as this node's *NodeError.
 func (n *node) fail(err error) error { return &NodeError{Node: n.idx, Addr: n.addr, Err: err} }
-
-// all returns the indexes of every node. The slice is shared: read-only.
-func (c *Coordinator) all() []int { return c.idxs }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -56,8 +57,10 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		c.nodes = append(c.nodes, n)
 		c.idxs = append(c.idxs, i)
 	}
-	c.hub.listen(c) // release announcements wake waiting acquires
-	c.startHealth()
+	c.hub.start(c) // release announcements wake waiting acquires
+	for _, n := range c.nodes {
+		n.startHealth()
+	}
 	if len(nodes) == 1 {
 		opts.Logger.Warn().Msg("redlock: a single node gives no fault tolerance: if it fails or restarts, locks are lost")
 	}
@@ -75,9 +78,9 @@ func (c *Coordinator) Options() Options { return c.opts }
 
 // Close closes every node's client.
 func (c *Coordinator) Close() error {
-	c.stopHealth()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
+		n.stopHealth()
 		errs = append(errs, n.client.Close())
 	}
 	return errors.Join(errs...)
@@ -101,7 +104,7 @@ func (c *Coordinator) lockKey(namespace, resource string) string {
 // Queued reports whether acquires wait for the lock on resource in namespace
 // on this coordinator: a waiting Acquire made now would queue behind them.
 func (c *Coordinator) Queued(namespace, resource string) bool {
-	return c.hub.queued(c.lockKey(namespace, resource))
+	return c.hub.waiters(c.lockKey(namespace, resource)) > 0
 }
 
 // validity is what is left of ttl after elapsed time and clock drift.
@@ -110,15 +113,23 @@ func (c *Coordinator) validity(ttl time.Duration, start time.Time) time.Duration
 	return ttl - time.Since(start) - drift
 }
 
-func (c *Coordinator) checkName(namespace, resource string) error {
+// checkName checks a namespace, a resource and the tokens given.
+func (c *Coordinator) checkName(namespace, resource string, tokens ...string) error {
 	if namespace != "" && !ValidName(namespace) {
 		return invalid("namespace must be 1-%d characters of [A-Za-z0-9._:-], other than . and ..", MaxNameLen)
 	}
 	if !ValidName(resource) {
 		return invalid("resource must be 1-%d characters of [A-Za-z0-9._:-], other than . and ..", MaxNameLen)
 	}
+	for _, t := range tokens {
+		if !ValidToken(t) {
+			return invalid(errToken)
+		}
+	}
 	return nil
 }
+
+const errToken = "token must be 22-128 characters of [A-Za-z0-9_-]"
 
 func (c *Coordinator) ttlOrDefault(ttl time.Duration) (time.Duration, error) {
 	if ttl == 0 {
@@ -159,7 +170,7 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 		return nil, invalid("wait must be within [0, %d] ms", c.opts.MaxWait.Milliseconds())
 	}
 	if o.Token != "" && !ValidToken(o.Token) {
-		return nil, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+		return nil, invalid(errToken)
 	}
 	if utf8.RuneCountInString(o.Owner) > MaxOwnerLen {
 		return nil, invalid("owner must be at most %d characters", MaxOwnerLen)
@@ -174,7 +185,7 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 
 // acquireOnce is Acquire without a wait: one round.
 func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error) {
-	if c.hub.queued(a.keys[0]) {
+	if c.hub.waiters(a.keys[0]) > 0 {
 		// Others are waiting for this lock here: it is theirs first.
 		c.stats.held.Add(1)
 		return Lock{}, &HeldError{}
@@ -197,7 +208,7 @@ func (a *attempt) interest() int {
 	switch {
 	case !a.waiting:
 		return 0
-	case a.queued != nil && a.queued():
+	case a.c.hub.waiters(a.keys[0]) > 1:
 		return 2
 	}
 	return 1
@@ -213,7 +224,7 @@ func releaseKeys(keys []string, token string) []string {
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.channel(), 0}, int64Reply)
+	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.channel(), 0}, (*redis.Cmd).Int64)
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
@@ -236,11 +247,8 @@ type attempt struct {
 	// waiting is set for a waiting acquire: its rounds ask the nodes to
 	// announce the lock's release (see interest).
 	waiting bool
-	// queued reports whether others wait behind this acquire on this
-	// coordinator; nil when not waiting.
-	queued func() bool
-	ttl    time.Duration
-	owner  string
+	ttl     time.Duration
+	owner   string
 }
 
 // acqReply is one node's answer to acquire.lua.
@@ -259,7 +267,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	replies := runScript(ctx, c, c.all(), scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd result) (acqReply, error) {
+	replies := runScript(ctx, c, c.idxs, scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd *redis.Cmd) (acqReply, error) {
 		v, err := cmd.Slice()
 		if err != nil {
 			return acqReply{}, err
@@ -372,7 +380,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		return Lock{}, &HeldError{Remaining: freeIn(pttls, len(c.nodes), c.quorum)}
 	}
 	c.stats.unavailable.Add(1)
-	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	return Lock{}, unavailable(errs)
 }
 
 // keptFence is the fence an idempotent re-acquire keeps, or 0 when it is a
@@ -407,7 +415,7 @@ func keptFence(existing []acqReply, quorum int) int64 {
 // any later quorum reads a counter at least this high. It returns how many
 // nodes took it and on how many the token holds the lock.
 func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committed, held int) {
-	replies := runScript(ctx, a.c, idxs, scriptCommit, a.keys, []any{a.token, fence}, int64Reply)
+	replies := runScript(ctx, a.c, idxs, scriptCommit, a.keys, []any{a.token, fence}, (*redis.Cmd).Int64)
 	now := time.Now()
 	for _, r := range replies {
 		if r.err == nil && !a.c.nodes[r.node].quarantined(now) {
@@ -447,6 +455,12 @@ func freeIn(pttls []int64, nodes, quorum int) time.Duration {
 	return time.Duration(pttls[k-1]) * time.Millisecond
 }
 
+// unavailable is ErrQuorumUnavailable joined with the errors of the nodes
+// that did not vote.
+func unavailable(errs []error) error {
+	return errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+}
+
 // notOwner tells ErrHeldByOther from ErrLockExpired by how many nodes
 // answered that another token holds the lock.
 func (c *Coordinator) notOwner(other int) error {
@@ -464,15 +478,12 @@ func (c *Coordinator) notOwner(other int) error {
 // ErrLockExpired or ErrHeldByOther (the token cannot have held a quorum), or
 // ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Release(ctx context.Context, namespace, resource, token string) error {
-	if err := c.checkName(namespace, resource); err != nil {
+	if err := c.checkName(namespace, resource, token); err != nil {
 		return err
-	}
-	if !ValidToken(token) {
-		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	keys := releaseKeys(c.keys(namespace, resource), token)
 	keep := c.opts.MaxTTL.Milliseconds()
-	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel(), keep}, int64Reply)
+	replies := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.channel(), keep}, (*redis.Cmd).Int64)
 	var matched, other, silent int
 	var errs []error
 	now := time.Now()
@@ -499,7 +510,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	case matched+silent < c.quorum:
 		return c.notOwner(other)
 	}
-	return errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	return unavailable(errs)
 }
 
 // extReply is one node's answer to extend.lua.
@@ -516,11 +527,8 @@ type extReply struct {
 // ErrLockExpired or ErrHeldByOther (the lock is lost), or
 // ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (Lock, error) {
-	if err := c.checkName(namespace, resource); err != nil {
+	if err := c.checkName(namespace, resource, token); err != nil {
 		return Lock{}, err
-	}
-	if !ValidToken(token) {
-		return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	ttl, err := c.ttlOrDefault(ttl)
 	if err != nil {
@@ -528,7 +536,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	}
 	keys := c.keys(namespace, resource)
 	start := time.Now()
-	replies := runScript(ctx, c, c.all(), scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd result) (extReply, error) {
+	replies := runScript(ctx, c, c.idxs, scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd *redis.Cmd) (extReply, error) {
 		v, err := cmd.Slice()
 		if err != nil || len(v) == 0 {
 			return extReply{}, errors.Join(err, errors.New("empty extend reply"))
@@ -571,7 +579,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 		fence := fence.value()
 		if len(absent) > 0 {
 			// The quorum holds: put the lock back where it vanished.
-			rs := runScript(ctx, c, absent, scriptReassert, keys, []any{token, ttl.Milliseconds(), fence, owner}, int64Reply)
+			rs := runScript(ctx, c, absent, scriptReassert, keys, []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64)
 			now := time.Now()
 			for _, r := range rs {
 				if r.err == nil && r.val == 1 && !c.nodes[r.node].quarantined(now) {
@@ -590,7 +598,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	if extended+silent < c.quorum {
 		return Lock{}, c.notOwner(other)
 	}
-	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	return Lock{}, unavailable(errs)
 }
 
 // Inspect tells who holds the lock (never the token). The lock is held when
@@ -607,7 +615,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		committed   bool
 		owner       string
 	}
-	replies := runScript(ctx, c, c.all(), scriptInspect, keys, nil, func(cmd result) (state, error) {
+	replies := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
 		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			return state{}, nil
@@ -665,7 +673,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		best.info.HeldNodes = best.count
 		return best.info, nil
 	case count+silent >= c.quorum:
-		return Info{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+		return Info{}, unavailable(errs)
 	}
 	return Info{}, ErrNotHeld
 }
@@ -677,20 +685,17 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 // Nodes that do not answer are skipped: they are tried again on every
 // request.
 func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
-	done := make(chan struct{}, len(c.nodes))
+	var wg sync.WaitGroup
 	for _, n := range c.nodes {
-		go func() {
-			defer func() { done <- struct{}{} }()
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			if n.client.Ping(ctx).Err() == nil && n.pipe != nil {
 				_ = n.pipe.Ping(ctx).Err()
 			}
-		}()
+		})
 	}
-	for range c.nodes {
-		<-done
-	}
+	wg.Wait()
 }
 
 // fenceChoice picks the fence recorded beside a lock from several nodes'

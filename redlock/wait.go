@@ -91,7 +91,6 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
 	a.waiting = true
-	a.queued = func() bool { return c.hub.queuedBehind(a.keys[0]) }
 	var took time.Duration // validity of the lock taken, handed to the next waiter
 	defer func() { c.hub.leave(a.keys[0], w, took) }()
 
@@ -206,15 +205,13 @@ func (w *waiter) drain() {
 }
 
 // waitHub holds the queues of waiters per lock key and the subscriptions
-// that wake them. Its zero value is ready; subscriptions start with the
-// first waiter.
+// that wake them. Its zero value is ready once start has run.
 type waitHub struct {
-	mu      sync.Mutex
-	queues  map[string][]*waiter
-	subs    []*redis.PubSub
-	started bool
-	closed  bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	queues map[string][]*waiter
+	subs   []*redis.PubSub
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // join appends a waiter for key. The first in the queue is the head at once.
@@ -222,9 +219,6 @@ func (h *waitHub) join(c *Coordinator, key, own string) *waiter {
 	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan time.Duration, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.started && !h.closed {
-		h.start(c)
-	}
 	if h.queues == nil {
 		h.queues = map[string][]*waiter{}
 	}
@@ -260,19 +254,11 @@ func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
 	}
 }
 
-// queuedBehind reports whether more than one waits for key (the head and
-// someone behind it).
-func (h *waitHub) queuedBehind(key string) bool {
+// waiters is how many wait for key.
+func (h *waitHub) waiters(key string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.queues[key]) > 1
-}
-
-// queued reports whether anyone waits for key.
-func (h *waitHub) queued(key string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.queues[key]) > 0
+	return len(h.queues[key])
 }
 
 // notify wakes the head waiter of key, unless the release was its own.
@@ -301,9 +287,8 @@ func (h *waitHub) wakeAll() {
 }
 
 // start subscribes to the release channel on every node, in the
-// background. Called with h.mu held.
+// background. New calls it once.
 func (h *waitHub) start(c *Coordinator) {
-	h.started = true
 	for _, n := range c.nodes {
 		h.wg.Add(1)
 		go func() {
@@ -333,15 +318,6 @@ func (h *waitHub) start(c *Coordinator) {
 				}
 			}
 		}()
-	}
-}
-
-// listen starts the subscriptions unless they run already.
-func (h *waitHub) listen(c *Coordinator) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.started && !h.closed {
-		h.start(c)
 	}
 }
 
