@@ -14,51 +14,33 @@ import (
 // Node health.
 //
 // Each node has a health loop, started by New and stopped by Close: every
-// Options.HealthInterval (first at once) it sends, in one pipelined round
-// trip bounded by the node timeout, PING, INFO server, INFO replication and
-// a write, SET <KeyPrefix>health 1 PX healthKeyTTL, and records whether
-// the node is up, the round trip's latency, the last error and the
-// server's uptime. A node is up only if all of them succeeded: one that
-// answers PING but refuses writes (READONLY on a replica, OOM at maxmemory,
-// MISCONF, LOADING, BUSY, or a write that blocks under CLIENT PAUSE WRITE
-// and so gets no answer in time) is down, as every acquire on it would fail.
-// A replica is down even if it accepts writes (replica-read-only no): its
-// data is its master's, not its own.
+// Options.HealthInterval (first at once) it sends PING, INFO server, INFO
+// replication and SET <KeyPrefix>health in one pipelined round trip bounded
+// by the node timeout. A node is up only if all of them succeeded: one that
+// answers PING but refuses writes (READONLY, OOM, MISCONF, LOADING, BUSY, or
+// a write that hangs under CLIENT PAUSE WRITE) is down, as every acquire on it
+// would fail. A replica is down even if it accepts writes: its data is its
+// master's.
 //
-// The uptime also feeds the restart quarantine, through the same code as the
-// check made on every new connection (node.noteInfo). That connection check
-// stays the primary defence: it runs before the first command of a
-// connection, so a restarted node is caught before its first vote, while the
-// loop may be up to an interval late. The loop catches a restart behind a
-// proxy that keeps the gateway's connection open, and shows quarantine and
-// outages in Status while no request is made.
+// The uptime feeds the restart quarantine through the same code as the check
+// on every new connection (node.noteInfo). That check stays the primary
+// defence, as it runs before a connection's first command; the loop catches
+// a restart behind a proxy that keeps the connection open, and keeps Status
+// current while no request is made.
 //
-// Between two ticks the answers to requests update the state too, but
-// only a check can show up a node that refuses writes, since only the check
-// is known to include a write: an answer to a read-only command (inspect)
-// succeeds on a replica, and a refused acquire writes nothing. So:
+// Between two checks the answers to requests update the state too, but only
+// a check is known to include a write (an inspect succeeds on a replica, a
+// refused acquire writes nothing). So a failed command or check shows the
+// node down at once, "refusing" if it answered with an error reply or a
+// check's write hung while its reads answered; an answered command shows a
+// node up again only if it was down for no answer; a refusing node stays
+// down, without flapping, until a check's write succeeds.
 //
-//   - a failed command shows the node down at once: "refusing" if the node
-//     answered with an error reply (READONLY, OOM, ...), or for no answer
-//     (a timeout, a lost connection);
-//   - a check that fails although the node answers (an error reply, or a
-//     write that hangs while the reads before it answer) also shows it down
-//     and refusing; one whose PING gets no answer shows it down for no
-//     answer;
-//   - an answered command shows a node up again only if it was down for no
-//     answer, as after a passing network fault; a refusing node stays down
-//     until a check's write succeeds.
-//
-// A node that refuses writes is thus down until writes work again, without
-// flapping, while a node cut off for a moment is up again at its next answer.
-//
-// Replicas (see node.noteRole): a node seen as a replica (role:slave in INFO
-// replication, or a READONLY answer to any command) does not vote until a
-// check sees it as a master again; from then on it is quarantined for max
-// TTL like a restarted node, since a replica discards its data when it syncs
-// with its master and so may have lost lock keys. The same holds when a
-// check sees the node's master_replid change with no restart in between
-// (it was a replica and was promoted back between two checks). With
+// A node seen as a replica (role:slave, or a READONLY answer) does not vote
+// until a check sees it as a master again, and is then quarantined for max
+// TTL like a restarted node: a replica discards its data when it syncs, so
+// it may have lost lock keys. So is a node whose master_replid changed with
+// no restart in between (demoted and promoted between two checks). With
 // Options.NoQuarantine neither applies.
 
 // health is what is known of a node's health. It is never changed after it
@@ -75,11 +57,10 @@ type health struct {
 	at      time.Time     // when it was observed
 }
 
-// Status reports each node's health as last seen: by its health loop (PING,
-// INFO and a write every Options.HealthInterval, bounded by the node timeout)
-// and, in between, by the answers to requests (see the package comment). QuarantinedUntil is read at the
-// call. Right after New it waits for the loops' first checks, which start at
-// once and take at most about the node timeout, or until ctx ends.
+// Status reports each node's health as last seen by its health loop or, in
+// between, by the answers to requests (see the package comment);
+// QuarantinedUntil is read at the call. Right after New it waits for the
+// loops' first checks (at most about the node timeout), or until ctx ends.
 func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
 	for _, n := range c.nodes {
 		select {
@@ -179,19 +160,14 @@ func (n *node) check(ctx context.Context) {
 	if err == nil && infoErr == nil && replErr == nil && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}
-	if err == nil {
-		if ierr := infoErr; ierr != nil {
-			if !n.opts.NoQuarantine {
-				err = fmt.Errorf("INFO server: %w", ierr)
-			}
-		} else {
-			h.uptime, _ = uptime(info.Val())
-			if !n.opts.NoQuarantine {
-				if ierr := n.noteInfo(info.Val(), at); ierr != nil {
-					err = fmt.Errorf("INFO server: %w", ierr)
-				}
-			}
+	if err == nil && infoErr == nil {
+		h.uptime, _ = uptime(info.Val())
+		if !n.opts.NoQuarantine {
+			infoErr = n.noteInfo(info.Val(), at)
 		}
+	}
+	if err == nil && infoErr != nil && !n.opts.NoQuarantine {
+		err = fmt.Errorf("INFO server: %w", infoErr)
 	}
 	var desc string
 	if err == nil && replErr == nil {

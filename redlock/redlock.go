@@ -67,7 +67,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	return c, nil
 }
 
-// Nodes is the number of nodes N.
+// Nodes is N, the number of nodes.
 func (c *Coordinator) Nodes() int { return len(c.nodes) }
 
 // Quorum is the number of nodes needed: N/2 + 1.
@@ -95,8 +95,7 @@ func (c *Coordinator) keys(namespace, resource string) []string {
 	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base, p + "released:" + base}
 }
 
-// lockKey is the first of keys, made alone: the lock's own key, which also
-// names its queue of waiters.
+// lockKey is keys()[0] alone: the lock's key, which also names its queue.
 func (c *Coordinator) lockKey(namespace, resource string) string {
 	return c.opts.KeyPrefix + "lock:" + namespace + "/" + resource
 }
@@ -156,8 +155,6 @@ func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOpt
 }
 
 // newAttempt checks o and resource and returns the attempt to take the lock.
-// (A waiting acquire keeps only what it needs on its stack: see
-// acquireWaiting.)
 func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, error) {
 	if err := c.checkName(o.Namespace, resource); err != nil {
 		return nil, err
@@ -251,7 +248,6 @@ type attempt struct {
 	owner   string
 }
 
-// acqReply is one node's answer to acquire.lua.
 type acqReply struct {
 	ok        bool
 	existing  bool // the token held it already
@@ -284,7 +280,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)
 	})
 	var (
-		ok, silent      int
+		ok              int
 		newFence        int64 // the greatest fence of a fresh node, or counter+1 of an existing one
 		minFence        int64 = math.MaxInt64
 		maxFence        int64
@@ -302,11 +298,10 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		}
 		switch {
 		case r.err != nil:
-			silent++
 			errs = append(errs, r.err)
 			continue
 		case r.val.ok && quarantined:
-			silent++ // its SET landed but it does not vote: undo it on failure
+			// its SET landed but it does not vote: undo it on failure
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 			if !r.val.existing {
 				fresh = append(fresh, r.node)
@@ -375,7 +370,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	if ok > 0 && len(pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
 	}
-	if ok+silent < c.quorum {
+	if ok+len(errs) < c.quorum {
 		c.stats.held.Add(1)
 		return Lock{}, &HeldError{Remaining: freeIn(pttls, len(c.nodes), c.quorum)}
 	}
@@ -472,11 +467,10 @@ func (c *Coordinator) notOwner(other int) error {
 
 // Release deletes the lock on every node where token holds it. It succeeds
 // iff the token held the lock on a quorum. It is idempotent: each node keeps
-// a tombstone of the token's release for max TTL, so a retried
-// release of a lock this token released succeeds again, even after another
-// token took the lock. May return ErrInvalid,
-// ErrLockExpired or ErrHeldByOther (the token cannot have held a quorum), or
-// ErrQuorumUnavailable (too many nodes silent to tell).
+// a tombstone of the token's release for max TTL, so a retried release
+// succeeds again, even after another token took the lock. May return
+// ErrInvalid, ErrLockExpired or ErrHeldByOther (the token cannot have held a
+// quorum), or ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Release(ctx context.Context, namespace, resource, token string) error {
 	if err := c.checkName(namespace, resource, token); err != nil {
 		return err
@@ -484,13 +478,12 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	keys := releaseKeys(c.keys(namespace, resource), token)
 	keep := c.opts.MaxTTL.Milliseconds()
 	replies := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.channel(), keep}, (*redis.Cmd).Int64)
-	var matched, other, silent int
+	var matched, other int
 	var errs []error
 	now := time.Now()
 	for _, r := range replies {
 		switch {
 		case r.err != nil:
-			silent++
 			errs = append(errs, r.err)
 		case r.val == 1 || r.val == 2:
 			// Released now, or by this token within max TTL (a retry
@@ -498,7 +491,6 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 			matched++
 		case c.nodes[r.node].quarantined(now):
 			// It may have lost the lock in its restart: its "no" proves nothing.
-			silent++
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 		case r.val == -1:
 			other++
@@ -507,13 +499,12 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	switch {
 	case matched >= c.quorum:
 		return nil
-	case matched+silent < c.quorum:
+	case matched+len(errs) < c.quorum:
 		return c.notOwner(other)
 	}
 	return unavailable(errs)
 }
 
-// extReply is one node's answer to extend.lua.
 type extReply struct {
 	state     int64 // 1 extended, 0 absent, -1 other token
 	fence     int64
@@ -548,7 +539,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 		}
 		return r, nil
 	})
-	var extended, other, silent int
+	var extended, other int
 	var absent []int
 	var errs []error
 	var fence fenceChoice
@@ -557,10 +548,8 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	for _, r := range replies {
 		switch {
 		case r.err != nil:
-			silent++
 			errs = append(errs, r.err)
 		case c.nodes[r.node].quarantined(now):
-			silent++
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 			if r.val.state == 0 {
 				absent = append(absent, r.node) // put it back, though it does not vote
@@ -595,7 +584,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			}, nil
 		}
 	}
-	if extended+silent < c.quorum {
+	if extended+len(errs) < c.quorum {
 		return Lock{}, c.notOwner(other)
 	}
 	return Lock{}, unavailable(errs)
@@ -635,8 +624,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		info  Info
 	}
 	groups := map[string]*group{}
-	var best *group
-	silent := 0
+	best := &group{}
 	var errs []error
 	now := time.Now()
 	for _, r := range replies {
@@ -644,7 +632,6 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 			r.err = c.nodes[r.node].fail(errQuarantined)
 		}
 		if r.err != nil {
-			silent++
 			errs = append(errs, r.err)
 			continue
 		}
@@ -660,30 +647,24 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
 		g.fence.add(r.val.committed, r.val.fence)
 		g.info.Fence, g.info.Owner = g.fence.value(), r.val.owner
-		if best == nil || g.count > best.count {
+		if g.count > best.count {
 			best = g
 		}
 	}
-	count := 0
-	if best != nil {
-		count = best.count
-	}
 	switch {
-	case count >= c.quorum:
+	case best.count >= c.quorum:
 		best.info.HeldNodes = best.count
 		return best.info, nil
-	case count+silent >= c.quorum:
+	case best.count+len(errs) >= c.quorum:
 		return Info{}, unavailable(errs)
 	}
 	return Info{}, ErrNotHeld
 }
 
-// Warm opens a connection to every node in parallel, each bounded by timeout
-// rather than the node timeout, so that the first requests do not pay for
-// dialling (and a restarted node's quarantine is known before them), then
-// the node's pipelined connection (its dial bounded by the node timeout).
-// Nodes that do not answer are skipped: they are tried again on every
-// request.
+// Warm opens every node's connections in parallel, each bounded by timeout,
+// so that the first requests do not pay for dialling (and a restarted node's
+// quarantine is known before them). Nodes that do not answer are tried again
+// on every request.
 func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {
@@ -728,7 +709,6 @@ func recordedFence(fence, nf any) (int64, bool) {
 	return toInt(nf), false
 }
 
-// toInt converts an integer reply element.
 func toInt(v any) int64 {
 	switch x := v.(type) {
 	case int64:
