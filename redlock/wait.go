@@ -90,33 +90,19 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	w := c.hub.join(c, a.keys[0], fingerprint(a.token))
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
+	defer c.hub.leave(a.keys[0], w)
 	a.waiting = true
-	var took time.Duration // validity of the lock taken, handed to the next waiter
-	defer func() { c.hub.leave(a.keys[0], w, took) }()
 
-	if err := w.turn(ctx, deadline.C); err != nil {
-		return Lock{}, err
-	}
-	lock, err = c.contend(ctx, a, w, deadline)
-	if err == nil {
-		took = lock.Validity
-	}
-	return lock, err
-}
-
-// turn waits until w is the head of its queue, or returns a *HeldError
-// (joined with ctx's error when ctx ended) if the wait ends first.
-func (w *waiter) turn(ctx context.Context, deadline <-chan time.Time) error {
 	select {
 	case <-w.head:
 		// Try at once, even when the previous head just took the lock: a
 		// refused round asks the nodes to announce its release.
-		return nil
 	case <-ctx.Done():
-		return errors.Join(&HeldError{}, ctx.Err())
-	case <-deadline:
-		return &HeldError{}
+		return Lock{}, errors.Join(&HeldError{}, ctx.Err())
+	case <-deadline.C:
+		return Lock{}, &HeldError{}
 	}
+	return c.contend(ctx, a, w, deadline)
 }
 
 // contend makes rounds for the head waiter w until it takes the lock or the
@@ -188,9 +174,9 @@ func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, dea
 
 // waiter is one waiting Acquire in a queue.
 type waiter struct {
-	own  string             // fingerprint of its token: its own releases do not wake it
-	wake chan int           // node index per release announcement; -1: resubscribed
-	head chan time.Duration // one value when it becomes the head: how long to sleep first
+	own  string        // fingerprint of its token: its own releases do not wake it
+	wake chan int      // node index per release announcement; -1: resubscribed
+	head chan struct{} // one value when it becomes the head
 }
 
 // drain drops stale wake-ups.
@@ -216,7 +202,7 @@ type waitHub struct {
 
 // join appends a waiter for key. The first in the queue is the head at once.
 func (h *waitHub) join(c *Coordinator, key, own string) *waiter {
-	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan time.Duration, 1)}
+	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.queues == nil {
@@ -224,16 +210,15 @@ func (h *waitHub) join(c *Coordinator, key, own string) *waiter {
 	}
 	q := h.queues[key]
 	if len(q) == 0 {
-		w.head <- 0
+		w.head <- struct{}{}
 	}
 	h.queues[key] = append(q, w)
 	return w
 }
 
 // leave removes w from key's queue. If w was the head, the next waiter
-// becomes the head and sleeps for took first (the validity of the lock w
-// took; 0 when w gave up, so it tries at once).
-func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
+// becomes the head.
+func (h *waitHub) leave(key string, w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[key]
@@ -243,7 +228,7 @@ func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
 		}
 		q = append(q[:i:i], q[i+1:]...)
 		if i == 0 && len(q) > 0 {
-			q[0].head <- took
+			q[0].head <- struct{}{}
 		}
 		break
 	}
