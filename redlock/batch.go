@@ -11,23 +11,21 @@ import (
 )
 
 // Command batching: every node's fan-out commands go through its client's
-// automatic pipelining (go-redis AsyncAutoPipeline). Concurrent requests
+// automatic pipelining (go-redis AsyncAutoPipeline), so concurrent requests
 // share round trips and syscalls, on the gateway's side and on Redis's: with
 // one batch in flight per node, commands that arrive while a batch is out
 // leave together as the next one. A round submits its command to every node
-// without blocking and without a goroutine per node; the nodes' clients tell
-// the round when each reply is in (see arrivals), and the caller is woken
-// once, when the last is in or the node timeout has passed.
+// without blocking or a goroutine per node; the clients' hooks tell the round
+// when each reply is in (see arrivals), and the caller is woken once, when
+// the last is in or the node timeout has passed.
 //
-// go-redis bounds each batch by the connection's read and write timeouts
-// (the node timeout) and does not retry it (MaxRetries -1, see newNode). A
-// command still queued when its round gave up is sent all the same: a late
-// SET then holds that node's key for one TTL at most, which is what a
-// command sent just before a node pauses does too (see doc.go).
+// Each batch is bounded by the node timeout and never retried (see newNode).
+// A command still queued when its round gave up is sent all the same: a late
+// SET then holds that node's key for one TTL at most, as a command sent just
+// before a node pauses does too.
 
-// maxQueued bounds the commands accepted for one node and not yet answered:
-// beyond it the node is far behind, and a command fails at once (the node
-// counts as silent for that round).
+// maxQueued bounds the commands queued for one node and not yet answered:
+// beyond it a command fails at once (the node is silent for that round).
 const maxQueued = 4096
 
 // round collects the answers of the nodes to one command: when each came,

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// Sentinel errors. Callers compare with errors.Is: the coordinator wraps and
-// joins them with node errors and context errors.
+// Sentinel errors, for errors.Is: the coordinator wraps and joins them with
+// node errors and context errors.
 var (
 	// ErrLockHeld means another token holds the lock (on enough nodes that a
 	// quorum could not be reached). The returned error is a *HeldError.
@@ -32,7 +32,7 @@ var (
 	// to decide: the outcome is unknown, try again later.
 	ErrQuorumUnavailable = errors.New("redlock: quorum unavailable")
 
-	// ErrNotHeld is returned by Inspect when no token holds the lock on a quorum.
+	// ErrNotHeld means no token holds the lock on a quorum (Inspect).
 	ErrNotHeld = errors.New("redlock: lock not held")
 
 	// ErrInvalid wraps every argument error (bad resource, ttl, token, ...).
@@ -74,18 +74,14 @@ var errQuarantined = errors.New("in quarantine")
 // Unavailable is what an ErrQuorumUnavailable error says about the nodes
 // that did not vote, as counted by Explain.
 type Unavailable struct {
-	// Refused counts the nodes that answered with a Redis error, by the
-	// error's first word (READONLY, OOM, NOAUTH, ERR, ...).
+	// Refused counts the nodes that answered with a Redis error, by its
+	// first word (READONLY, OOM, NOAUTH, ERR, ...).
 	Refused map[string]int
-	// Silent is how many did not answer within the node timeout (or before
-	// the caller gave up).
-	Silent int
+	Silent  int // did not answer within the node timeout, or the caller gave up
 	// Unreachable is how many could not be reached (connection refused or
 	// cut, or another error that is no Redis answer).
 	Unreachable int
-	// Quarantined is how many answered but do not vote yet (restarted, or
-	// a replica made master again, within max TTL).
-	Quarantined int
+	Quarantined int // answered but do not vote yet (restart or replica quarantine)
 }
 
 // Explain counts the *NodeErrors joined in err, one per node.

@@ -121,12 +121,10 @@ func (n *node) healthLoop(ctx context.Context) {
 // healthKeyTTL is how long the key written by a health check lives.
 const healthKeyTTL = 5 * time.Second
 
-// check sends PING, INFO server, INFO replication and SET of the node's
-// health key in one round trip, bounded by the node timeout, and records the
-// outcome (nothing when ctx ended first). The write comes last: under CLIENT
-// PAUSE WRITE it blocks, and the commands before it still answer. With
-// quarantine on, a node whose INFO server fails is down: it could not vote
-// anyway, since every new connection must read its uptime first.
+// check runs one health check and records the outcome (nothing when ctx
+// ended first). The write comes last: under CLIENT PAUSE WRITE it blocks,
+// and the commands before it still answer. With quarantine on, a node whose
+// INFO server fails is down: no new connection to it could vote anyway.
 func (n *node) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
 	defer cancel()
@@ -200,13 +198,10 @@ func (n *node) check(ctx context.Context) {
 // errReplica is how Status describes a read-only replica.
 const errReplica = "READONLY: replica, refuses writes"
 
-// noteRole reads the role of the node from an INFO replication reply
-// received at at, from the server process runID, and returns it ("master",
-// "slave", or "" if absent). A node seen as a replica does not vote
-// (node.quarantined); one seen as a master after being seen as a replica, or
-// whose master_replid changed within the same process (it was a replica in
-// between), is quarantined for max TTL from at: it may have lost its keys.
-// Only the health loop calls it.
+// noteRole reads the node's role ("master", "slave" or "") from an INFO
+// replication reply of the server process runID received at at, and
+// quarantines a replica made master again (see the package comment). Only
+// the health loop calls it.
 func (n *node) noteRole(repl, runID string, at time.Time) string {
 	role := infoField(repl, "role")
 	replID := infoField(repl, "master_replid")
@@ -232,33 +227,21 @@ func (n *node) markReplica() {
 	}
 }
 
-// promoted quarantines a node that was a replica and is a master again,
-// seen at at, for max TTL: it discarded its data when it synced with its
-// master, and so may have lost lock keys.
+// promoted quarantines a replica made master again, seen at at, for max TTL.
 func (n *node) promoted(at time.Time) {
 	if n.opts.NoQuarantine {
 		n.opts.Logger.Warn().Str("node", n.addr).
 			Msg("redlock: node was a replica and is a master again: it may have lost lock keys; quarantine is off, it votes at once")
 		return
 	}
-	end := mono(at) + int64(n.opts.MaxTTL)
-	for {
-		old := n.replUntil.Load()
-		if old >= end || n.replUntil.CompareAndSwap(old, end) {
-			break
-		}
-	}
+	n.replUntil.Store(max(n.replUntil.Load(), mono(at)+int64(n.opts.MaxTTL))) // only the health loop writes it
 	n.opts.Logger.Warn().Str("node", n.addr).Time("quarantined_until", at.Add(n.opts.MaxTTL)).
 		Msg("redlock: node was a replica and is a master again: it may have lost lock keys; it does not vote for max TTL")
 }
 
 // noteReply records what a request's answer says about the node (see the
-// package comment): an error reply means down, refusing (and a READONLY one
-// that the node is a replica); no answer (a timeout, a lost connection)
-// means down; an answer means up again only if the node was down for not
-// answering, never if it was down for refusing, which only a check clears. A
-// node down already keeps the description of its check. An error after ctx
-// (the caller's) ended says nothing about the node.
+// package comment). A node down already keeps the description of its check;
+// an error after the caller's ctx ended says nothing about the node.
 func (n *node) noteReply(ctx context.Context, err error) {
 	old := n.health.Load()
 	if err == nil {
@@ -288,8 +271,8 @@ func (n *node) noteReply(ctx context.Context, err error) {
 // maxErrLen bounds the length of an error shown in Status.
 const maxErrLen = 120
 
-// refusals describes, in a few words, the error replies by which Redis
-// refuses a command for a state of the node rather than of the command.
+// refusals describes the error replies by which Redis refuses a command for
+// a state of the node rather than of the command.
 var refusals = map[string]string{
 	"READONLY":   errReplica,
 	"OOM":        "OOM: at maxmemory, refuses writes",
@@ -305,10 +288,6 @@ var refusals = map[string]string{
 func (n *node) describe(err error) string {
 	if err == nil {
 		return ""
-	}
-	var ne *NodeError
-	if errors.As(err, &ne) {
-		err = ne.Err
 	}
 	if isTimeout(err) {
 		return fmt.Sprintf("no answer within the node timeout (%v)", n.opts.NodeTimeout)

@@ -19,15 +19,13 @@ import (
 // It is safe for concurrent use; it holds no per-lock state, so any number
 // of coordinators (gateway replicas) may share the same nodes.
 type Coordinator struct {
-	opts   Options
-	nodes  []*node
-	quorum int
-	hub    waitHub // waiting acquires; its zero value is ready
-	stats  counters
-	// idxs is every node's index, and released the channel of release
-	// announcements: made once, read-only.
-	idxs     []int
-	released string
+	opts     Options
+	nodes    []*node
+	quorum   int
+	hub      waitHub // waiting acquires
+	stats    counters
+	idxs     []int  // every node's index: read-only
+	released string // the channel of release announcements
 }
 
 // New returns a Coordinator over one client per node, made from the given
@@ -93,17 +91,6 @@ func (c *Coordinator) keys(namespace, resource string) []string {
 	base := namespace + "/" + resource
 	p := c.opts.KeyPrefix
 	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base, p + "released:" + base}
-}
-
-// lockKey is keys()[0] alone: the lock's key, which also names its queue.
-func (c *Coordinator) lockKey(namespace, resource string) string {
-	return c.opts.KeyPrefix + "lock:" + namespace + "/" + resource
-}
-
-// Queued reports whether acquires wait for the lock on resource in namespace
-// on this coordinator: a waiting Acquire made now would queue behind them.
-func (c *Coordinator) Queued(namespace, resource string) bool {
-	return c.hub.waiters(c.lockKey(namespace, resource)) > 0
 }
 
 // validity is what is left of ttl after elapsed time and clock drift.
@@ -345,17 +332,15 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			}, nil
 		}
 	}
-	// Failed: undo. A random token is ours alone, so release it on every node
-	// that did not refuse, including silent nodes whose SET may have landed.
-	// A caller-chosen token may already hold the lock from an earlier call:
-	// only undo what this round newly set.
+	// Failed: undo. A random token is ours alone: release it wherever its SET
+	// may have landed. A caller-chosen token may hold the lock from an
+	// earlier call: only undo what this round newly set.
 	if a.chosen {
 		undo = fresh
 	}
 	// Nodes that answered are undone before returning, so that the caller's
-	// next request finds them free. Nodes that did not answer may be slow:
-	// after a last round (no round follows with this token) they are undone
-	// in the background, so the caller waits for them once, not twice.
+	// next request finds them free. After a last round, silent nodes are
+	// undone in the background, so the caller waits for them once, not twice.
 	var later []int
 	if a.last && !a.chosen {
 		undo, later = partition(undo, answered)
