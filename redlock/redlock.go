@@ -208,7 +208,7 @@ func releaseKeys(keys []string, token string) []string {
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.channel(), 0}, (*redis.Cmd).Int64)
+	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.released, 0}, (*redis.Cmd).Int64)
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
@@ -343,7 +343,9 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	// undone in the background, so the caller waits for them once, not twice.
 	var later []int
 	if a.last && !a.chosen {
-		undo, later = partition(undo, answered)
+		answeredBy := func(i int) bool { return slices.Contains(answered, i) }
+		later = slices.DeleteFunc(slices.Clone(undo), answeredBy)
+		undo = slices.DeleteFunc(undo, func(i int) bool { return !answeredBy(i) })
 	}
 	undoCtx := context.WithoutCancel(ctx)
 	if len(undo) > 0 {
@@ -374,14 +376,13 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 // paused node records only the node's tentative fence), gets a new fence.
 func keptFence(existing []acqReply, quorum int) int64 {
 	var f int64
-	for _, r := range existing {
-		if r.committed {
-			f = max(f, r.fence)
-		}
-	}
 	n := 0
 	for _, r := range existing {
-		if r.committed && r.fence == f {
+		switch {
+		case !r.committed:
+		case r.fence > f:
+			f, n = r.fence, 1
+		case r.fence == f:
 			n++
 		}
 	}
@@ -406,18 +407,6 @@ func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committe
 		}
 	}
 	return committed, held
-}
-
-// partition splits idxs into those in set and the others.
-func partition(idxs, set []int) (in, out []int) {
-	for _, i := range idxs {
-		if slices.Contains(set, i) {
-			in = append(in, i)
-		} else {
-			out = append(out, i)
-		}
-	}
-	return in, out
 }
 
 // freeIn estimates when a lock held on the nodes with these remaining TTLs
@@ -462,7 +451,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	}
 	keys := releaseKeys(c.keys(namespace, resource), token)
 	keep := c.opts.MaxTTL.Milliseconds()
-	replies := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.channel(), keep}, (*redis.Cmd).Int64)
+	replies := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.released, keep}, (*redis.Cmd).Int64)
 	var matched, other int
 	var errs []error
 	now := time.Now()
@@ -519,8 +508,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 		}
 		r := extReply{state: toInt(v[0])}
 		if r.state == 1 && len(v) == 4 {
-			r.fence, r.committed = recordedFence(v[1], v[2])
-			r.owner, _ = v[3].(string)
+			r.fence, r.committed, r.owner = recorded(v[1:])
 		}
 		return r, nil
 	})
@@ -598,9 +586,8 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 			return state{}, err
 		}
 		s := state{pttl: toInt(v[1])}
-		s.fence, s.committed = recordedFence(v[2], v[3])
 		s.token, _ = v[0].(string)
-		s.owner, _ = v[4].(string)
+		s.fence, s.committed, s.owner = recorded(v[2:])
 		return s, nil
 	})
 	type group struct {
@@ -686,12 +673,14 @@ func (f fenceChoice) value() int64 {
 	return f.tentative
 }
 
-// recordedFence reads the 'fence' and 'nf' fields of a lock's record.
-func recordedFence(fence, nf any) (int64, bool) {
-	if v := toInt(fence); v > 0 {
-		return v, true
+// recorded reads the 'fence', 'nf' and 'owner' fields of a lock's record:
+// its fence, and whether it is the chosen one.
+func recorded(v []any) (fence int64, committed bool, owner string) {
+	owner, _ = v[2].(string)
+	if f := toInt(v[0]); f > 0 {
+		return f, true, owner
 	}
-	return toInt(nf), false
+	return toInt(v[1]), false, owner
 }
 
 func toInt(v any) int64 {

@@ -64,9 +64,6 @@ func (c *Coordinator) Stats() Stats {
 	}
 }
 
-// channel is the pub/sub channel on which release.lua announces releases.
-func (c *Coordinator) channel() string { return c.released }
-
 // fingerprint is how release messages name the releasing token without
 // revealing it: the first 16 hex digits of its SHA-1.
 func fingerprint(token string) string {
@@ -278,7 +275,7 @@ func (h *waitHub) start(c *Coordinator) {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			ps := n.client.Subscribe(context.Background(), c.channel())
+			ps := n.client.Subscribe(context.Background(), c.released)
 			h.mu.Lock()
 			if h.closed {
 				h.mu.Unlock()

@@ -31,8 +31,8 @@ func awaitSubscribed(t *testing.T, c *Coordinator) {
 	t.Helper()
 	eventually(t, 5*time.Second, "the release subscriptions", func() bool {
 		for _, n := range c.nodes {
-			subs, err := n.client.PubSubNumSub(t.Context(), c.channel()).Result()
-			if err != nil || subs[c.channel()] < 1 {
+			subs, err := n.client.PubSubNumSub(t.Context(), c.released).Result()
+			if err != nil || subs[c.released] < 1 {
 				return false
 			}
 		}
