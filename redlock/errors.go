@@ -40,7 +40,6 @@ var (
 )
 
 // HeldError is returned by Acquire when the lock is held by another owner.
-// It unwraps to ErrLockHeld.
 type HeldError struct {
 	// Remaining is the holder's remaining TTL as seen by the nodes that refused
 	// (the largest of a quorum), a hint for when to try again; 0 if unknown.

@@ -47,9 +47,8 @@ import (
 // is stored: a new observation stores a new value.
 type health struct {
 	up bool
-	// refused is set when the node is down although it answers: it refused
-	// commands (an error reply), or its writes hung while its reads did
-	// not. Only a check clears it (see the package comment).
+	// refused: down although it answers (an error reply, or writes that
+	// hang while reads do not). Only a check clears it.
 	refused bool
 	latency time.Duration // round trip of the last check
 	err     string        // short description of the last error; "" when up
@@ -91,8 +90,7 @@ func (n *node) startHealth() {
 	go n.healthLoop(ctx)
 }
 
-// stopHealth stops the health loop and waits until it returned. It may be
-// called more than once, and on a node whose loop never started.
+// stopHealth stops the health loop, if started, and waits until it returned.
 func (n *node) stopHealth() {
 	if n.stopLoop == nil {
 		return
@@ -185,8 +183,7 @@ func (n *node) check(ctx context.Context) {
 		}
 	}
 	h.up = err == nil
-	// Down for no answer at all (PING failed without a reply), or because
-	// it answers but refuses.
+	// Down for no answer at all (PING got no reply), or refusing.
 	h.refused = err != nil && (pingErr == nil || errCode(pingErr) != "")
 	if desc == "" {
 		desc = n.describe(err)

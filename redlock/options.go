@@ -12,16 +12,11 @@ import (
 
 // Limits that are part of the contract, not options.
 const (
-	// MinTTL is the smallest TTL a lock may be taken or extended with.
-	MinTTL = 100 * time.Millisecond
-	// MaxNameLen is the longest resource or namespace name.
-	MaxNameLen = valid.MaxName
-	// MaxOwnerLen is the longest owner text.
-	MaxOwnerLen = 256
-	// MaxDriftFactor bounds Options.DriftFactor (excluded).
-	MaxDriftFactor = 0.5
-	// Quorum-wide constant drift added to the proportional drift.
-	constDrift = 2 * time.Millisecond
+	MinTTL         = 100 * time.Millisecond // the smallest TTL a lock may be taken or extended with
+	MaxNameLen     = valid.MaxName          // the longest resource or namespace name
+	MaxOwnerLen    = 256                    // the longest owner text
+	MaxDriftFactor = 0.5                    // bounds Options.DriftFactor (excluded)
+	constDrift     = 2 * time.Millisecond   // added to the proportional drift
 )
 
 // Defaults of Options, used when a field is zero (the server and the command
@@ -149,15 +144,13 @@ type AcquireOptions struct {
 	// Namespace separates tenants: the same resource in two namespaces is two
 	// locks. Default: "" (the default namespace).
 	Namespace string
-	// TTL of the lock. Default: Options.DefaultTTL.
-	TTL time.Duration
+	TTL       time.Duration // default: Options.DefaultTTL
 	// Wait is how long to keep trying while the lock is held. Default: 0,
-	// one attempt round.
+	// one round.
 	Wait time.Duration
 	// Token makes Acquire idempotent: if the lock is already held with this
 	// token it is re-acquired with a fresh TTL and the same fence. Default: a
 	// new random token.
 	Token string
-	// Owner is free text shown by Inspect.
-	Owner string
+	Owner string // free text shown by Inspect
 }

@@ -255,13 +255,12 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		if err != nil {
 			return acqReply{}, err
 		}
-		if len(v) == 4 && toInt(v[0]) == 1 {
+		switch {
+		case len(v) == 4 && toInt(v[0]) == 1:
 			return acqReply{ok: true, fence: toInt(v[1])}, nil
-		}
-		if len(v) == 5 && toInt(v[0]) == 1 {
+		case len(v) == 5 && toInt(v[0]) == 1:
 			return acqReply{ok: true, fence: toInt(v[1]), existing: true, committed: toInt(v[3]) == 1, counter: toInt(v[4])}, nil
-		}
-		if len(v) == 2 && toInt(v[0]) == 0 {
+		case len(v) == 2 && toInt(v[0]) == 0:
 			return acqReply{pttl: toInt(v[1])}, nil
 		}
 		return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)

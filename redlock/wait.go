@@ -20,18 +20,16 @@ import (
 // coordinator; only the head of the queue sends commands. The head tries,
 // and when the lock is held it sleeps until the first of:
 //   - a release of that lock, announced by release.lua on a pub/sub channel
-//     of every node (the coordinator holds one subscription per node, not one
-//     per lock or waiter) — it then waits for a quorum of nodes to report the
-//     release, or 2ms, and tries again;
+//     of every node (one subscription per node, not per lock or waiter); it
+//     then waits for a quorum of nodes to report it, or 2ms, and tries again;
 //   - the holder's remaining TTL, learned from the failed round, so that a
 //     crashed holder's lock is taken as soon as it expires;
-//   - a slow jittered fallback poll (Options.PollInterval), in case a message
-//     was lost; a re-made subscription also wakes every head;
+//   - a jittered fallback poll (Options.PollInterval), in case a message was
+//     lost; a re-made subscription also wakes every head;
 //   - the end of the wait or of ctx.
 // When the head acquires the lock it leaves the queue and the next waiter
-// becomes the head and tries at once: refused, its round asks the nodes to
-// announce the release (release.lua publishes only for locks someone waits
-// for). A waiter that gives up leaves at once, and so does its goroutine.
+// tries at once: refused, its round asks the nodes to announce the release
+// (release.lua publishes only for locks someone waits for).
 
 // counters are the coordinator's statistics, read by Stats.
 type counters struct {
@@ -41,8 +39,7 @@ type counters struct {
 
 // Stats is a snapshot of a coordinator's counters, for metrics.
 type Stats struct {
-	// Waiting is the number of acquires waiting for a lock now.
-	Waiting int64
+	Waiting int64 // acquires waiting for a lock now
 	// Attempts counts acquire rounds sent to the nodes; Acquired, Held and
 	// Unavailable count their outcomes (held: another owner had a quorum).
 	Attempts, Acquired, Held, Unavailable uint64
@@ -71,11 +68,9 @@ func fingerprint(token string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// acquireWaiting is Acquire with a wait: see the comment at the top.
-//
-// Most waiters of a busy lock sit in turn, behind the head, for a long time,
-// with this frame and their callers' on their stack: thousands of them are
-// why it keeps few locals and leaves the rounds to contend.
+// acquireWaiting is Acquire with a wait (see the comment at the top). Most
+// waiters of a busy lock sit behind the head for a long time, with this frame
+// on their stack: so it keeps few locals and leaves the rounds to contend.
 func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.Duration) (lock Lock, err error) {
 	start := time.Now()
 	deadline := time.NewTimer(wait)
@@ -103,8 +98,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 }
 
 // contend makes rounds for the head waiter w until it takes the lock or the
-// wait ends, pausing between refused rounds until a release or the holder's
-// TTL.
+// wait ends, pausing between refused rounds.
 func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
 	var sleep time.Duration // before the next round; 0: at once
 	for {
@@ -136,7 +130,8 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 }
 
 // pause sleeps until a release of w's lock is announced by a quorum of nodes
-// (or 2ms after the first announcement), or for d. It returns done when the wait is over, or ctx's error.
+// (or 2ms after the first announcement), or for d. It returns done when the
+// wait is over, or ctx's error.
 func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, deadline *time.Timer) (done bool, err error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -255,8 +250,7 @@ func (h *waitHub) notify(key, from string, node int) {
 	}
 }
 
-// wakeAll wakes every head: a subscription was re-made and messages sent
-// meanwhile are lost.
+// wakeAll wakes every head: a subscription was re-made, messages are lost.
 func (h *waitHub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
