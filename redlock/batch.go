@@ -1,10 +1,9 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -12,23 +11,21 @@ import (
 )
 
 // Command batching: every node's fan-out commands go through its client's
-// automatic pipelining (go-redis AsyncAutoPipeline). Concurrent requests
+// automatic pipelining (go-redis AsyncAutoPipeline), so concurrent requests
 // share round trips and syscalls, on the gateway's side and on Redis's: with
 // one batch in flight per node, commands that arrive while a batch is out
 // leave together as the next one. A round submits its command to every node
-// without blocking and without a goroutine per node; the nodes' clients tell
-// the round when each reply is in (see arrivals), and the caller is woken
-// once, when the last is in or the node timeout has passed.
+// without blocking or a goroutine per node; the clients' hooks tell the round
+// when each reply is in (see arrivals), and the caller is woken once, when
+// the last is in or the node timeout has passed.
 //
-// go-redis bounds each batch by the connection's read and write timeouts
-// (the node timeout) and does not retry it (MaxRetries -1, see newNode). A
-// command still queued when its round gave up is sent all the same: a late
-// SET then holds that node's key for one TTL at most, which is what a
-// command sent just before a node pauses does too (see doc.go).
+// Each batch is bounded by the node timeout and never retried (see newNode).
+// A command still queued when its round gave up is sent all the same: a late
+// SET then holds that node's key for one TTL at most, as a command sent just
+// before a node pauses does too.
 
-// maxQueued bounds the commands accepted for one node and not yet answered:
-// beyond it the node is far behind, and a command fails at once (the node
-// counts as silent for that round).
+// maxQueued bounds the commands queued for one node and not yet answered:
+// beyond it a command fails at once (the node is silent for that round).
 const maxQueued = 4096
 
 // round collects the answers of the nodes to one command: when each came,
@@ -99,19 +96,21 @@ func isNoScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
+// reply is one node's answer in a fan-out.
+type reply[T any] struct {
+	node int
+	val  T
+	err  error
+}
+
 // runScript runs script on every node in idxs in parallel, each bounded by
 // the node timeout, with the keys and arguments of that node, and returns
-// every reply parsed by parse. With batching on, the commands go through the
-// nodes' automatic pipelines; otherwise each node gets its own goroutine and
-// round trip (Options.NoBatching).
+// every reply parsed by parse (a silent node's is its context error). With
+// batching on, the commands go through the nodes' automatic pipelines;
+// otherwise each node gets its own goroutine and round trip
+// (Options.NoBatching).
 func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *redis.Script,
-	keys []string, args []any, parse func(result) (T, error)) []reply[T] {
-	if c.opts.NoBatching {
-		return fanout(ctx, c, idxs, func(ctx context.Context, n *node) (T, error) {
-			cmd := script.Run(ctx, n.client, keys, args...)
-			return parse(result{cmd.Val(), cmd.Err()})
-		})
-	}
+	keys []string, args []any, parse func(*redis.Cmd) (T, error)) []reply[T] {
 	rd := newRound(len(c.nodes), len(idxs))
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), len(keys))
@@ -122,7 +121,15 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	cmds := make([]roundCmd, len(idxs))
 	for j, i := range idxs {
 		cmds[j] = roundCmd{Cmd: redis.NewCmd(ctx, cmdArgs...), round: rd, node: i}
-		if err := c.nodes[i].pipe.Process(ctx, &cmds[j]); err != nil {
+		n := c.nodes[i]
+		if c.opts.NoBatching {
+			go func() {
+				nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+				defer cancel()
+				_ = n.client.Process(nctx, &cmds[j])
+				rd.arrive(i)
+			}()
+		} else if err := n.pipe.Process(ctx, &cmds[j]); err != nil {
 			rd.arrive(i) // refused without being queued (a full queue, a closed client)
 		}
 	}
@@ -135,69 +142,32 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	timer.Stop()
 	out := make([]reply[T], 0, len(idxs))
 	for j, i := range idxs {
+		n := c.nodes[i]
+		var v T
 		took, ok := rd.took(i)
+		err := cmp.Or(ctx.Err(), context.DeadlineExceeded)
 		if !ok { // silent for the node timeout, or the caller gave up first
-			err := ctx.Err()
-			if err == nil {
-				err = context.DeadlineExceeded
+			took = time.Since(rd.start)
+			n.noteReply(ctx, err)
+		} else {
+			cmd := cmds[j].Cmd
+			if isNoScript(cmd.Err()) {
+				// The node lost its script cache: EVAL it once, directly.
+				rctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+				cmd = script.Run(rctx, n.client, keys, args...)
+				cancel()
+				took = time.Since(rd.start)
 			}
-			took = time.Since(rd.start)
-			c.noteCommand(i, took, err)
-			c.nodes[i].noteReply(ctx, err)
-			out = append(out, reply[T]{node: i, err: c.nodes[i].fail(err)})
-			continue
+			n.noteReply(ctx, cmd.Err())
+			v, err = parse(cmd)
 		}
-		res := result{cmds[j].Val(), cmds[j].Err()}
-		if isNoScript(res.err) {
-			// The node lost its script cache: EVAL it once, directly.
-			rctx, rcancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-			cmd := script.Run(rctx, c.nodes[i].client, keys, args...)
-			rcancel()
-			res = result{cmd.Val(), cmd.Err()}
-			took = time.Since(rd.start)
+		if h := c.opts.OnNodeCommand; h != nil {
+			h(n.addr, took, err)
 		}
-		c.nodes[i].noteReply(ctx, res.err)
-		v, err := parse(res)
-		c.noteCommand(i, took, err)
 		if err != nil {
-			err = c.nodes[i].fail(err)
+			err = n.fail(err)
 		}
 		out = append(out, reply[T]{node: i, val: v, err: err})
 	}
 	return out
 }
-
-// result is one node's reply to a command, as go-redis represents it (a
-// string, an int64, a []any, or nil for a null), or its error.
-type result struct {
-	val any
-	err error
-}
-
-// Slice returns an array reply.
-func (r result) Slice() ([]any, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	if a, ok := r.val.([]any); ok {
-		return a, nil
-	}
-	return nil, fmt.Errorf("redis: unexpected reply %T, want an array", r.val)
-}
-
-// Int64 returns an integer reply.
-func (r result) Int64() (int64, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	switch v := r.val.(type) {
-	case int64:
-		return v, nil
-	case string:
-		return strconv.ParseInt(v, 10, 64)
-	}
-	return 0, fmt.Errorf("redis: unexpected reply %T, want an integer", r.val)
-}
-
-// int64Reply parses an integer reply.
-func int64Reply(r result) (int64, error) { return r.Int64() }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 )
 
-// Sentinel errors. Callers compare with errors.Is: the coordinator wraps and
-// joins them with node errors and context errors.
+// Sentinel errors, for errors.Is: the coordinator wraps and joins them with
+// node errors and context errors.
 var (
 	// ErrLockHeld means another token holds the lock (on enough nodes that a
 	// quorum could not be reached). The returned error is a *HeldError.
@@ -31,7 +32,7 @@ var (
 	// to decide: the outcome is unknown, try again later.
 	ErrQuorumUnavailable = errors.New("redlock: quorum unavailable")
 
-	// ErrNotHeld is returned by Inspect when no token holds the lock on a quorum.
+	// ErrNotHeld means no token holds the lock on a quorum (Inspect).
 	ErrNotHeld = errors.New("redlock: lock not held")
 
 	// ErrInvalid wraps every argument error (bad resource, ttl, token, ...).
@@ -39,7 +40,6 @@ var (
 )
 
 // HeldError is returned by Acquire when the lock is held by another owner.
-// It unwraps to ErrLockHeld.
 type HeldError struct {
 	// Remaining is the holder's remaining TTL as seen by the nodes that refused
 	// (the largest of a quorum), a hint for when to try again; 0 if unknown.
@@ -73,18 +73,14 @@ var errQuarantined = errors.New("in quarantine")
 // Unavailable is what an ErrQuorumUnavailable error says about the nodes
 // that did not vote, as counted by Explain.
 type Unavailable struct {
-	// Refused counts the nodes that answered with a Redis error, by the
-	// error's first word (READONLY, OOM, NOAUTH, ERR, ...).
+	// Refused counts the nodes that answered with a Redis error, by its
+	// first word (READONLY, OOM, NOAUTH, ERR, ...).
 	Refused map[string]int
-	// Silent is how many did not answer within the node timeout (or before
-	// the caller gave up).
-	Silent int
+	Silent  int // did not answer within the node timeout, or the caller gave up
 	// Unreachable is how many could not be reached (connection refused or
 	// cut, or another error that is no Redis answer).
 	Unreachable int
-	// Quarantined is how many answered but do not vote yet (restarted, or
-	// a replica made master again, within max TTL).
-	Quarantined int
+	Quarantined int // answered but do not vote yet (restart or replica quarantine)
 }
 
 // Explain counts the *NodeErrors joined in err, one per node.
@@ -128,34 +124,23 @@ func Explain(err error) Unavailable {
 // line for people, e.g. "3 of 5 nodes refused (READONLY ×3), 0 did not
 // answer in time; quorum is 3". It names no address and no token.
 func (u Unavailable) Describe(nodes, quorum int) string {
-	refused := 0
-	codes := make([]string, 0, len(u.Refused))
-	for code, k := range u.Refused {
-		refused += k
-		codes = append(codes, code)
+	refused, codes := 0, slices.Sorted(maps.Keys(u.Refused))
+	for i, code := range codes {
+		refused += u.Refused[code]
+		codes[i] = fmt.Sprintf("%s ×%d", code, u.Refused[code])
 	}
-	slices.Sort(codes)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d nodes refused", refused, nodes)
+	s := fmt.Sprintf("%d of %d nodes refused", refused, nodes)
 	if refused > 0 {
-		b.WriteString(" (")
-		for i, code := range codes {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s ×%d", code, u.Refused[code])
-		}
-		b.WriteString(")")
+		s += " (" + strings.Join(codes, ", ") + ")"
 	}
-	fmt.Fprintf(&b, ", %d did not answer in time", u.Silent)
+	s += fmt.Sprintf(", %d did not answer in time", u.Silent)
 	if u.Unreachable > 0 {
-		fmt.Fprintf(&b, ", %d could not be reached", u.Unreachable)
+		s += fmt.Sprintf(", %d could not be reached", u.Unreachable)
 	}
 	if u.Quarantined > 0 {
-		fmt.Fprintf(&b, ", %d in quarantine (not voting yet)", u.Quarantined)
+		s += fmt.Sprintf(", %d in quarantine (not voting yet)", u.Quarantined)
 	}
-	fmt.Fprintf(&b, "; quorum is %d", quorum)
-	return b.String()
+	return s + fmt.Sprintf("; quorum is %d", quorum)
 }
 
 func invalid(format string, args ...any) error {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,60 +14,41 @@ import (
 // Node health.
 //
 // Each node has a health loop, started by New and stopped by Close: every
-// Options.HealthInterval (first at once) it sends, in one pipelined round
-// trip bounded by the node timeout, PING, INFO server, INFO replication and
-// a write, SET <KeyPrefix>health 1 PX healthKeyTTL, and records whether
-// the node is up, the round trip's latency, the last error and the
-// server's uptime. A node is up only if all of them succeeded: one that
-// answers PING but refuses writes (READONLY on a replica, OOM at maxmemory,
-// MISCONF, LOADING, BUSY, or a write that blocks under CLIENT PAUSE WRITE
-// and so gets no answer in time) is down, as every acquire on it would fail.
-// A replica is down even if it accepts writes (replica-read-only no): its
-// data is its master's, not its own.
+// Options.HealthInterval (first at once) it sends PING, INFO server, INFO
+// replication and SET <KeyPrefix>health in one pipelined round trip bounded
+// by the node timeout. A node is up only if all of them succeeded: one that
+// answers PING but refuses writes (READONLY, OOM, MISCONF, LOADING, BUSY, or
+// a write that hangs under CLIENT PAUSE WRITE) is down, as every acquire on it
+// would fail. A replica is down even if it accepts writes: its data is its
+// master's.
 //
-// The uptime also feeds the restart quarantine, through the same code as the
-// check made on every new connection (node.noteInfo). That connection check
-// stays the primary defence: it runs before the first command of a
-// connection, so a restarted node is caught before its first vote, while the
-// loop may be up to an interval late. The loop catches a restart behind a
-// proxy that keeps the gateway's connection open, and shows quarantine and
-// outages in Status while no request is made.
+// The uptime feeds the restart quarantine through the same code as the check
+// on every new connection (node.noteInfo). That check stays the primary
+// defence, as it runs before a connection's first command; the loop catches
+// a restart behind a proxy that keeps the connection open, and keeps Status
+// current while no request is made.
 //
-// Between two ticks the answers to requests update the state too, but
-// only a check can show up a node that refuses writes, since only the check
-// is known to include a write: an answer to a read-only command (inspect)
-// succeeds on a replica, and a refused acquire writes nothing. So:
+// Between two checks the answers to requests update the state too, but only
+// a check is known to include a write (an inspect succeeds on a replica, a
+// refused acquire writes nothing). So a failed command or check shows the
+// node down at once, "refusing" if it answered with an error reply or a
+// check's write hung while its reads answered; an answered command shows a
+// node up again only if it was down for no answer; a refusing node stays
+// down, without flapping, until a check's write succeeds.
 //
-//   - a failed command shows the node down at once: "refusing" if the node
-//     answered with an error reply (READONLY, OOM, ...), or for no answer
-//     (a timeout, a lost connection);
-//   - a check that fails although the node answers (an error reply, or a
-//     write that hangs while the reads before it answer) also shows it down
-//     and refusing; one whose PING gets no answer shows it down for no
-//     answer;
-//   - an answered command shows a node up again only if it was down for no
-//     answer, as after a passing network fault; a refusing node stays down
-//     until a check's write succeeds.
-//
-// A node that refuses writes is thus down until writes work again, without
-// flapping, while a node cut off for a moment is up again at its next answer.
-//
-// Replicas (see node.noteRole): a node seen as a replica (role:slave in INFO
-// replication, or a READONLY answer to any command) does not vote until a
-// check sees it as a master again; from then on it is quarantined for max
-// TTL like a restarted node, since a replica discards its data when it syncs
-// with its master and so may have lost lock keys. The same holds when a
-// check sees the node's master_replid change with no restart in between
-// (it was a replica and was promoted back between two checks). With
+// A node seen as a replica (role:slave, or a READONLY answer) does not vote
+// until a check sees it as a master again, and is then quarantined for max
+// TTL like a restarted node: a replica discards its data when it syncs, so
+// it may have lost lock keys. So is a node whose master_replid changed with
+// no restart in between (demoted and promoted between two checks). With
 // Options.NoQuarantine neither applies.
 
 // health is what is known of a node's health. It is never changed after it
 // is stored: a new observation stores a new value.
 type health struct {
 	up bool
-	// refused is set when the node is down although it answers: it refused
-	// commands (an error reply), or its writes hung while its reads did
-	// not. Only a check clears it (see the package comment).
+	// refused: down although it answers (an error reply, or writes that
+	// hang while reads do not). Only a check clears it.
 	refused bool
 	latency time.Duration // round trip of the last check
 	err     string        // short description of the last error; "" when up
@@ -76,25 +56,10 @@ type health struct {
 	at      time.Time     // when it was observed
 }
 
-// startHealth starts the health loop of every node.
-func (c *Coordinator) startHealth() {
-	for _, n := range c.nodes {
-		n.startHealth()
-	}
-}
-
-// stopHealth stops every node's health loop and waits until they returned.
-func (c *Coordinator) stopHealth() {
-	for _, n := range c.nodes {
-		n.stopHealth()
-	}
-}
-
-// Status reports each node's health as last seen: by its health loop (PING,
-// INFO and a write every Options.HealthInterval, bounded by the node timeout)
-// and, in between, by the answers to requests (see the package comment). QuarantinedUntil is read at the
-// call. Right after New it waits for the loops' first checks, which start at
-// once and take at most about the node timeout, or until ctx ends.
+// Status reports each node's health as last seen by its health loop or, in
+// between, by the answers to requests (see the package comment);
+// QuarantinedUntil is read at the call. Right after New it waits for the
+// loops' first checks (at most about the node timeout), or until ctx ends.
 func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
 	for _, n := range c.nodes {
 		select {
@@ -125,8 +90,7 @@ func (n *node) startHealth() {
 	go n.healthLoop(ctx)
 }
 
-// stopHealth stops the health loop and waits until it returned. It may be
-// called more than once, and on a node whose loop never started.
+// stopHealth stops the health loop, if started, and waits until it returned.
 func (n *node) stopHealth() {
 	if n.stopLoop == nil {
 		return
@@ -155,12 +119,10 @@ func (n *node) healthLoop(ctx context.Context) {
 // healthKeyTTL is how long the key written by a health check lives.
 const healthKeyTTL = 5 * time.Second
 
-// check sends PING, INFO server, INFO replication and SET of the node's
-// health key in one round trip, bounded by the node timeout, and records the
-// outcome (nothing when ctx ended first). The write comes last: under CLIENT
-// PAUSE WRITE it blocks, and the commands before it still answer. With
-// quarantine on, a node whose INFO server fails is down: it could not vote
-// anyway, since every new connection must read its uptime first.
+// check runs one health check and records the outcome (nothing when ctx
+// ended first). The write comes last: under CLIENT PAUSE WRITE it blocks,
+// and the commands before it still answer. With quarantine on, a node whose
+// INFO server fails is down: no new connection to it could vote anyway.
 func (n *node) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
 	defer cancel()
@@ -194,25 +156,20 @@ func (n *node) check(ctx context.Context) {
 	if err == nil && infoErr == nil && replErr == nil && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}
-	if err == nil {
-		if ierr := infoErr; ierr != nil {
-			if !n.opts.NoQuarantine {
-				err = fmt.Errorf("INFO server: %w", ierr)
-			}
-		} else {
-			h.uptime, _ = uptime(info.Val())
-			if !n.opts.NoQuarantine {
-				if ierr := n.noteInfo(info.Val(), at); ierr != nil {
-					err = fmt.Errorf("INFO server: %w", ierr)
-				}
-			}
+	if err == nil && infoErr == nil {
+		h.uptime, _ = uptime(info.Val())
+		if !n.opts.NoQuarantine {
+			infoErr = n.noteInfo(info.Val(), at)
 		}
+	}
+	if err == nil && infoErr != nil && !n.opts.NoQuarantine {
+		err = fmt.Errorf("INFO server: %w", infoErr)
 	}
 	var desc string
 	if err == nil && replErr == nil {
-		if role := n.noteRole(repl.Val(), runID(info.Val()), at); role == "slave" {
+		if role := n.noteRole(repl.Val(), infoField(info.Val(), "run_id"), at); role == "slave" {
 			desc = errReplica
-			if !isRedisErr(set.Err(), "READONLY") {
+			if errCode(set.Err()) != "READONLY" {
 				desc = "replica (of " + infoField(repl.Val(), "master_host") + ":" + infoField(repl.Val(), "master_port") +
 					"): its data is its master's"
 			}
@@ -226,8 +183,7 @@ func (n *node) check(ctx context.Context) {
 		}
 	}
 	h.up = err == nil
-	// Down for no answer at all (PING failed without a reply), or because
-	// it answers but refuses.
+	// Down for no answer at all (PING got no reply), or refusing.
 	h.refused = err != nil && (pingErr == nil || errCode(pingErr) != "")
 	if desc == "" {
 		desc = n.describe(err)
@@ -239,13 +195,10 @@ func (n *node) check(ctx context.Context) {
 // errReplica is how Status describes a read-only replica.
 const errReplica = "READONLY: replica, refuses writes"
 
-// noteRole reads the role of the node from an INFO replication reply
-// received at at, from the server process runID, and returns it ("master",
-// "slave", or "" if absent). A node seen as a replica does not vote
-// (node.quarantined); one seen as a master after being seen as a replica, or
-// whose master_replid changed within the same process (it was a replica in
-// between), is quarantined for max TTL from at: it may have lost its keys.
-// Only the health loop calls it.
+// noteRole reads the node's role ("master", "slave" or "") from an INFO
+// replication reply of the server process runID received at at, and
+// quarantines a replica made master again (see the package comment). Only
+// the health loop calls it.
 func (n *node) noteRole(repl, runID string, at time.Time) string {
 	role := infoField(repl, "role")
 	replID := infoField(repl, "master_replid")
@@ -271,33 +224,21 @@ func (n *node) markReplica() {
 	}
 }
 
-// promoted quarantines a node that was a replica and is a master again,
-// seen at at, for max TTL: it discarded its data when it synced with its
-// master, and so may have lost lock keys.
+// promoted quarantines a replica made master again, seen at at, for max TTL.
 func (n *node) promoted(at time.Time) {
 	if n.opts.NoQuarantine {
 		n.opts.Logger.Warn().Str("node", n.addr).
 			Msg("redlock: node was a replica and is a master again: it may have lost lock keys; quarantine is off, it votes at once")
 		return
 	}
-	end := mono(at) + int64(n.opts.MaxTTL)
-	for {
-		old := n.replUntil.Load()
-		if old >= end || n.replUntil.CompareAndSwap(old, end) {
-			break
-		}
-	}
+	n.replUntil.Store(max(n.replUntil.Load(), mono(at)+int64(n.opts.MaxTTL))) // only the health loop writes it
 	n.opts.Logger.Warn().Str("node", n.addr).Time("quarantined_until", at.Add(n.opts.MaxTTL)).
 		Msg("redlock: node was a replica and is a master again: it may have lost lock keys; it does not vote for max TTL")
 }
 
 // noteReply records what a request's answer says about the node (see the
-// package comment): an error reply means down, refusing (and a READONLY one
-// that the node is a replica); no answer (a timeout, a lost connection)
-// means down; an answer means up again only if the node was down for not
-// answering, never if it was down for refusing, which only a check clears. A
-// node down already keeps the description of its check. An error after ctx
-// (the caller's) ended says nothing about the node.
+// package comment). A node down already keeps the description of its check;
+// an error after the caller's ctx ended says nothing about the node.
 func (n *node) noteReply(ctx context.Context, err error) {
 	old := n.health.Load()
 	if err == nil {
@@ -327,8 +268,8 @@ func (n *node) noteReply(ctx context.Context, err error) {
 // maxErrLen bounds the length of an error shown in Status.
 const maxErrLen = 120
 
-// refusals describes, in a few words, the error replies by which Redis
-// refuses a command for a state of the node rather than of the command.
+// refusals describes the error replies by which Redis refuses a command for
+// a state of the node rather than of the command.
 var refusals = map[string]string{
 	"READONLY":   errReplica,
 	"OOM":        "OOM: at maxmemory, refuses writes",
@@ -345,10 +286,6 @@ func (n *node) describe(err error) string {
 	if err == nil {
 		return ""
 	}
-	var ne *NodeError
-	if errors.As(err, &ne) {
-		err = ne.Err
-	}
 	if isTimeout(err) {
 		return fmt.Sprintf("no answer within the node timeout (%v)", n.opts.NodeTimeout)
 	}
@@ -357,11 +294,7 @@ func (n *node) describe(err error) string {
 	}
 	s := err.Error()
 	if len(s) > maxErrLen {
-		cut := maxErrLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+		s = strings.ToValidUTF8(s[:maxErrLen], "") + "…" // a rune cut in two is dropped
 	}
 	return s
 }
@@ -382,10 +315,6 @@ func errCode(err error) string {
 	code, _, _ := strings.Cut(re.Error(), " ")
 	return code
 }
-
-// isRedisErr reports whether err holds a Redis error reply whose first word
-// is code.
-func isRedisErr(err error, code string) bool { return err != nil && errCode(err) == code }
 
 // infoField reads the value of field from an INFO reply ("" if absent).
 func infoField(info, field string) string {

@@ -482,7 +482,7 @@ func TestNoteInfo(t *testing.T) {
 	if u := n.until.Load(); u > mono(t0.Add(maxTTL)) {
 		t.Fatalf("quarantine still ends at %v", end())
 	}
-	if got := runID(info("abc", 1)); got != "abc" {
+	if got := infoField(info("abc", 1), "run_id"); got != "abc" {
 		t.Fatalf("runID = %q", got)
 	}
 }

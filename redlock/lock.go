@@ -8,22 +8,17 @@ type Lock struct {
 	// Namespace and Resource name the lock.
 	Namespace string
 	Resource  string
-	// Token is the lock's identity: whoever knows it may extend or release.
-	Token string
+	Token     string // whoever knows it may extend or release
 	// Fence is the fencing token: strictly greater than every fence handed
 	// out before for the same namespace and resource.
 	Fence int64
-	// Owner is the free text given at acquire time.
-	Owner string
-	// TTL is the TTL the keys were set with.
-	TTL time.Duration
+	Owner string        // the free text given at acquire time
+	TTL   time.Duration // the TTL the keys were set with
 	// Validity is TTL minus elapsed time minus clock drift: how long the lock
 	// is safely held, measured from Start.
 	Validity time.Duration
-	// Start is the (monotonic) instant taken before the first command was sent.
-	Start time.Time
-	// Until is Start + Validity: the end of the safe window.
-	Until time.Time
+	Start    time.Time // the (monotonic) instant before the first command was sent
+	Until    time.Time // Start + Validity: the end of the safe window
 	// Nodes is the number of nodes, Quorum the number needed, Locked the
 	// number of nodes that hold the lock.
 	Nodes, Quorum, Locked int
@@ -38,14 +33,12 @@ type Info struct {
 	// Remaining is the smallest remaining TTL among the quorum of nodes that
 	// hold the lock with the same token.
 	Remaining time.Duration
-	// HeldNodes is the number of nodes holding that token.
-	HeldNodes int
+	HeldNodes int // the number of nodes holding that token
 }
 
 // NodeStatus is the health of one node as seen by Status.
 type NodeStatus struct {
-	// Addr is host:port, never with credentials.
-	Addr    string
+	Addr    string // host:port, never with credentials
 	Up      bool
 	Latency time.Duration
 	// QuarantinedUntil is non-zero while the node does not vote (restart
@@ -53,10 +46,8 @@ type NodeStatus struct {
 	QuarantinedUntil time.Time
 	// Err is a short description of the last error when not up, e.g.
 	// "READONLY: replica, refuses writes".
-	Err string
-	// Uptime is the server's uptime_in_seconds at the last health check; 0
-	// if unknown.
-	Uptime time.Duration
+	Err    string
+	Uptime time.Duration // uptime_in_seconds at the last health check; 0 if unknown
 	// Checked is when the state was last observed, by the health loop or by
 	// a request's answer; zero if never.
 	Checked time.Time

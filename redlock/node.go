@@ -1,11 +1,9 @@
 package redlock
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,48 +18,36 @@ type node struct {
 	client *redis.Client
 	pipe   *redis.AutoPipeliner // the batched fan-out (see batch.go); nil with Options.NoBatching
 	opts   Options              // the coordinator's, defaults filled in
-	// until is the end of the node's restart quarantine, in nanoseconds of
-	// the process's monotonic clock (see mono); 0 when not quarantined. It
-	// is the latest end in incarnations, written under qmu.
+	// until is the end of the restart quarantine (mono; 0 if none): the
+	// latest end in incarnations, written under qmu.
 	until atomic.Int64
 	qmu   sync.Mutex
-	// incarnations maps the run_id of each server process seen on this
-	// address whose quarantine is not over yet to the end of that quarantine
-	// (mono). There is seldom more than one.
+	// incarnations maps the run_id of each server process recently seen on
+	// this address to the end of its quarantine (mono).
 	incarnations map[string]int64
-	// replica is set while the node is seen as a replica (see noteRole): it
-	// does not vote then (with quarantine on).
-	replica atomic.Bool
-	// replUntil is the end of the quarantine of a node that was a replica
-	// and is a master again (mono); 0 if none.
-	replUntil atomic.Int64
+	replica      atomic.Bool  // seen as a replica now (see noteRole): it does not vote
+	replUntil    atomic.Int64 // end of the quarantine of a replica made master again (mono)
 
-	// health is the latest health observation (see health.go); nil before
-	// the first.
-	health    atomic.Pointer[health]
-	stopLoop  context.CancelFunc // stops the health loop
-	loopDone  chan struct{}      // closed when the health loop returned
-	firstDone chan struct{}      // closed when the loop's first check is over
-	// healthKey is the key the health check writes: <KeyPrefix>health,
-	// shared by every gateway of the prefix (the value is always 1).
-	healthKey string
+	health    atomic.Pointer[health] // the latest observation; nil before the first
+	stopLoop  context.CancelFunc     // stops the health loop
+	loopDone  chan struct{}          // closed when the health loop returned
+	firstDone chan struct{}          // closed when the loop's first check is over
+	healthKey string                 // <KeyPrefix>health, shared by every gateway of the prefix
 	// lastRunID and lastReplID are the run_id and master_replid of the last
 	// health check (the health loop's only).
 	lastRunID, lastReplID string
 }
 
-// base anchors mono: durations since it are monotonic.
+// base anchors mono, a monotonic timestamp.
 var base = time.Now()
 
-// mono is a monotonic timestamp.
 func mono(t time.Time) int64 { return int64(t.Sub(base)) }
 
-// newNode makes the client of one node. Every command is bounded by the
-// caller's context (the per-node timeout), never retried, and dialling and
-// waiting for a pooled connection are bounded by the node timeout too.
-// With quarantine on, every new connection first reads the server's uptime,
-// before any command runs on it: a restarted Redis drops every connection, so
-// the restart is seen before the node's first vote after it.
+// newNode makes the client of one node. Every command, dial and wait for a
+// pooled connection is bounded by the node timeout, and never retried. With
+// quarantine on, every new connection first reads the server's uptime: a
+// restarted Redis drops every connection, so the restart is seen before the
+// node's first vote after it.
 func newNode(idx int, o *redis.Options, opts Options) (*node, error) {
 	opt := *o
 	timeout := opts.NodeTimeout
@@ -97,8 +83,8 @@ func newNode(idx int, o *redis.Options, opts Options) (*node, error) {
 	return n, nil
 }
 
-// checkUptime reads the server's uptime on a new connection, before any
-// command runs on it, and quarantines the node if it restarted recently.
+// checkUptime quarantines the node if the server of a new connection
+// restarted recently.
 func (n *node) checkUptime(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "server").Result()
 	if err != nil {
@@ -107,10 +93,9 @@ func (n *node) checkUptime(ctx context.Context, cn *redis.Conn) error {
 	return n.noteInfo(info, time.Now())
 }
 
-// noteInfo quarantines the node until its server has been up for max TTL (a
-// node that restarted within the last max TTL may have lost lock keys), from
-// an INFO server reply received at at. The connection check and the health
-// loop both come here.
+// noteInfo quarantines the node until its server has been up for max TTL (it
+// may have lost lock keys in its restart), from an INFO server reply received
+// at at: the connection check and the health loop both come here.
 //
 // Redis reports uptime_in_seconds = floor(now) - floor(start), up to 1s more
 // than the real uptime, so a second less is counted: each reply gives an end
@@ -124,30 +109,27 @@ func (n *node) noteInfo(info string, at time.Time) error {
 	if err != nil {
 		return err
 	}
-	id := runID(info)
+	id := infoField(info, "run_id")
 	up = max(0, up-time.Second)
 	now := mono(at)
 	end := now + int64(n.opts.MaxTTL-up)
 
 	n.qmu.Lock()
 	defer n.qmu.Unlock()
+	if n.incarnations == nil {
+		n.incarnations = map[string]int64{}
+	}
 	old, seen := n.incarnations[id]
 	switch {
-	case !seen && end <= now:
-		if n.incarnations == nil {
-			n.incarnations = map[string]int64{}
-		}
-		n.incarnations[id] = end // up long enough: remembered as cleared
 	case !seen:
-		if n.incarnations == nil {
-			n.incarnations = map[string]int64{}
+		n.incarnations[id] = end // if up long enough, remembered as cleared
+		if end > now {
+			n.opts.Logger.Warn().Str("node", n.addr).Dur("uptime", up).Time("quarantined_until", at.Add(time.Duration(end-now))).
+				Msg("redlock: node restarted recently; it does not vote until it has been up for max TTL")
 		}
-		n.incarnations[id] = end
-		n.opts.Logger.Warn().Str("node", n.addr).Dur("uptime", up).Time("quarantined_until", at.Add(time.Duration(end-now))).
-			Msg("redlock: node restarted recently; it does not vote until it has been up for max TTL")
-	case seen && id != "" && end < old:
+	case id != "" && end < old:
 		n.incarnations[id] = end // a tighter bound for the same process
-	case seen && id == "" && end > old:
+	case id == "" && end > old:
 		n.incarnations[id] = end // no run_id: processes cannot be told apart, never shorten
 	}
 	var until int64
@@ -173,33 +155,19 @@ func (n *node) noteInfo(info string, at time.Time) error {
 	return nil
 }
 
-// maxIncarnations bounds how many server processes a node remembers.
-const maxIncarnations = 8
-
-// runID reads run_id from INFO server ("" if absent).
-func runID(info string) string {
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "run_id:"); ok {
-			return v
-		}
-	}
-	return ""
-}
+const maxIncarnations = 8 // server processes a node remembers
 
 // uptime reads uptime_in_seconds from INFO server.
 func uptime(info string) (time.Duration, error) {
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "uptime_in_seconds:"); ok {
-			s, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("bad uptime_in_seconds %q", v)
-			}
-			return time.Duration(s) * time.Second, nil
-		}
+	v := infoField(info, "uptime_in_seconds")
+	if v == "" {
+		return 0, fmt.Errorf("INFO server has no uptime_in_seconds")
 	}
-	return 0, fmt.Errorf("INFO server has no uptime_in_seconds")
+	s, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad uptime_in_seconds %q", v)
+	}
+	return time.Duration(s) * time.Second, nil
 }
 
 // quarantined reports whether the node must not vote at t: it restarted
@@ -211,8 +179,7 @@ func (n *node) quarantined(t time.Time) bool {
 }
 
 // quarantineEnd is the wall-clock end of the restart or replica quarantine,
-// zero if none. A node that is a replica now has no end yet: it is shown
-// down instead.
+// zero if none (a node that is a replica now is shown down instead).
 func (n *node) quarantineEnd(now time.Time) time.Time {
 	u := max(n.until.Load(), n.replUntil.Load())
 	if u <= mono(now) {
@@ -221,49 +188,5 @@ func (n *node) quarantineEnd(now time.Time) time.Time {
 	return now.Add(time.Duration(u - mono(now)))
 }
 
-// reply is one node's answer in a fan-out.
-type reply[T any] struct {
-	node int
-	val  T
-	err  error
-}
-
-// fanout calls fn on every node in idxs in parallel, each under its own
-// per-node timeout, and returns every reply (a timed-out node returns its
-// context error). It waits at most the node timeout.
-func fanout[T any](ctx context.Context, c *Coordinator, idxs []int, fn func(ctx context.Context, n *node) (T, error)) []reply[T] {
-	ch := make(chan reply[T], len(idxs))
-	for _, i := range idxs {
-		go func(n *node) {
-			nctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-			defer cancel()
-			start := time.Now()
-			v, err := fn(nctx, n)
-			c.noteCommand(n.idx, time.Since(start), err)
-			n.noteReply(ctx, err)
-			if err != nil {
-				err = n.fail(err)
-			}
-			ch <- reply[T]{node: n.idx, val: v, err: err}
-		}(c.nodes[i])
-	}
-	out := make([]reply[T], 0, len(idxs))
-	for range idxs {
-		out = append(out, <-ch)
-	}
-	return out
-}
-
-// noteCommand reports one call to node i that took d to
-// Options.OnNodeCommand, if set.
-func (c *Coordinator) noteCommand(i int, d time.Duration, err error) {
-	if h := c.opts.OnNodeCommand; h != nil {
-		h(c.nodes[i].addr, d, err)
-	}
-}
-
 // fail wraps err as this node's *NodeError.
 func (n *node) fail(err error) error { return &NodeError{Node: n.idx, Addr: n.addr, Err: err} }
-
-// all returns the indexes of every node. The slice is shared: read-only.
-func (c *Coordinator) all() []int { return c.idxs }

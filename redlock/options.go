@@ -12,20 +12,15 @@ import (
 
 // Limits that are part of the contract, not options.
 const (
-	// MinTTL is the smallest TTL a lock may be taken or extended with.
-	MinTTL = 100 * time.Millisecond
-	// MaxNameLen is the longest resource or namespace name.
-	MaxNameLen = valid.MaxName
-	// MaxOwnerLen is the longest owner text.
-	MaxOwnerLen = 256
-	// MaxDriftFactor bounds Options.DriftFactor (excluded).
-	MaxDriftFactor = 0.5
-	// Quorum-wide constant drift added to the proportional drift.
-	constDrift = 2 * time.Millisecond
+	MinTTL         = 100 * time.Millisecond // the smallest TTL a lock may be taken or extended with
+	MaxNameLen     = valid.MaxName          // the longest resource or namespace name
+	MaxOwnerLen    = 256                    // the longest owner text
+	MaxDriftFactor = 0.5                    // bounds Options.DriftFactor (excluded)
+	constDrift     = 2 * time.Millisecond   // added to the proportional drift
 )
 
-// Defaults of Options, used when a field is zero. The server and the
-// command line take theirs from here.
+// Defaults of Options, used when a field is zero (the server and the command
+// line take theirs from here too).
 const (
 	DefaultTTL            = 30 * time.Second
 	DefaultMaxTTL         = 60 * time.Second
@@ -70,33 +65,29 @@ type Options struct {
 	// Acquire; each delay is jittered uniformly in [RetryDelay/2, 3*RetryDelay/2].
 	// Default: 50ms.
 	RetryDelay time.Duration
-	// NoQuarantine turns restart quarantine off: a node that restarted, or
-	// that was a replica and is a master again, votes at once. Only safe when every node runs with appendfsync always.
-	// Default: quarantine on.
+	// NoQuarantine turns restart quarantine off: a node that restarted, or a
+	// replica made master again, votes at once. Only safe when every node
+	// runs with appendfsync always. Default: quarantine on.
 	NoQuarantine bool
 	// PollInterval is how often a waiting Acquire tries again when no
-	// release was announced and the holder's TTL is not over: a fallback for
-	// lost messages (a re-made subscription also wakes every waiter),
-	// jittered in [PollInterval/2, 3*PollInterval/2). Default: 30s.
+	// release was announced and the holder's TTL is not over (a fallback for
+	// lost messages), jittered like RetryDelay. Default: 30s.
 	PollInterval time.Duration
 	// OnWait, if set, is called when a waiting Acquire (Wait > 0) ends, with
 	// how long it waited and whether it got the lock. For metrics.
 	OnWait func(waited time.Duration, acquired bool)
 	// OnNodeCommand, if set, is called after each call to one node in a
-	// fan-out (acquire, release, extend, inspect, ...), with the node's
-	// host:port (never credentials), how long the call took and its error
-	// (nil on success; a timeout is the context's error). It is called from
-	// several goroutines at once and must not block. For metrics.
-	// Default: none.
+	// fan-out, with the node's host:port (never credentials), how long the
+	// call took and its error (a timeout is the context's). It may be called
+	// from several goroutines at once and must not block. For metrics.
 	OnNodeCommand func(node string, d time.Duration, err error)
 	// HealthInterval is how often each node's health loop sends PING, INFO
 	// and a write (SET <KeyPrefix>health; see Status); the uptime and role
 	// it reads also feed the quarantine. Default: 1s.
 	HealthInterval time.Duration
-	// NoBatching sends every command to its node in its own round trip from
-	// its own goroutine, as most Redlock libraries do, instead of sharing
-	// pipelines between concurrent calls. For comparison. Default: batching,
-	// through each node's go-redis automatic pipelining (see batch.go).
+	// NoBatching sends every command in its own round trip from its own
+	// goroutine, as most Redlock libraries do, instead of through each node's
+	// automatic pipelining (see batch.go). For comparison.
 	NoBatching bool
 	// Logger receives warnings and debug lines. It never receives tokens.
 	// Default: zerolog.Nop().
@@ -153,15 +144,13 @@ type AcquireOptions struct {
 	// Namespace separates tenants: the same resource in two namespaces is two
 	// locks. Default: "" (the default namespace).
 	Namespace string
-	// TTL of the lock. Default: Options.DefaultTTL.
-	TTL time.Duration
+	TTL       time.Duration // default: Options.DefaultTTL
 	// Wait is how long to keep trying while the lock is held. Default: 0,
-	// one attempt round.
+	// one round.
 	Wait time.Duration
 	// Token makes Acquire idempotent: if the lock is already held with this
 	// token it is re-acquired with a fresh TTL and the same fence. Default: a
 	// new random token.
 	Token string
-	// Owner is free text shown by Inspect.
-	Owner string
+	Owner string // free text shown by Inspect
 }

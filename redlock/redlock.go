@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -18,15 +19,13 @@ import (
 // It is safe for concurrent use; it holds no per-lock state, so any number
 // of coordinators (gateway replicas) may share the same nodes.
 type Coordinator struct {
-	opts   Options
-	nodes  []*node
-	quorum int
-	hub    waitHub // waiting acquires; its zero value is ready
-	stats  counters
-	// idxs is every node's index, and released the channel of release
-	// announcements: made once, read-only.
-	idxs     []int
-	released string
+	opts     Options
+	nodes    []*node
+	quorum   int
+	hub      waitHub // waiting acquires
+	stats    counters
+	idxs     []int  // every node's index: read-only
+	released string // the channel of release announcements
 }
 
 // New returns a Coordinator over one client per node, made from the given
@@ -56,15 +55,17 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		c.nodes = append(c.nodes, n)
 		c.idxs = append(c.idxs, i)
 	}
-	c.hub.listen(c) // release announcements wake waiting acquires
-	c.startHealth()
+	c.hub.start(c) // release announcements wake waiting acquires
+	for _, n := range c.nodes {
+		n.startHealth()
+	}
 	if len(nodes) == 1 {
 		opts.Logger.Warn().Msg("redlock: a single node gives no fault tolerance: if it fails or restarts, locks are lost")
 	}
 	return c, nil
 }
 
-// Nodes is the number of nodes N.
+// Nodes is N, the number of nodes.
 func (c *Coordinator) Nodes() int { return len(c.nodes) }
 
 // Quorum is the number of nodes needed: N/2 + 1.
@@ -75,9 +76,9 @@ func (c *Coordinator) Options() Options { return c.opts }
 
 // Close closes every node's client.
 func (c *Coordinator) Close() error {
-	c.stopHealth()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
+		n.stopHealth()
 		errs = append(errs, n.client.Close())
 	}
 	return errors.Join(errs...)
@@ -92,33 +93,29 @@ func (c *Coordinator) keys(namespace, resource string) []string {
 	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base, p + "released:" + base}
 }
 
-// lockKey is the first of keys, made alone: the lock's own key, which also
-// names its queue of waiters.
-func (c *Coordinator) lockKey(namespace, resource string) string {
-	return c.opts.KeyPrefix + "lock:" + namespace + "/" + resource
-}
-
-// Queued reports whether acquires wait for the lock on resource in namespace
-// on this coordinator: a waiting Acquire made now would queue behind them.
-func (c *Coordinator) Queued(namespace, resource string) bool {
-	return c.hub.queued(c.lockKey(namespace, resource))
-}
-
 // validity is what is left of ttl after elapsed time and clock drift.
 func (c *Coordinator) validity(ttl time.Duration, start time.Time) time.Duration {
 	drift := time.Duration(float64(ttl)*c.opts.DriftFactor) + constDrift
 	return ttl - time.Since(start) - drift
 }
 
-func (c *Coordinator) checkName(namespace, resource string) error {
+// checkName checks a namespace, a resource and the tokens given.
+func (c *Coordinator) checkName(namespace, resource string, tokens ...string) error {
 	if namespace != "" && !ValidName(namespace) {
 		return invalid("namespace must be 1-%d characters of [A-Za-z0-9._:-], other than . and ..", MaxNameLen)
 	}
 	if !ValidName(resource) {
 		return invalid("resource must be 1-%d characters of [A-Za-z0-9._:-], other than . and ..", MaxNameLen)
 	}
+	for _, t := range tokens {
+		if !ValidToken(t) {
+			return invalid(errToken)
+		}
+	}
 	return nil
 }
+
+const errToken = "token must be 22-128 characters of [A-Za-z0-9_-]"
 
 func (c *Coordinator) ttlOrDefault(ttl time.Duration) (time.Duration, error) {
 	if ttl == 0 {
@@ -145,8 +142,6 @@ func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOpt
 }
 
 // newAttempt checks o and resource and returns the attempt to take the lock.
-// (A waiting acquire keeps only what it needs on its stack: see
-// acquireWaiting.)
 func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, error) {
 	if err := c.checkName(o.Namespace, resource); err != nil {
 		return nil, err
@@ -159,7 +154,7 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 		return nil, invalid("wait must be within [0, %d] ms", c.opts.MaxWait.Milliseconds())
 	}
 	if o.Token != "" && !ValidToken(o.Token) {
-		return nil, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
+		return nil, invalid(errToken)
 	}
 	if utf8.RuneCountInString(o.Owner) > MaxOwnerLen {
 		return nil, invalid("owner must be at most %d characters", MaxOwnerLen)
@@ -174,7 +169,7 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 
 // acquireOnce is Acquire without a wait: one round.
 func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error) {
-	if c.hub.queued(a.keys[0]) {
+	if c.hub.waiters(a.keys[0]) > 0 {
 		// Others are waiting for this lock here: it is theirs first.
 		c.stats.held.Add(1)
 		return Lock{}, &HeldError{}
@@ -197,7 +192,7 @@ func (a *attempt) interest() int {
 	switch {
 	case !a.waiting:
 		return 0
-	case a.queued != nil && a.queued():
+	case a.c.hub.waiters(a.keys[0]) > 1:
 		return 2
 	}
 	return 1
@@ -213,7 +208,7 @@ func releaseKeys(keys []string, token string) []string {
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.channel(), 0}, int64Reply)
+	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.released, 0}, (*redis.Cmd).Int64)
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
@@ -236,14 +231,10 @@ type attempt struct {
 	// waiting is set for a waiting acquire: its rounds ask the nodes to
 	// announce the lock's release (see interest).
 	waiting bool
-	// queued reports whether others wait behind this acquire on this
-	// coordinator; nil when not waiting.
-	queued func() bool
-	ttl    time.Duration
-	owner  string
+	ttl     time.Duration
+	owner   string
 }
 
-// acqReply is one node's answer to acquire.lua.
 type acqReply struct {
 	ok        bool
 	existing  bool // the token held it already
@@ -259,24 +250,23 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	replies := runScript(ctx, c, c.all(), scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd result) (acqReply, error) {
+	replies := runScript(ctx, c, c.idxs, scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd *redis.Cmd) (acqReply, error) {
 		v, err := cmd.Slice()
 		if err != nil {
 			return acqReply{}, err
 		}
-		if len(v) == 4 && toInt(v[0]) == 1 {
+		switch {
+		case len(v) == 4 && toInt(v[0]) == 1:
 			return acqReply{ok: true, fence: toInt(v[1])}, nil
-		}
-		if len(v) == 5 && toInt(v[0]) == 1 {
+		case len(v) == 5 && toInt(v[0]) == 1:
 			return acqReply{ok: true, fence: toInt(v[1]), existing: true, committed: toInt(v[3]) == 1, counter: toInt(v[4])}, nil
-		}
-		if len(v) == 2 && toInt(v[0]) == 0 {
+		case len(v) == 2 && toInt(v[0]) == 0:
 			return acqReply{pttl: toInt(v[1])}, nil
 		}
 		return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)
 	})
 	var (
-		ok, silent      int
+		ok              int
 		newFence        int64 // the greatest fence of a fresh node, or counter+1 of an existing one
 		minFence        int64 = math.MaxInt64
 		maxFence        int64
@@ -294,11 +284,10 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 		}
 		switch {
 		case r.err != nil:
-			silent++
 			errs = append(errs, r.err)
 			continue
 		case r.val.ok && quarantined:
-			silent++ // its SET landed but it does not vote: undo it on failure
+			// its SET landed but it does not vote: undo it on failure
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 			if !r.val.existing {
 				fresh = append(fresh, r.node)
@@ -342,20 +331,20 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			}, nil
 		}
 	}
-	// Failed: undo. A random token is ours alone, so release it on every node
-	// that did not refuse, including silent nodes whose SET may have landed.
-	// A caller-chosen token may already hold the lock from an earlier call:
-	// only undo what this round newly set.
+	// Failed: undo. A random token is ours alone: release it wherever its SET
+	// may have landed. A caller-chosen token may hold the lock from an
+	// earlier call: only undo what this round newly set.
 	if a.chosen {
 		undo = fresh
 	}
 	// Nodes that answered are undone before returning, so that the caller's
-	// next request finds them free. Nodes that did not answer may be slow:
-	// after a last round (no round follows with this token) they are undone
-	// in the background, so the caller waits for them once, not twice.
+	// next request finds them free. After a last round, silent nodes are
+	// undone in the background, so the caller waits for them once, not twice.
 	var later []int
 	if a.last && !a.chosen {
-		undo, later = partition(undo, answered)
+		answeredBy := func(i int) bool { return slices.Contains(answered, i) }
+		later = slices.DeleteFunc(slices.Clone(undo), answeredBy)
+		undo = slices.DeleteFunc(undo, func(i int) bool { return !answeredBy(i) })
 	}
 	undoCtx := context.WithoutCancel(ctx)
 	if len(undo) > 0 {
@@ -367,12 +356,12 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	if ok > 0 && len(pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
 	}
-	if ok+silent < c.quorum {
+	if ok+len(errs) < c.quorum {
 		c.stats.held.Add(1)
 		return Lock{}, &HeldError{Remaining: freeIn(pttls, len(c.nodes), c.quorum)}
 	}
 	c.stats.unavailable.Add(1)
-	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	return Lock{}, unavailable(errs)
 }
 
 // keptFence is the fence an idempotent re-acquire keeps, or 0 when it is a
@@ -386,14 +375,13 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 // paused node records only the node's tentative fence), gets a new fence.
 func keptFence(existing []acqReply, quorum int) int64 {
 	var f int64
-	for _, r := range existing {
-		if r.committed {
-			f = max(f, r.fence)
-		}
-	}
 	n := 0
 	for _, r := range existing {
-		if r.committed && r.fence == f {
+		switch {
+		case !r.committed:
+		case r.fence > f:
+			f, n = r.fence, 1
+		case r.fence == f:
 			n++
 		}
 	}
@@ -407,7 +395,7 @@ func keptFence(existing []acqReply, quorum int) int64 {
 // any later quorum reads a counter at least this high. It returns how many
 // nodes took it and on how many the token holds the lock.
 func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committed, held int) {
-	replies := runScript(ctx, a.c, idxs, scriptCommit, a.keys, []any{a.token, fence}, int64Reply)
+	replies := runScript(ctx, a.c, idxs, scriptCommit, a.keys, []any{a.token, fence}, (*redis.Cmd).Int64)
 	now := time.Now()
 	for _, r := range replies {
 		if r.err == nil && !a.c.nodes[r.node].quarantined(now) {
@@ -418,18 +406,6 @@ func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committe
 		}
 	}
 	return committed, held
-}
-
-// partition splits idxs into those in set and the others.
-func partition(idxs, set []int) (in, out []int) {
-	for _, i := range idxs {
-		if slices.Contains(set, i) {
-			in = append(in, i)
-		} else {
-			out = append(out, i)
-		}
-	}
-	return in, out
 }
 
 // freeIn estimates when a lock held on the nodes with these remaining TTLs
@@ -447,6 +423,12 @@ func freeIn(pttls []int64, nodes, quorum int) time.Duration {
 	return time.Duration(pttls[k-1]) * time.Millisecond
 }
 
+// unavailable is ErrQuorumUnavailable joined with the errors of the nodes
+// that did not vote.
+func unavailable(errs []error) error {
+	return errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+}
+
 // notOwner tells ErrHeldByOther from ErrLockExpired by how many nodes
 // answered that another token holds the lock.
 func (c *Coordinator) notOwner(other int) error {
@@ -458,28 +440,23 @@ func (c *Coordinator) notOwner(other int) error {
 
 // Release deletes the lock on every node where token holds it. It succeeds
 // iff the token held the lock on a quorum. It is idempotent: each node keeps
-// a tombstone of the token's release for max TTL, so a retried
-// release of a lock this token released succeeds again, even after another
-// token took the lock. May return ErrInvalid,
-// ErrLockExpired or ErrHeldByOther (the token cannot have held a quorum), or
-// ErrQuorumUnavailable (too many nodes silent to tell).
+// a tombstone of the token's release for max TTL, so a retried release
+// succeeds again, even after another token took the lock. May return
+// ErrInvalid, ErrLockExpired or ErrHeldByOther (the token cannot have held a
+// quorum), or ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Release(ctx context.Context, namespace, resource, token string) error {
-	if err := c.checkName(namespace, resource); err != nil {
+	if err := c.checkName(namespace, resource, token); err != nil {
 		return err
-	}
-	if !ValidToken(token) {
-		return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	keys := releaseKeys(c.keys(namespace, resource), token)
 	keep := c.opts.MaxTTL.Milliseconds()
-	replies := runScript(ctx, c, c.all(), scriptRelease, keys, []any{token, c.channel(), keep}, int64Reply)
-	var matched, other, silent int
+	replies := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.released, keep}, (*redis.Cmd).Int64)
+	var matched, other int
 	var errs []error
 	now := time.Now()
 	for _, r := range replies {
 		switch {
 		case r.err != nil:
-			silent++
 			errs = append(errs, r.err)
 		case r.val == 1 || r.val == 2:
 			// Released now, or by this token within max TTL (a retry
@@ -487,7 +464,6 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 			matched++
 		case c.nodes[r.node].quarantined(now):
 			// It may have lost the lock in its restart: its "no" proves nothing.
-			silent++
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 		case r.val == -1:
 			other++
@@ -496,13 +472,12 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	switch {
 	case matched >= c.quorum:
 		return nil
-	case matched+silent < c.quorum:
+	case matched+len(errs) < c.quorum:
 		return c.notOwner(other)
 	}
-	return errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	return unavailable(errs)
 }
 
-// extReply is one node's answer to extend.lua.
 type extReply struct {
 	state     int64 // 1 extended, 0 absent, -1 other token
 	fence     int64
@@ -516,11 +491,8 @@ type extReply struct {
 // ErrLockExpired or ErrHeldByOther (the lock is lost), or
 // ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (Lock, error) {
-	if err := c.checkName(namespace, resource); err != nil {
+	if err := c.checkName(namespace, resource, token); err != nil {
 		return Lock{}, err
-	}
-	if !ValidToken(token) {
-		return Lock{}, invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
 	}
 	ttl, err := c.ttlOrDefault(ttl)
 	if err != nil {
@@ -528,19 +500,18 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	}
 	keys := c.keys(namespace, resource)
 	start := time.Now()
-	replies := runScript(ctx, c, c.all(), scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd result) (extReply, error) {
+	replies := runScript(ctx, c, c.idxs, scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd *redis.Cmd) (extReply, error) {
 		v, err := cmd.Slice()
 		if err != nil || len(v) == 0 {
 			return extReply{}, errors.Join(err, errors.New("empty extend reply"))
 		}
 		r := extReply{state: toInt(v[0])}
 		if r.state == 1 && len(v) == 4 {
-			r.fence, r.committed = recordedFence(v[1], v[2])
-			r.owner, _ = v[3].(string)
+			r.fence, r.committed, r.owner = recorded(v[1:])
 		}
 		return r, nil
 	})
-	var extended, other, silent int
+	var extended, other int
 	var absent []int
 	var errs []error
 	var fence fenceChoice
@@ -549,10 +520,8 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	for _, r := range replies {
 		switch {
 		case r.err != nil:
-			silent++
 			errs = append(errs, r.err)
 		case c.nodes[r.node].quarantined(now):
-			silent++
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 			if r.val.state == 0 {
 				absent = append(absent, r.node) // put it back, though it does not vote
@@ -571,7 +540,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 		fence := fence.value()
 		if len(absent) > 0 {
 			// The quorum holds: put the lock back where it vanished.
-			rs := runScript(ctx, c, absent, scriptReassert, keys, []any{token, ttl.Milliseconds(), fence, owner}, int64Reply)
+			rs := runScript(ctx, c, absent, scriptReassert, keys, []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64)
 			now := time.Now()
 			for _, r := range rs {
 				if r.err == nil && r.val == 1 && !c.nodes[r.node].quarantined(now) {
@@ -587,10 +556,10 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			}, nil
 		}
 	}
-	if extended+silent < c.quorum {
+	if extended+len(errs) < c.quorum {
 		return Lock{}, c.notOwner(other)
 	}
-	return Lock{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	return Lock{}, unavailable(errs)
 }
 
 // Inspect tells who holds the lock (never the token). The lock is held when
@@ -607,7 +576,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		committed   bool
 		owner       string
 	}
-	replies := runScript(ctx, c, c.all(), scriptInspect, keys, nil, func(cmd result) (state, error) {
+	replies := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
 		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			return state{}, nil
@@ -616,9 +585,8 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 			return state{}, err
 		}
 		s := state{pttl: toInt(v[1])}
-		s.fence, s.committed = recordedFence(v[2], v[3])
 		s.token, _ = v[0].(string)
-		s.owner, _ = v[4].(string)
+		s.fence, s.committed, s.owner = recorded(v[2:])
 		return s, nil
 	})
 	type group struct {
@@ -627,8 +595,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		info  Info
 	}
 	groups := map[string]*group{}
-	var best *group
-	silent := 0
+	best := &group{}
 	var errs []error
 	now := time.Now()
 	for _, r := range replies {
@@ -636,7 +603,6 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 			r.err = c.nodes[r.node].fail(errQuarantined)
 		}
 		if r.err != nil {
-			silent++
 			errs = append(errs, r.err)
 			continue
 		}
@@ -652,45 +618,36 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
 		g.fence.add(r.val.committed, r.val.fence)
 		g.info.Fence, g.info.Owner = g.fence.value(), r.val.owner
-		if best == nil || g.count > best.count {
+		if g.count > best.count {
 			best = g
 		}
 	}
-	count := 0
-	if best != nil {
-		count = best.count
-	}
 	switch {
-	case count >= c.quorum:
+	case best.count >= c.quorum:
 		best.info.HeldNodes = best.count
 		return best.info, nil
-	case count+silent >= c.quorum:
-		return Info{}, errors.Join(append([]error{ErrQuorumUnavailable}, errs...)...)
+	case best.count+len(errs) >= c.quorum:
+		return Info{}, unavailable(errs)
 	}
 	return Info{}, ErrNotHeld
 }
 
-// Warm opens a connection to every node in parallel, each bounded by timeout
-// rather than the node timeout, so that the first requests do not pay for
-// dialling (and a restarted node's quarantine is known before them), then
-// the node's pipelined connection (its dial bounded by the node timeout).
-// Nodes that do not answer are skipped: they are tried again on every
-// request.
+// Warm opens every node's connections in parallel, each bounded by timeout,
+// so that the first requests do not pay for dialling (and a restarted node's
+// quarantine is known before them). Nodes that do not answer are tried again
+// on every request.
 func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
-	done := make(chan struct{}, len(c.nodes))
+	var wg sync.WaitGroup
 	for _, n := range c.nodes {
-		go func() {
-			defer func() { done <- struct{}{} }()
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			if n.client.Ping(ctx).Err() == nil && n.pipe != nil {
 				_ = n.pipe.Ping(ctx).Err()
 			}
-		}()
+		})
 	}
-	for range c.nodes {
-		<-done
-	}
+	wg.Wait()
 }
 
 // fenceChoice picks the fence recorded beside a lock from several nodes'
@@ -715,15 +672,16 @@ func (f fenceChoice) value() int64 {
 	return f.tentative
 }
 
-// recordedFence reads the 'fence' and 'nf' fields of a lock's record.
-func recordedFence(fence, nf any) (int64, bool) {
-	if v := toInt(fence); v > 0 {
-		return v, true
+// recorded reads the 'fence', 'nf' and 'owner' fields of a lock's record:
+// its fence, and whether it is the chosen one.
+func recorded(v []any) (fence int64, committed bool, owner string) {
+	owner, _ = v[2].(string)
+	if f := toInt(v[0]); f > 0 {
+		return f, true, owner
 	}
-	return toInt(nf), false
+	return toInt(v[1]), false, owner
 }
 
-// toInt converts an integer reply element.
 func toInt(v any) int64 {
 	switch x := v.(type) {
 	case int64:

@@ -1,34 +1,28 @@
 package redlock
 
 import (
-	_ "embed"
+	"embed"
 
 	"github.com/redis/go-redis/v9"
 )
 
+//go:embed *.lua
+var lua embed.FS
+
 // The Lua scripts, each run by SHA (EVALSHA, falling back to EVAL on NOSCRIPT).
 var (
-	//go:embed acquire.lua
-	acquireLua    string
-	scriptAcquire = redis.NewScript(acquireLua)
-
-	//go:embed commit.lua
-	commitLua    string
-	scriptCommit = redis.NewScript(commitLua)
-
-	//go:embed release.lua
-	releaseLua    string
-	scriptRelease = redis.NewScript(releaseLua)
-
-	//go:embed extend.lua
-	extendLua    string
-	scriptExtend = redis.NewScript(extendLua)
-
-	//go:embed reassert.lua
-	reassertLua    string
-	scriptReassert = redis.NewScript(reassertLua)
-
-	//go:embed inspect.lua
-	inspectLua    string
-	scriptInspect = redis.NewScript(inspectLua)
+	scriptAcquire  = loadScript("acquire.lua")
+	scriptCommit   = loadScript("commit.lua")
+	scriptRelease  = loadScript("release.lua")
+	scriptExtend   = loadScript("extend.lua")
+	scriptReassert = loadScript("reassert.lua")
+	scriptInspect  = loadScript("inspect.lua")
 )
+
+func loadScript(name string) *redis.Script {
+	src, err := lua.ReadFile(name)
+	if err != nil {
+		panic(err) // embedded: cannot happen
+	}
+	return redis.NewScript(string(src))
+}

@@ -48,14 +48,3 @@ func TestValidNames(t *testing.T) {
 		}
 	}
 }
-
-// TestLockKey: lockKey makes the first of keys, the key that Queued and
-// the waiters' queue go by.
-func TestLockKey(t *testing.T) {
-	c := &Coordinator{opts: Options{KeyPrefix: "p:"}}
-	for _, tc := range [][2]string{{"", "r"}, {"ns", "a.b:c-d"}} {
-		if got, want := c.lockKey(tc[0], tc[1]), c.keys(tc[0], tc[1])[0]; got != want {
-			t.Errorf("lockKey(%q, %q) = %q, keys[0] = %q", tc[0], tc[1], got, want)
-		}
-	}
-}

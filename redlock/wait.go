@@ -20,18 +20,16 @@ import (
 // coordinator; only the head of the queue sends commands. The head tries,
 // and when the lock is held it sleeps until the first of:
 //   - a release of that lock, announced by release.lua on a pub/sub channel
-//     of every node (the coordinator holds one subscription per node, not one
-//     per lock or waiter) — it then waits for a quorum of nodes to report the
-//     release, or 2ms, and tries again;
+//     of every node (one subscription per node, not per lock or waiter); it
+//     then waits for a quorum of nodes to report it, or 2ms, and tries again;
 //   - the holder's remaining TTL, learned from the failed round, so that a
 //     crashed holder's lock is taken as soon as it expires;
-//   - a slow jittered fallback poll (Options.PollInterval), in case a message
-//     was lost; a re-made subscription also wakes every head;
+//   - a jittered fallback poll (Options.PollInterval), in case a message was
+//     lost; a re-made subscription also wakes every head;
 //   - the end of the wait or of ctx.
 // When the head acquires the lock it leaves the queue and the next waiter
-// becomes the head and tries at once: refused, its round asks the nodes to
-// announce the release (release.lua publishes only for locks someone waits
-// for). A waiter that gives up leaves at once, and so does its goroutine.
+// tries at once: refused, its round asks the nodes to announce the release
+// (release.lua publishes only for locks someone waits for).
 
 // counters are the coordinator's statistics, read by Stats.
 type counters struct {
@@ -41,8 +39,7 @@ type counters struct {
 
 // Stats is a snapshot of a coordinator's counters, for metrics.
 type Stats struct {
-	// Waiting is the number of acquires waiting for a lock now.
-	Waiting int64
+	Waiting int64 // acquires waiting for a lock now
 	// Attempts counts acquire rounds sent to the nodes; Acquired, Held and
 	// Unavailable count their outcomes (held: another owner had a quorum).
 	Attempts, Acquired, Held, Unavailable uint64
@@ -64,9 +61,6 @@ func (c *Coordinator) Stats() Stats {
 	}
 }
 
-// channel is the pub/sub channel on which release.lua announces releases.
-func (c *Coordinator) channel() string { return c.released }
-
 // fingerprint is how release messages name the releasing token without
 // revealing it: the first 16 hex digits of its SHA-1.
 func fingerprint(token string) string {
@@ -74,11 +68,9 @@ func fingerprint(token string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// acquireWaiting is Acquire with a wait: see the comment at the top.
-//
-// Most waiters of a busy lock sit in turn, behind the head, for a long time,
-// with this frame and their callers' on their stack: thousands of them are
-// why it keeps few locals and leaves the rounds to contend.
+// acquireWaiting is Acquire with a wait (see the comment at the top). Most
+// waiters of a busy lock sit behind the head for a long time, with this frame
+// on their stack: so it keeps few locals and leaves the rounds to contend.
 func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.Duration) (lock Lock, err error) {
 	start := time.Now()
 	deadline := time.NewTimer(wait)
@@ -90,39 +82,23 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	w := c.hub.join(c, a.keys[0], fingerprint(a.token))
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
+	defer c.hub.leave(a.keys[0], w)
 	a.waiting = true
-	a.queued = func() bool { return c.hub.queuedBehind(a.keys[0]) }
-	var took time.Duration // validity of the lock taken, handed to the next waiter
-	defer func() { c.hub.leave(a.keys[0], w, took) }()
 
-	if err := w.turn(ctx, deadline.C); err != nil {
-		return Lock{}, err
-	}
-	lock, err = c.contend(ctx, a, w, deadline)
-	if err == nil {
-		took = lock.Validity
-	}
-	return lock, err
-}
-
-// turn waits until w is the head of its queue, or returns a *HeldError
-// (joined with ctx's error when ctx ended) if the wait ends first.
-func (w *waiter) turn(ctx context.Context, deadline <-chan time.Time) error {
 	select {
 	case <-w.head:
 		// Try at once, even when the previous head just took the lock: a
 		// refused round asks the nodes to announce its release.
-		return nil
 	case <-ctx.Done():
-		return errors.Join(&HeldError{}, ctx.Err())
-	case <-deadline:
-		return &HeldError{}
+		return Lock{}, errors.Join(&HeldError{}, ctx.Err())
+	case <-deadline.C:
+		return Lock{}, &HeldError{}
 	}
+	return c.contend(ctx, a, w, deadline)
 }
 
 // contend makes rounds for the head waiter w until it takes the lock or the
-// wait ends, pausing between refused rounds until a release or the holder's
-// TTL.
+// wait ends, pausing between refused rounds.
 func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
 	var sleep time.Duration // before the next round; 0: at once
 	for {
@@ -154,7 +130,8 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 }
 
 // pause sleeps until a release of w's lock is announced by a quorum of nodes
-// (or 2ms after the first announcement), or for d. It returns done when the wait is over, or ctx's error.
+// (or 2ms after the first announcement), or for d. It returns done when the
+// wait is over, or ctx's error.
 func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, deadline *time.Timer) (done bool, err error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -189,9 +166,9 @@ func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, dea
 
 // waiter is one waiting Acquire in a queue.
 type waiter struct {
-	own  string             // fingerprint of its token: its own releases do not wake it
-	wake chan int           // node index per release announcement; -1: resubscribed
-	head chan time.Duration // one value when it becomes the head: how long to sleep first
+	own  string        // fingerprint of its token: its own releases do not wake it
+	wake chan int      // node index per release announcement; -1: resubscribed
+	head chan struct{} // one value when it becomes the head
 }
 
 // drain drops stale wake-ups.
@@ -206,40 +183,34 @@ func (w *waiter) drain() {
 }
 
 // waitHub holds the queues of waiters per lock key and the subscriptions
-// that wake them. Its zero value is ready; subscriptions start with the
-// first waiter.
+// that wake them. Its zero value is ready once start has run.
 type waitHub struct {
-	mu      sync.Mutex
-	queues  map[string][]*waiter
-	subs    []*redis.PubSub
-	started bool
-	closed  bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	queues map[string][]*waiter
+	subs   []*redis.PubSub
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // join appends a waiter for key. The first in the queue is the head at once.
 func (h *waitHub) join(c *Coordinator, key, own string) *waiter {
-	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan time.Duration, 1)}
+	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.started && !h.closed {
-		h.start(c)
-	}
 	if h.queues == nil {
 		h.queues = map[string][]*waiter{}
 	}
 	q := h.queues[key]
 	if len(q) == 0 {
-		w.head <- 0
+		w.head <- struct{}{}
 	}
 	h.queues[key] = append(q, w)
 	return w
 }
 
 // leave removes w from key's queue. If w was the head, the next waiter
-// becomes the head and sleeps for took first (the validity of the lock w
-// took; 0 when w gave up, so it tries at once).
-func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
+// becomes the head.
+func (h *waitHub) leave(key string, w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[key]
@@ -249,7 +220,7 @@ func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
 		}
 		q = append(q[:i:i], q[i+1:]...)
 		if i == 0 && len(q) > 0 {
-			q[0].head <- took
+			q[0].head <- struct{}{}
 		}
 		break
 	}
@@ -260,19 +231,11 @@ func (h *waitHub) leave(key string, w *waiter, took time.Duration) {
 	}
 }
 
-// queuedBehind reports whether more than one waits for key (the head and
-// someone behind it).
-func (h *waitHub) queuedBehind(key string) bool {
+// waiters is how many wait for key.
+func (h *waitHub) waiters(key string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.queues[key]) > 1
-}
-
-// queued reports whether anyone waits for key.
-func (h *waitHub) queued(key string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.queues[key]) > 0
+	return len(h.queues[key])
 }
 
 // notify wakes the head waiter of key, unless the release was its own.
@@ -287,8 +250,7 @@ func (h *waitHub) notify(key, from string, node int) {
 	}
 }
 
-// wakeAll wakes every head: a subscription was re-made and messages sent
-// meanwhile are lost.
+// wakeAll wakes every head: a subscription was re-made, messages are lost.
 func (h *waitHub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -301,14 +263,13 @@ func (h *waitHub) wakeAll() {
 }
 
 // start subscribes to the release channel on every node, in the
-// background. Called with h.mu held.
+// background. New calls it once.
 func (h *waitHub) start(c *Coordinator) {
-	h.started = true
 	for _, n := range c.nodes {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			ps := n.client.Subscribe(context.Background(), c.channel())
+			ps := n.client.Subscribe(context.Background(), c.released)
 			h.mu.Lock()
 			if h.closed {
 				h.mu.Unlock()
@@ -333,15 +294,6 @@ func (h *waitHub) start(c *Coordinator) {
 				}
 			}
 		}()
-	}
-}
-
-// listen starts the subscriptions unless they run already.
-func (h *waitHub) listen(c *Coordinator) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.started && !h.closed {
-		h.start(c)
 	}
 }
 

@@ -31,8 +31,8 @@ func awaitSubscribed(t *testing.T, c *Coordinator) {
 	t.Helper()
 	eventually(t, 5*time.Second, "the release subscriptions", func() bool {
 		for _, n := range c.nodes {
-			subs, err := n.client.PubSubNumSub(t.Context(), c.channel()).Result()
-			if err != nil || subs[c.channel()] < 1 {
+			subs, err := n.client.PubSubNumSub(t.Context(), c.released).Result()
+			if err != nil || subs[c.released] < 1 {
 				return false
 			}
 		}
@@ -228,7 +228,7 @@ func TestWaitCancelCleansUp(t *testing.T) {
 	if cancelled.Load() != 100 {
 		t.Fatalf("%d of 100 waiters reported the cancellation", cancelled.Load())
 	}
-	if cl.c.Stats().Waiting != 0 || cl.c.hub.queued(cl.c.keys("", res)[0]) {
+	if cl.c.Stats().Waiting != 0 || cl.c.hub.waiters(cl.c.keys("", res)[0]) > 0 {
 		t.Fatal("cancelled waiters left in the queue")
 	}
 	// A leak would be 100 goroutines or more; the clients' pools may have
@@ -238,7 +238,7 @@ func TestWaitCancelCleansUp(t *testing.T) {
 	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 50 * time.Millisecond}); !errors.Is(err, ErrLockHeld) {
 		t.Fatalf("timed-out waiter err = %v", err)
 	}
-	if cl.c.hub.queued(cl.c.keys("", res)[0]) {
+	if cl.c.hub.waiters(cl.c.keys("", res)[0]) > 0 {
 		t.Fatal("timed-out waiter left in the queue")
 	}
 }
