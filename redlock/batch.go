@@ -140,6 +140,14 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	case <-ctx.Done():
 	}
 	timer.Stop()
+	// Nodes that lost their script cache (NOSCRIPT) run it once by EVAL,
+	// all at once.
+	evals := make([]*redis.Cmd, len(idxs))
+	for j, i := range idxs {
+		if _, ok := rd.took(i); ok && isNoScript(cmds[j].Err()) {
+			evals[j] = c.nodes[i].eval(ctx, script, keys, args)
+		}
+	}
 	out := make([]reply[T], 0, len(idxs))
 	for j, i := range idxs {
 		n := c.nodes[i]
@@ -151,11 +159,9 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 			n.noteReply(ctx, err)
 		} else {
 			cmd := cmds[j].Cmd
-			if isNoScript(cmd.Err()) {
-				// The node lost its script cache: EVAL it once, directly.
-				rctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-				cmd = script.Run(rctx, n.client, keys, args...)
-				cancel()
+			if evals[j] != nil {
+				cmd = evals[j]
+				_ = cmd.Err() // awaits the reply
 				took = time.Since(rd.start)
 			}
 			n.noteReply(ctx, cmd.Err())
@@ -170,4 +176,16 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		out = append(out, reply[T]{node: i, val: v, err: err})
 	}
 	return out
+}
+
+// eval runs script by EVAL on the node: through its pipeline (bounded by the
+// connection's deadlines, the node timeout), or with NoBatching on its own
+// connection, bounded by the node timeout.
+func (n *node) eval(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	if n.pipe != nil {
+		return script.Eval(ctx, n.pipe, keys, args...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
+	defer cancel()
+	return script.Eval(ctx, n.client, keys, args...)
 }

@@ -156,3 +156,27 @@ func TestNodeCommandDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptCacheFlushed: a node that lost its script cache (SCRIPT FLUSH,
+// or a restart) answers NOSCRIPT, and the round runs the script by EVAL
+// instead: every node votes, with batching and without.
+func TestScriptCacheFlushed(t *testing.T) {
+	for _, naive := range []bool{false, true} {
+		cl := newCluster(t, 3, Options{NoBatching: naive, NodeTimeout: 2 * time.Second})
+		for range 2 {
+			for _, s := range cl.servers {
+				if err := s.Client().ScriptFlush(t.Context()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := uniq(t)
+			l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
+			if err != nil || l.Locked != 3 {
+				t.Fatalf("naive %v: acquire after SCRIPT FLUSH = %+v, %v; want 3 nodes", naive, l, err)
+			}
+			if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
