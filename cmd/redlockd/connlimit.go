@@ -66,8 +66,8 @@ type connLimiter struct {
 	mu   sync.Mutex
 	open int
 	idle list.List // of *limitedConn, the one idle the longest first
-	// What was reported (see note): whether the cap and the open files ran
-	// out before, when the last line was logged, and what happened since.
+	// What note reported: whether the cap and the open files ran out
+	// before, when the last line was logged, and what happened since.
 	warnedCap, warnedFiles bool
 	lastReport             time.Time
 	dropped, outOfFiles    int
@@ -128,11 +128,15 @@ func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 	if c != nil && !refused {
 		l.open++
 	}
-	report := full && l.note(outOfFiles)
+	var report *zerolog.Event
+	var msg string
+	if full {
+		report, msg = l.note(outOfFiles)
+	}
 	l.mu.Unlock()
 
-	if report {
-		l.report()
+	if report != nil {
+		report.Msg(msg)
 	}
 	switch {
 	case victim != nil:
@@ -150,40 +154,32 @@ func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 }
 
 // note counts, with l.mu held, a connection dropped at the cap or an Accept
-// out of open files, and reports whether report is due: the first time
-// each happens, then at most once per connLogEvery.
-func (l *connLimiter) note(outOfFiles bool) bool {
+// out of open files, and returns the line to log once l.mu is released, if
+// one is due: the first time each happens, then a summary of what happened
+// since the last line at most once per connLogEvery.
+func (l *connLimiter) note(outOfFiles bool) (*zerolog.Event, string) {
+	warned := &l.warnedCap
 	if outOfFiles {
+		warned = &l.warnedFiles
 		l.outOfFiles++
-		return !l.warnedFiles || time.Since(l.lastReport) >= connLogEvery
+	} else {
+		l.dropped++
 	}
-	l.dropped++
-	return !l.warnedCap || time.Since(l.lastReport) >= connLogEvery
-}
-
-// report logs what note counted: the first time the cap or the open files
-// ran out, or else a summary of what happened since the last line.
-func (l *connLimiter) report() {
-	l.mu.Lock()
-	firstCap := !l.warnedCap && l.dropped > 0
-	firstFiles := !l.warnedFiles && l.outOfFiles > 0
-	dropped, outOfFiles := l.dropped, l.outOfFiles
-	l.warnedCap, l.warnedFiles = l.warnedCap || firstCap, l.warnedFiles || firstFiles
-	l.dropped, l.outOfFiles, l.lastReport = 0, 0, time.Now()
-	l.mu.Unlock()
-
-	if firstCap {
-		l.log.Warn().Int("max_connections", l.max).
-			Msg("connection limit reached: each new connection closes the one idle the longest, or is closed at once if none is idle (--max-connections)")
+	var e *zerolog.Event
+	var msg string
+	switch {
+	case !*warned && outOfFiles:
+		e, msg = l.log.Error(), "out of open files: closing idle connections to make room; lower --max-connections or raise the open-files limit (ulimit -n)"
+	case !*warned:
+		e, msg = l.log.Warn(), "connection limit reached: each new connection closes the one idle the longest, or is closed at once if none is idle (--max-connections)"
+	case time.Since(l.lastReport) >= connLogEvery:
+		e = l.log.Warn().Int("dropped", l.dropped).Int("out_of_files", l.outOfFiles).Dur("over", connLogEvery)
+		msg = "connection limit: connections closed since the last report"
+	default:
+		return nil, ""
 	}
-	if firstFiles {
-		l.log.Error().Int("max_connections", l.max).
-			Msg("out of open files: closing idle connections to make room; lower --max-connections or raise the open-files limit (ulimit -n)")
-	}
-	if !firstCap && !firstFiles && dropped+outOfFiles > 0 {
-		l.log.Warn().Int("max_connections", l.max).Int("dropped", dropped).Int("out_of_files", outOfFiles).
-			Dur("over", connLogEvery).Msg("connection limit: connections closed since the last report")
-	}
+	*warned, l.dropped, l.outOfFiles, l.lastReport = true, 0, 0, time.Now()
+	return e.Int("max_connections", l.max), msg
 }
 
 // limitListener is connLimiter's listener.

@@ -127,11 +127,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 }
 
 // usage reports a usage or configuration error and returns exitUsage.
-func usage(stderr io.Writer, err error) int {
+func usage(stderr io.Writer, err error) int { return usageOf(stderr, "redlockd", err) }
+
+// usageOf reports a usage error of the command cmd ("redlockd run") and
+// returns exitUsage.
+func usageOf(stderr io.Writer, cmd string, err error) int {
 	for line := range strings.SplitSeq(err.Error(), "\n") {
-		fmt.Fprintf(stderr, "redlockd: %s\n", line)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, line)
 	}
-	fmt.Fprintln(stderr, "Run 'redlockd --help' for usage.")
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd)
 	return exitUsage
 }
 

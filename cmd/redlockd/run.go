@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -33,37 +32,26 @@ const (
 	exitNotFound    = 127 // CMD not found (as shells do)
 )
 
-// Timeouts of `redlockd run` that are not flags.
+// Timeouts of `redlockd run` that are not flags. requestMargin is added to
+// an acquire's wait to bound its request; a --wait longer than maxWaitChunk
+// (the gateway's default max wait) takes several requests.
 const (
-	// requestMargin is added to an acquire's wait to bound its request.
-	requestMargin = 10 * time.Second
-	// maxWaitChunk is the longest wait asked for in one request (the
-	// gateway's default max wait); a longer --wait takes several requests.
-	maxWaitChunk = redlock.DefaultMaxWait
-	// releaseTimeout bounds the release when run exits.
+	requestMargin  = 10 * time.Second
+	maxWaitChunk   = redlock.DefaultMaxWait
 	releaseTimeout = 5 * time.Second
 )
 
-// RunConfig is the configuration of `redlockd run`.
+// RunConfig is the configuration of `redlockd run`: each field but APIKey
+// and Command is the flag of the same name (see flagSet).
 type RunConfig struct {
-	// URL is the gateway's base URL.
-	URL string
-	// Resource is the name of the lock.
-	Resource string
-	// TTL is the lock's TTL; it is extended every TTL/3.
-	TTL time.Duration
-	// Wait is how long to wait for the lock; 0 tries once.
-	Wait time.Duration
-	// Owner is shown by GET /locks/{resource}.
-	Owner string
-	// APIKeyFile is a file holding the API key, if the gateway needs one.
-	APIKeyFile string
+	URL, Resource string
+	TTL, Wait     time.Duration
+	Owner         string
+	APIKeyFile    string
 	// APIKey is the key itself, from REDLOCKD_API_KEY, used when no
 	// --api-key-file flag is given. It is never printed.
 	APIKey string
-	// Grace is how long CMD has to exit after SIGTERM when the lock is lost,
-	// before SIGKILL.
-	Grace time.Duration
+	Grace  time.Duration
 	// Command is CMD and its arguments.
 	Command []string
 }
@@ -202,33 +190,21 @@ func readAPIKey(path string) (string, error) {
 }
 
 // printRunUsage writes the help of `redlockd run`: flags and exit statuses.
+// docs/clients.md says more.
 func printRunUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: redlockd run --resource NAME [flags] -- CMD [ARGS...]
 
-Holds a redlockd lock around a command, like flock(1) for many machines.
-run acquires the lock NAME (waiting up to --wait), runs CMD with
-REDLOCKD_RESOURCE, REDLOCKD_TOKEN, REDLOCKD_FENCING_TOKEN and REDLOCKD_URL in
-its environment, extends the lock every ttl/3 while CMD runs, releases it when
-CMD exits and exits with CMD's status. Pass REDLOCKD_FENCING_TOKEN to the
-storage CMD writes to; CMD must not release the lock itself. The token is
-never printed.
+Holds a redlockd lock around a command, like flock(1) for many machines:
+acquires the lock NAME (waiting up to --wait), runs CMD with REDLOCKD_RESOURCE,
+REDLOCKD_TOKEN, REDLOCKD_FENCING_TOKEN and REDLOCKD_URL in its environment,
+extends the lock every ttl/3, releases it when CMD exits and exits with CMD's
+status. Pass REDLOCKD_FENCING_TOKEN to the storage CMD writes to; CMD must not
+release the lock. If the lock is lost (an extension refused, or none succeeded within the validity), CMD's
+process group gets SIGTERM, SIGKILL after --grace, and run exits 76.
 
-If an extension is refused (409) or no extension succeeds before the lock's
-validity ends (the gateway or a quorum of nodes is unavailable), the lock is
-lost: run says so on stderr, sends SIGTERM to CMD's process group, SIGKILL
-after --grace, and exits 76.
-
-API key: a gateway with API keys needs one. run takes it from the file given
-with --api-key-file, else from REDLOCKD_API_KEY (the key itself, as CI
-systems hold secrets), else from the file named by REDLOCKD_API_KEY_FILE. The
-key is sent as Authorization: Bearer and never printed.
-
-Signals: SIGINT, SIGTERM and SIGQUIT are forwarded to CMD's process group,
-SIGHUP, SIGUSR1 and SIGUSR2 to CMD itself; run keeps the lock until CMD exits,
-then releases it. Before CMD starts, SIGINT, SIGTERM, SIGHUP or SIGQUIT stop
-run: it releases the lock if it got it and exits 128+signal without running
-CMD. CMD runs in its own process group; when run's stdin is the terminal and
-run is in the foreground, CMD gets the terminal (Ctrl-C reaches CMD).
+Signals: SIGINT, SIGTERM and SIGQUIT go to CMD's process group, SIGHUP, SIGUSR1
+and SIGUSR2 to CMD; before CMD starts they stop run (exit 128+signal). From a
+terminal in the foreground, CMD gets the terminal.
 
 Flags:
 `)
@@ -249,28 +225,16 @@ Flags:
 	})
 	fmt.Fprint(w, `
 Exit status:
-  CMD's   CMD ran holding the lock throughout, and the release succeeded
-          or could not be confirmed; 128+N if CMD was killed by signal N
-  64      usage error: bad flags, unreadable --api-key-file, the gateway
-          refused a value (e.g. --ttl above its max TTL) or the API key, or
-          --url names no route of the gateway (404)
+  CMD's   CMD ran holding the lock throughout (128+N if signal N killed it)
+  64      usage error: bad flags, unreadable --api-key-file, or the gateway
+          refused a value, the API key or the --url (404)
   69      gateway or quorum unavailable: CMD not run
   75      lock held by another owner, not acquired within --wait: CMD not run
-  76      lock lost while CMD ran (CMD was sent SIGTERM), or found not held
-          when CMD exited: CMD's work may not have been exclusive
+  76      lock lost while CMD ran, or not held when CMD exited
   126     CMD is not executable (CMD not run, lock released)
   127     CMD not found (CMD not run, lock released)
   128+N   run got signal N before CMD started: CMD not run, lock released
 `)
-}
-
-// runUsage reports a usage error of run and returns exitUsage.
-func runUsage(stderr io.Writer, err error) int {
-	for line := range strings.SplitSeq(err.Error(), "\n") {
-		fmt.Fprintf(stderr, "redlockd run: %s\n", line)
-	}
-	fmt.Fprintln(stderr, "Run 'redlockd run --help' for usage.")
-	return exitUsage
 }
 
 // stopSignals end the wait for the lock before CMD starts.
@@ -303,17 +267,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookup
 		fmt.Fprintf(stderr, "redlockd run: warning: %s\n", f)
 	}
 	if err != nil {
-		return runUsage(stderr, err)
+		return usageOf(stderr, "redlockd run", err)
 	}
 	key := cfg.APIKey
 	if key == "" && cfg.APIKeyFile != "" {
 		if key, err = readAPIKey(cfg.APIKeyFile); err != nil {
-			return runUsage(stderr, err)
+			return usageOf(stderr, "redlockd run", err)
 		}
 	}
 	c, err := client.New(cfg.URL, client.Options{APIKey: key})
 	if err != nil {
-		return runUsage(stderr, err)
+		return usageOf(stderr, "redlockd run", err)
 	}
 	r := &runner{
 		cfg: cfg, client: c, token: redlock.NewToken(),
@@ -502,53 +466,31 @@ func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, e
 	}
 }
 
-// keeper extends the lock every TTL/3 while CMD runs.
-type keeper struct {
-	r      *runner
-	cancel context.CancelFunc
-	done   chan struct{}
-	// lost receives the reason once when the lock is lost.
-	lost chan error
-
-	mu    sync.Mutex
-	until time.Time // end of the current safe window
-}
-
-func (r *runner) keep(lock client.Lock) *keeper {
+// keep extends the lock every TTL/3 until stop is called. lost receives the
+// reason once if the lock is lost; stop returns the end of the last safe
+// window.
+func (r *runner) keep(lock client.Lock) (lost <-chan error, stop func() time.Time) {
 	ctx, cancel := context.WithCancel(r.base)
-	k := &keeper{r: r, cancel: cancel, done: make(chan struct{}), lost: make(chan error, 1), until: lock.Until}
-	go k.loop(ctx, lock)
-	return k
-}
-
-func (k *keeper) loop(ctx context.Context, lock client.Lock) {
-	defer close(k.done)
-	for {
-		if !sleep(ctx, time.Until(lock.Start.Add(k.r.cfg.TTL/3))) {
-			return
+	lostc, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		for sleep(ctx, time.Until(lock.Start.Add(r.cfg.TTL/3))) {
+			next, err := r.extend(ctx, lock.Until)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				lostc <- err
+				return
+			}
+			lock = next
 		}
-		next, err := k.r.extend(ctx, lock.Until)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			k.lost <- err
-			return
-		}
-		lock = next
-		k.mu.Lock()
-		k.until = lock.Until
-		k.mu.Unlock()
+	}()
+	return lostc, func() time.Time {
+		cancel()
+		<-done // lock is ours again
+		return lock.Until
 	}
-}
-
-// stop ends the extensions and returns the end of the last safe window.
-func (k *keeper) stop() time.Time {
-	k.cancel()
-	<-k.done
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.until
 }
 
 // runCommand runs CMD under the lock and returns the exit status.
@@ -569,7 +511,7 @@ func (r *runner) runCommand(lock client.Lock) int {
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
 	}
 
-	keeper := r.keep(lock)
+	lostc, stopKeeping := r.keep(lock)
 	started, exited := make(chan error, 1), make(chan error, 1)
 	go func() {
 		// Pdeathsig fires when the thread that forked CMD ends: keep the
@@ -584,7 +526,7 @@ func (r *runner) runCommand(lock client.Lock) int {
 		exited <- cmd.Wait()
 	}()
 	if err := <-started; err != nil {
-		keeper.stop()
+		stopKeeping()
 		r.release(false)
 		r.printf("CMD: %v", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -598,7 +540,6 @@ func (r *runner) runCommand(lock client.Lock) int {
 		lost  error
 		grace <-chan time.Time
 	)
-	lostc := keeper.lost
 wait:
 	for {
 		select {
@@ -624,7 +565,7 @@ wait:
 	if foreground {
 		restoreForeground(tty)
 	}
-	until := keeper.stop()
+	until := stopKeeping()
 	status := exitStatus(cmd.ProcessState)
 
 	if lost != nil {
