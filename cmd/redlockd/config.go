@@ -24,52 +24,25 @@ import (
 // name of its environment variable: --default-ttl is REDLOCKD_DEFAULT_TTL.
 const envPrefix = "REDLOCKD_"
 
-// Config is the configuration of `redlockd serve`. Every field is a flag with
-// an environment variable twin (see envName). The zero Config is not valid:
+// Config is the configuration of `redlockd serve`. Every field is the flag
+// of the same name in kebab case (see flagSet for its meaning), with an
+// environment variable twin (see envName). The zero Config is not valid:
 // start from DefaultConfig.
 //
 // Redis holds URLs that may contain passwords: print a Config with String,
 // never field by field.
 type Config struct {
-	// Listen is the host:port to listen on. Port 0 picks a free port.
-	Listen string
-	// Redis are the redis:// or rediss:// URLs of the nodes, one per
-	// independent master. None means dev mode (embedded in-memory nodes).
-	Redis []string
-	// DefaultTTL, MaxTTL and MaxWait bound what a client may ask for.
-	DefaultTTL, MaxTTL, MaxWait time.Duration
-	// NodeTimeout bounds each command on each node.
-	NodeTimeout time.Duration
-	// DriftFactor is the clock drift allowed per unit of TTL; 0 means none.
-	DriftFactor float64
-	// KeyPrefix is put before every Redis key.
-	KeyPrefix string
-	// APIKeysFile is the JSON file of API keys (see server.ParseKeys); with
-	// it every /locks request needs a key. Empty: no authentication.
-	APIKeysFile string
-	// MetricsAuth makes GET /metrics need an API key too.
-	MetricsAuth bool
-	// TLSCert and TLSKey are PEM files; with both, redlockd serves HTTPS.
-	TLSCert, TLSKey string
-	// RedisCAFile is a PEM file of the CA certificates that rediss:// nodes
-	// are verified against. Empty: the system's roots (SSL_CERT_FILE and
-	// SSL_CERT_DIR are honoured).
-	RedisCAFile string
-	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once.
-	MaxWaiters int
-	// MaxWaitersPerNamespace bounds those of one namespace (API key
-	// tenant); 0: a quarter of MaxWaiters with API keys, else MaxWaiters.
-	MaxWaitersPerNamespace int
-	// MaxConnections bounds the open client connections; Open lowers it
-	// to fit the open-files limit (see connLimit).
-	MaxConnections int
-	// ReadHeaderTimeout bounds reading a request's headers; IdleTimeout
-	// bounds an idle keep-alive connection.
-	ReadHeaderTimeout, IdleTimeout time.Duration
-	// LogLevel is debug, info, warn or error; LogFormat is json or console.
-	LogLevel, LogFormat string
-	// RestartQuarantine keeps a restarted node from voting for MaxTTL.
-	RestartQuarantine bool
+	Listen                                             string
+	Redis                                              []string // none: dev mode
+	DefaultTTL, MaxTTL, MaxWait, NodeTimeout           time.Duration
+	DriftFactor                                        float64
+	KeyPrefix, APIKeysFile                             string
+	MetricsAuth                                        bool
+	TLSCert, TLSKey, RedisCAFile                       string
+	MaxWaiters, MaxWaitersPerNamespace, MaxConnections int
+	ReadHeaderTimeout, IdleTimeout                     time.Duration
+	LogLevel, LogFormat                                string
+	RestartQuarantine                                  bool
 }
 
 // DefaultConfig returns the defaults documented in `redlockd --help`.
@@ -251,10 +224,8 @@ func wrap(s string, width int) []string {
 // *UsageError, or nil. Its messages never contain a Redis password.
 func (c Config) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-
 	if err := validListen(c.Listen); err != nil {
-		add("--listen %q: %v", c.Listen, err)
+		errs = append(errs, fmt.Errorf("--listen %q: %v", c.Listen, err))
 	}
 	if _, err := c.redisOptions(); err != nil {
 		errs = append(errs, err)
@@ -262,49 +233,32 @@ func (c Config) Validate() error {
 	if err := c.redlockOptions().Validate(); err != nil {
 		errs = append(errs, errors.New(optionFlags.Replace(err.Error())))
 	}
-	// Zero means the default to redlock.Options, but is no value for a flag;
-	// redlock reads a negative drift factor as none, as --drift-factor 0.
-	if c.MaxWait == 0 {
-		add("--max-wait 0s must be positive (1ms allows practically no waiting)")
-	}
-	if c.NodeTimeout == 0 {
-		add("--node-timeout 0s must be positive")
-	}
-	if c.DriftFactor < 0 {
-		add("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)
-	}
-	if c.KeyPrefix == "" {
-		add("--key-prefix must not be empty: it keeps redlockd's keys apart from other data")
-	}
-	if c.MetricsAuth && c.APIKeysFile == "" {
-		add("--metrics-auth on needs --api-keys-file: there would be no key to check")
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		add("--tls-cert and --tls-key go together: give both or neither")
-	}
-	if c.RedisCAFile != "" && !c.anyRediss() {
-		add("--redis-ca-file is given but no --redis URL is rediss:// (TLS)")
-	}
-	if c.MaxWaiters < 1 {
-		add("--max-waiters %d must be at least 1", c.MaxWaiters)
-	}
-	if c.MaxWaitersPerNamespace < 0 || c.MaxWaitersPerNamespace > c.MaxWaiters {
-		add("--max-waiters-per-namespace %d must be in [0, --max-waiters %d] (0: the default share)", c.MaxWaitersPerNamespace, c.MaxWaiters)
-	}
-	if c.MaxConnections < 1 {
-		add("--max-connections %d must be at least 1", c.MaxConnections)
-	}
-	if c.ReadHeaderTimeout <= 0 {
-		add("--read-header-timeout %v must be positive", c.ReadHeaderTimeout)
-	}
-	if c.IdleTimeout <= 0 {
-		add("--idle-timeout %v must be positive", c.IdleTimeout)
-	}
-	if _, ok := logLevels[c.LogLevel]; !ok {
-		add("--log-level %q must be debug, info, warn or error", c.LogLevel)
-	}
-	if c.LogFormat != "json" && c.LogFormat != "console" {
-		add("--log-format %q must be json or console", c.LogFormat)
+	_, levelOK := logLevels[c.LogLevel]
+	for _, check := range []struct {
+		bad bool
+		msg string
+	}{
+		// Zero means the default to redlock.Options, but is no value for a
+		// flag; redlock reads a negative drift factor as none, as 0 here.
+		{c.MaxWait == 0, "--max-wait 0s must be positive (1ms allows practically no waiting)"},
+		{c.NodeTimeout == 0, "--node-timeout 0s must be positive"},
+		{c.DriftFactor < 0, fmt.Sprintf("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)},
+		{c.KeyPrefix == "", "--key-prefix must not be empty: it keeps redlockd's keys apart from other data"},
+		{c.MetricsAuth && c.APIKeysFile == "", "--metrics-auth on needs --api-keys-file: there would be no key to check"},
+		{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together: give both or neither"},
+		{c.RedisCAFile != "" && !c.anyRediss(), "--redis-ca-file is given but no --redis URL is rediss:// (TLS)"},
+		{c.MaxWaiters < 1, fmt.Sprintf("--max-waiters %d must be at least 1", c.MaxWaiters)},
+		{c.MaxWaitersPerNamespace < 0 || c.MaxWaitersPerNamespace > c.MaxWaiters, fmt.Sprintf(
+			"--max-waiters-per-namespace %d must be in [0, --max-waiters %d] (0: the default share)", c.MaxWaitersPerNamespace, c.MaxWaiters)},
+		{c.MaxConnections < 1, fmt.Sprintf("--max-connections %d must be at least 1", c.MaxConnections)},
+		{c.ReadHeaderTimeout <= 0, fmt.Sprintf("--read-header-timeout %v must be positive", c.ReadHeaderTimeout)},
+		{c.IdleTimeout <= 0, fmt.Sprintf("--idle-timeout %v must be positive", c.IdleTimeout)},
+		{!levelOK, fmt.Sprintf("--log-level %q must be debug, info, warn or error", c.LogLevel)},
+		{c.LogFormat != "json" && c.LogFormat != "console", fmt.Sprintf("--log-format %q must be json or console", c.LogFormat)},
+	} {
+		if check.bad {
+			errs = append(errs, errors.New(check.msg))
+		}
 	}
 	if len(errs) > 0 {
 		return &UsageError{Err: errors.Join(errs...)}

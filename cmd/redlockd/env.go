@@ -40,19 +40,11 @@ var securityEnv = map[string]string{
 	"REDLOCKD_TLS_KEY":       "serve plain HTTP instead of HTTPS",
 }
 
-// serveEnv returns the names of serve's variables: one per flag.
-func serveEnv() []string {
-	c := DefaultConfig()
-	var names []string
-	c.flagSet().VisitAll(func(f *flag.Flag) { names = append(names, envName(f.Name)) })
-	return names
-}
-
 // knownEnv returns every REDLOCKD_* name some part of redlockd reads or
 // sets, with the command it belongs to: serve, run, "run's command" or
 // "the tests".
 func knownEnv() map[string]string {
-	known := map[string]string{}
+	known := map[string]string{runAPIKeyEnv: "run"}
 	for _, n := range testEnv {
 		known[n] = "the tests"
 	}
@@ -62,10 +54,8 @@ func knownEnv() map[string]string {
 	for _, n := range runEnv {
 		known[n] = "run"
 	}
-	known[runAPIKeyEnv] = "run"
-	for _, n := range serveEnv() {
-		known[n] = "serve"
-	}
+	c := DefaultConfig()
+	c.flagSet().VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = "serve" })
 	return known
 }
 
@@ -152,30 +142,21 @@ func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 }
 
 // closest returns the name among those of names nearest to name, or "" if
-// none is near.
+// none is near: the same but for case and - for _, or one edit away (two
+// for names past the prefix longer than 6 characters).
 func closest(name string, names map[string]string) string {
 	best, bestD := "", -1
 	for k := range names {
-		if !near(name, k) {
-			continue
+		a, b := normEnv(name), normEnv(k)
+		d, limit := distance(a, b), 1
+		if len(b) > 6 {
+			limit = 2
 		}
-		if d := distance(normEnv(name), normEnv(k)); bestD < 0 || d < bestD || (d == bestD && k < best) {
+		if d <= limit && (bestD < 0 || d < bestD || (d == bestD && k < best)) {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// near reports whether name could be a misspelling of known: the same but
-// for case and - for _, or one edit away (two for names past the prefix
-// longer than 6 characters).
-func near(name, known string) bool {
-	a, b := normEnv(name), normEnv(known)
-	limit := 1
-	if len(b) > 6 {
-		limit = 2
-	}
-	return distance(a, b) <= limit
 }
 
 // normEnv returns the part of a variable name after REDLOCKD_, upper case,

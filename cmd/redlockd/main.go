@@ -141,6 +141,7 @@ func usageOf(stderr io.Writer, cmd string, err error) int {
 
 // printUsage writes the help: commands, every serve flag with its
 // environment variable and default, and the exit statuses.
+// docs/configuration.md says more.
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, `redlockd: an HTTP lock gateway implementing Redlock over N independent Redis masters.
 
@@ -158,23 +159,21 @@ With no --redis, redlockd runs in dev mode: 5 embedded in-memory Redis nodes,
 nothing durable or fault tolerant. Try: redlockd, then
   curl -X POST localhost:8080/locks/demo
 
-Serve flags. Each flag has an environment variable twin; a flag wins over its
-variable, a variable over the default; an empty variable counts as unset.
-Durations are Go durations (50ms, 30s, 1m). A REDLOCKD_* variable that
-redlockd does not read is logged as a warning at start-up; one that looks
-like a misspelt --api-keys-file, --metrics-auth or --tls-* variable that is
-not otherwise set stops serve with status 64.
+Serve flags. A flag wins over its environment variable, a variable over the
+default; an empty variable counts as unset. Durations are Go durations (50ms,
+30s, 1m). An unknown REDLOCKD_* variable is logged as a warning; one that looks
+like a misspelt security setting (--api-keys-file, --metrics-auth, --tls-*)
+that is not set stops serve with status 64.
 
 `)
 	printServeFlags(w)
 	fmt.Fprint(w, `
-Signals: SIGINT or SIGTERM shut down gracefully. SIGHUP reloads the API keys
-file and the TLS certificate and key in place (open connections and requests
-in flight carry on); a file that does not load is logged as an error and the
-previous keys or certificate stay in use.
+Signals: SIGINT or SIGTERM shut down gracefully (waiting acquires get 503,
+in-flight requests finish). SIGHUP reloads the API keys file and the TLS
+certificate and key in place; one that does not load is logged and the
+previous one stays in use.
 
-Exit status: 0 after a graceful shutdown (SIGINT or SIGTERM: waiting acquires
-get 503, in-flight requests finish), 64 on a usage or configuration error,
-1 on any other error.
+Exit status: 0 after a graceful shutdown, 64 on a usage or configuration
+error, 1 on any other error.
 `)
 }

@@ -199,8 +199,9 @@ acquires the lock NAME (waiting up to --wait), runs CMD with REDLOCKD_RESOURCE,
 REDLOCKD_TOKEN, REDLOCKD_FENCING_TOKEN and REDLOCKD_URL in its environment,
 extends the lock every ttl/3, releases it when CMD exits and exits with CMD's
 status. Pass REDLOCKD_FENCING_TOKEN to the storage CMD writes to; CMD must not
-release the lock. If the lock is lost (an extension refused, or none succeeded within the validity), CMD's
-process group gets SIGTERM, SIGKILL after --grace, and run exits 76.
+release the lock. If the lock is lost (an extension refused, or none succeeded
+within the validity), CMD's process group gets SIGTERM, SIGKILL after --grace,
+and run exits 76.
 
 Signals: SIGINT, SIGTERM and SIGQUIT go to CMD's process group, SIGHUP, SIGUSR1
 and SIGUSR2 to CMD; before CMD starts they stop run (exit 128+signal). From a
