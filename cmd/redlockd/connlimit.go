@@ -20,10 +20,9 @@ import (
 // hundred clients keep open.
 const defaultMaxConnections = 4096
 
-// The first time the limit is reached (or the process runs out of open
-// files) is logged at once, later times are summed up at most once per
-// connLogEvery; outOfFilesPause is how long Accept pauses when it runs out
-// of open files and no idle connection can be closed.
+// connLogEvery spaces the summaries of the connections closed at the cap
+// (see note); outOfFilesPause is how long Accept pauses when it runs out of
+// open files and no idle connection can be closed.
 const (
 	connLogEvery    = time.Minute
 	outOfFilesPause = 100 * time.Millisecond
@@ -38,11 +37,10 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur > math.MaxInt32 {
 		return want, 0
 	}
-	// go-redis keeps up to 10 connections per GOMAXPROCS per node, those of
-	// its pipeline pool, and the pub/sub one; an embedded dev node holds the
-	// other end of each too. GOMAXPROCS is at most the number of CPUs, so
-	// this is an upper bound that does not read (or pin) the runtime's own
-	// setting.
+	// go-redis keeps up to 10 connections per GOMAXPROCS per node (at most
+	// the CPUs: an upper bound that does not read the runtime's setting),
+	// those of its pipeline pool, and the pub/sub one; an embedded dev node
+	// holds the other end of each too.
 	perNode := 10*runtime.NumCPU() + redis.DefaultPipelinePoolSize + 2
 	if dev {
 		perNode *= 2
@@ -117,37 +115,31 @@ func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 	l.mu.Lock()
 	full := outOfFiles || l.open >= l.max
 	var victim *limitedConn
-	if full {
-		if e := l.idle.Front(); e != nil {
-			victim = l.idle.Remove(e).(*limitedConn)
-			victim.elem, victim.gone = nil, true
-			l.open--
-		}
+	if e := l.idle.Front(); full && e != nil {
+		victim = e.Value.(*limitedConn)
+		l.forget(victim)
 	}
 	refused := full && victim == nil
 	if c != nil && !refused {
 		l.open++
 	}
-	var report *zerolog.Event
+	var report *zerolog.Event // nil-safe: nothing to log
 	var msg string
 	if full {
 		report, msg = l.note(outOfFiles)
 	}
 	l.mu.Unlock()
 
-	if report != nil {
-		report.Msg(msg)
-	}
+	report.Msg(msg)
 	switch {
 	case victim != nil:
 		_ = victim.Conn.Close()
-	case outOfFiles:
+	case outOfFiles: // c is nil
 		time.Sleep(outOfFilesPause)
+	case refused:
+		_ = c.Close()
 	}
 	if c == nil || refused {
-		if c != nil {
-			_ = c.Close()
-		}
 		return nil
 	}
 	return &limitedConn{Conn: c, l: l}
@@ -211,19 +203,24 @@ type limitedConn struct {
 	gone bool
 }
 
-// Close counts c out, once, and closes it.
-func (c *limitedConn) Close() error {
-	l := c.l
-	l.mu.Lock()
-	if !c.gone {
-		c.gone = true
-		l.open--
-		if c.elem != nil {
-			l.idle.Remove(c.elem)
-			c.elem = nil
-		}
+// forget counts c out, once, with l.mu held.
+func (l *connLimiter) forget(c *limitedConn) {
+	if c.gone {
+		return
 	}
-	l.mu.Unlock()
+	c.gone = true
+	l.open--
+	if c.elem != nil {
+		l.idle.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// Close counts c out and closes it.
+func (c *limitedConn) Close() error {
+	c.l.mu.Lock()
+	c.l.forget(c)
+	c.l.mu.Unlock()
 	return c.Conn.Close()
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -23,11 +24,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// HTTP server limits. The write timeout is MaxWait + writeTimeoutMargin, so
-// that a request held open for the longest allowed wait still gets its
-// answer; the read timeout (headers and body) is the read header timeout
-// (--read-header-timeout) + bodyReadTimeout. The idle timeout is
-// --idle-timeout.
+// HTTP server limits: the write timeout is MaxWait + writeTimeoutMargin, so
+// that the longest allowed wait still gets its answer; the body has
+// bodyReadTimeout after the headers.
 const (
 	bodyReadTimeout        = 5 * time.Second
 	writeTimeoutMargin     = 10 * time.Second
@@ -38,22 +37,16 @@ const (
 // context ends, Close shuts it down gracefully. Tests run it in-process on
 // 127.0.0.1:0 and learn the port with Addr.
 type Main struct {
-	// Config is the configuration; set it before Open.
-	Config Config
-	// Stderr receives the logs. Default: os.Stderr.
-	Stderr io.Writer
-	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
-	// Default: 10s.
+	Config Config    // set it before Open
+	Stderr io.Writer // receives the logs; default os.Stderr
+	// ShutdownTimeout bounds the graceful shutdown; default 10s.
 	ShutdownTimeout time.Duration
-	// UnknownEnv are the REDLOCKD_* variables of the environment that
-	// serve does not read (see checkEnv): Open logs them as warnings.
+	// UnknownEnv are the variables checkEnv found: Open logs them.
 	UnknownEnv []envFinding
+	Log        zerolog.Logger // built by Open from Config and Stderr
 
-	// Log is the logger, built by Open from Config and Stderr.
-	Log zerolog.Logger
-
-	// keys are the API keys in use, nil without --api-keys-file; cert is
-	// the TLS certificate in use, nil without TLS. Reload replaces both.
+	// The API keys and TLS certificate in use (nil without), which Reload
+	// replaces.
 	keys *server.Keys
 	cert atomic.Pointer[tls.Certificate]
 
@@ -106,7 +99,7 @@ func (m *Main) Open() (err error) {
 			MinVersion:     tls.VersionTLS12,
 		}
 	}
-	m.Log = newLogger(m.stderr(), c)
+	m.Log = newLogger(cmp.Or[io.Writer](m.Stderr, os.Stderr), c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
@@ -347,13 +340,6 @@ func (m *Main) closeAll() error {
 		m.Log.Info().Msg("stopped")
 	}
 	return errors.Join(errs...)
-}
-
-func (m *Main) stderr() io.Writer {
-	if m.Stderr == nil {
-		return os.Stderr
-	}
-	return m.Stderr
 }
 
 // startNodes returns the go-redis options of the nodes: parsed from --redis,
