@@ -33,7 +33,7 @@ const (
 )
 
 // Timeouts of `redlockd run` that are not flags. requestMargin is added to
-// an acquire's wait to bound its request; a --wait longer than maxWaitChunk
+// a request's wait to bound it; a --wait longer than maxWaitChunk
 // (the gateway's default max wait) takes several requests.
 const (
 	requestMargin  = 10 * time.Second
@@ -276,7 +276,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookup
 			return usageOf(stderr, "redlockd run", err)
 		}
 	}
-	c, err := client.New(cfg.URL, client.Options{APIKey: key})
+	// ctx has no deadline: Timeout bounds each request on top of its wait.
+	c, err := client.New(cfg.URL, client.Options{APIKey: key, Timeout: requestMargin})
 	if err != nil {
 		return usageOf(stderr, "redlockd run", err)
 	}
@@ -357,11 +358,9 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 		if r.cfg.Wait == 0 {
 			wait = 0
 		}
-		reqCtx, cancel := context.WithTimeout(ctx, wait+requestMargin)
-		lock, err := r.client.Acquire(reqCtx, r.cfg.Resource, client.AcquireOptions{
+		lock, err := r.client.Acquire(ctx, r.cfg.Resource, client.AcquireOptions{
 			TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,
 		})
-		cancel()
 		if err == nil {
 			// Lock.Until counts the validity from before the request was sent,
 			// so a long wait eats into it. Extend at once if less than 2/3 of
