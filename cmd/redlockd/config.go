@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
-	"github.com/rs/zerolog"
 )
 
 // envPrefix is put before the upper snake case name of a flag to make the
@@ -130,11 +130,10 @@ func (c *Config) flagSet() *flag.FlagSet {
 }
 
 // ParseServeFlags returns the configuration given by args (the arguments
-// after "serve") and by environment variables, read through lookupEnv
-// (os.LookupEnv in production). A flag wins over its environment variable,
-// which wins over the default; an empty variable counts as unset. It does not
-// validate the result: see Config.Validate. May return flag.ErrHelp or a
-// *UsageError.
+// after "serve") and by environment variables, read through lookupEnv. A
+// flag wins over its variable, which wins over the default; an empty
+// variable counts as unset. See Config.Validate for the checks. May return
+// flag.ErrHelp or a *UsageError.
 func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Config, error) {
 	c := DefaultConfig()
 	fs := c.flagSet()
@@ -233,7 +232,6 @@ func (c Config) Validate() error {
 	if err := c.redlockOptions().Validate(); err != nil {
 		errs = append(errs, errors.New(optionFlags.Replace(err.Error())))
 	}
-	_, levelOK := logLevels[c.LogLevel]
 	for _, check := range []struct {
 		bad bool
 		msg string
@@ -253,7 +251,7 @@ func (c Config) Validate() error {
 		{c.MaxConnections < 1, fmt.Sprintf("--max-connections %d must be at least 1", c.MaxConnections)},
 		{c.ReadHeaderTimeout <= 0, fmt.Sprintf("--read-header-timeout %v must be positive", c.ReadHeaderTimeout)},
 		{c.IdleTimeout <= 0, fmt.Sprintf("--idle-timeout %v must be positive", c.IdleTimeout)},
-		{!levelOK, fmt.Sprintf("--log-level %q must be debug, info, warn or error", c.LogLevel)},
+		{!slices.Contains(logLevels, c.LogLevel), fmt.Sprintf("--log-level %q must be debug, info, warn or error", c.LogLevel)},
 		{c.LogFormat != "json" && c.LogFormat != "console", fmt.Sprintf("--log-format %q must be json or console", c.LogFormat)},
 	} {
 		if check.bad {
@@ -292,13 +290,8 @@ func (c Config) redlockOptions() redlock.Options {
 	}
 }
 
-// logLevels are the values of --log-level.
-var logLevels = map[string]zerolog.Level{
-	"debug": zerolog.DebugLevel,
-	"info":  zerolog.InfoLevel,
-	"warn":  zerolog.WarnLevel,
-	"error": zerolog.ErrorLevel,
-}
+// logLevels are the values of --log-level, zerolog's names.
+var logLevels = []string{"debug", "info", "warn", "error"}
 
 func validListen(addr string) error {
 	_, port, err := net.SplitHostPort(addr)

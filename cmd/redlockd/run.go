@@ -92,13 +92,12 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 var runFlagOrder = []string{"url", "resource", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
 
 // ParseRunFlags returns the configuration given by args (the arguments after
-// "run") and by REDLOCKD_URL, REDLOCKD_API_KEY and REDLOCKD_API_KEY_FILE,
-// read through lookupEnv. A flag wins over its variable; an empty variable
-// counts as unset. The API key comes from --api-key-file given as a flag,
-// else from REDLOCKD_API_KEY, else from the file REDLOCKD_API_KEY_FILE
-// names. CMD follows "--" (or the first argument that is not a flag). May
-// return flag.ErrHelp or a *UsageError listing every problem; no error
-// quotes the key.
+// "run") and by the variables of runEnv and REDLOCKD_API_KEY, read through
+// lookupEnv; a flag wins over its variable, an empty variable counts as
+// unset. The API key comes from --api-key-file given as a flag, else from
+// REDLOCKD_API_KEY, else from the file REDLOCKD_API_KEY_FILE names. CMD
+// follows "--" (or the first argument that is not a flag). May return
+// flag.ErrHelp or a *UsageError listing every problem, never quoting the key.
 func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunConfig, error) {
 	c := defaultRunConfig()
 	var failIfLocked bool
@@ -131,9 +130,8 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 			_ = fs.Set(name, v) // string flags: cannot fail
 		}
 	}
-	waitSet := given["wait"]
 	if failIfLocked {
-		if waitSet && c.Wait != 0 {
+		if given["wait"] && c.Wait != 0 {
 			add("--fail-if-locked and --wait %v contradict each other", c.Wait)
 		}
 		c.Wait = 0
@@ -250,10 +248,8 @@ var forwardedSignals = append(stopSignals, syscall.SIGUSR1, syscall.SIGUSR2)
 
 // runRun is `redlockd run`. The signals that main's ctx stands for come to
 // run on its own channel, so ctx is used only for its values: its
-// cancellation must not cut an extension or the final release short.
-//
-// An unknown REDLOCKD_* variable in environ is reported on stderr, and run
-// goes on (see checkEnv).
+// cancellation must not cut an extension or the final release short. An
+// unknown REDLOCKD_* variable in environ is a warning on stderr.
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ []string) int {
 	sigc := make(chan os.Signal, 16)
 	signal.Notify(sigc, forwardedSignals...)
@@ -349,8 +345,7 @@ func (r *runner) acquirePhase() (client.Lock, int) {
 
 // acquire takes the lock within --wait. A lock held by another owner or an
 // unavailable quorum (503) is tried again while the wait lasts; the gateway
-// does the waiting. If the answer was slow to come, the lock is extended
-// before CMD starts (see the comment below).
+// does the waiting.
 func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 	deadline := time.Now().Add(r.cfg.Wait)
 	for {
@@ -587,9 +582,8 @@ wait:
 	return status
 }
 
-// release releases the lock with a fresh, bounded context. With report, a
-// failure other than not-owner is written to stderr (the lock then expires
-// at the end of its TTL); the error is returned.
+// release releases the lock with a fresh, bounded context and returns the
+// error. With report, a failure other than not-owner is written to stderr.
 func (r *runner) release(report bool) error {
 	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
 	defer cancel()

@@ -409,7 +409,8 @@ func newLogger(w io.Writer, c Config) zerolog.Logger {
 	if c.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
-	return zerolog.New(w).Level(logLevels[c.LogLevel]).With().Timestamp().Logger()
+	level, _ := zerolog.ParseLevel(c.LogLevel) // one of logLevels
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
 // isTerminal reports whether w is a character device (a terminal): colours
