@@ -19,16 +19,14 @@ const apiKeyBytes = 32
 // keygenHelp is the help of `redlockd keygen`.
 const keygenHelp = `Usage: redlockd keygen --name NAME --namespace NAMESPACE
 
-Makes a new API key (32 random bytes, base64url) and prints two lines:
-  1. the key: give it to the client, which sends it as
-     Authorization: Bearer <key> (redlockd run: --api-key-file);
-  2. its entry for the --api-keys-file of the gateway, one JSON object with
-     the key's SHA-256 (the file never holds the key itself). Add it to the
-     "keys" list of that file and restart the gateways.
+Makes a new API key (32 random bytes, base64url) and prints two lines: the key,
+for the client to send as Authorization: Bearer <key> (redlockd run:
+--api-key-file); and its entry for the gateway's --api-keys-file, a JSON object
+with the key's SHA-256 (the file never holds the key). Add the entry to the
+file's "keys" list and reload the gateways (SIGHUP).
 
-The key reaches only the locks of NAMESPACE: the same resource name in two
-namespaces is two independent locks. Several keys may share a namespace.
-NAME identifies the key in the gateway's logs. Both are 1-200 characters of
+The key reaches only the locks of NAMESPACE; several keys may share one. NAME
+names the key in the gateway's logs. Both are 1-200 characters of
 [A-Za-z0-9._:-].
 
 Flags:
