@@ -506,21 +506,12 @@ func (r *runner) runCommand(lock client.Lock) int {
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
 	}
 
+	// Pdeathsig fires when the thread that forked CMD ends: keep this
+	// goroutine on its thread until CMD is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	lostc, stopKeeping := r.keep(lock)
-	started, exited := make(chan error, 1), make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked CMD ends: keep the
-		// thread until CMD is reaped.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	if err := cmd.Start(); err != nil {
 		stopKeeping()
 		r.release(false)
 		r.printf("CMD: %v", err)
@@ -530,6 +521,8 @@ func (r *runner) runCommand(lock client.Lock) int {
 		return exitCannotExec
 	}
 	pgid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 
 	var (
 		lost  error
