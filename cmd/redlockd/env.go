@@ -76,21 +76,17 @@ type envFinding struct {
 
 // String describes f for a log line or an error message.
 func (f envFinding) String() string {
-	var b strings.Builder
+	s := "unknown environment variable " + f.Name
 	if f.Owner != "" {
-		fmt.Fprintf(&b, "environment variable %s is for %s, not serve", f.Name, f.Owner)
-	} else {
-		fmt.Fprintf(&b, "unknown environment variable %s", f.Name)
+		s = fmt.Sprintf("environment variable %s is for %s, not serve", f.Name, f.Owner)
 	}
 	if f.Suggest != "" {
-		fmt.Fprintf(&b, " (did you mean %s?)", f.Suggest)
+		s += " (did you mean " + f.Suggest + "?)"
 	}
 	if f.Fatal != "" {
-		fmt.Fprintf(&b, ": refusing to %s; fix or unset the variable", f.Fatal)
-	} else {
-		b.WriteString(": ignored")
+		return s + ": refusing to " + f.Fatal + "; fix or unset the variable"
 	}
-	return b.String()
+	return s + ": ignored"
 }
 
 // checkEnv returns the REDLOCKD_* variables of environ (NAME=value pairs)

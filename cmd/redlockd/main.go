@@ -99,9 +99,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	if err != nil {
 		return usage(stderr, err)
 	}
-	m := NewMain()
-	m.Config = cfg
-	m.UnknownEnv = checkEnv(environ, "serve", &cfg)
+	m := &Main{Config: cfg, Stderr: stderr, UnknownEnv: checkEnv(environ, "serve", &cfg)}
 	var fatal []error
 	for _, f := range m.UnknownEnv {
 		if f.Fatal != "" {
@@ -111,13 +109,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	if len(fatal) > 0 {
 		return usage(stderr, errors.Join(fatal...))
 	}
-	m.Stderr = stderr
 	err = m.Run(ctx)
-	var ue *UsageError
-	switch {
+	switch _, isUsage := errors.AsType[*UsageError](err); {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ue):
+	case isUsage:
 		return usage(stderr, err)
 	default:
 		// Logged where it happened when the logger existed; say it plainly too.

@@ -416,9 +416,8 @@ func (r *runner) acquireFailed(err error) int {
 // retryHint is how long to pause before trying again after err: the
 // gateway's hint, within [50ms, 1s].
 func retryHint(err error) time.Duration {
-	var pe *client.ProblemError
 	d := time.Second
-	if errors.As(err, &pe) && pe.RetryAfter > 0 {
+	if pe, ok := errors.AsType[*client.ProblemError](err); ok && pe.RetryAfter > 0 {
 		d = pe.RetryAfter
 	}
 	return min(max(d, 50*time.Millisecond), time.Second)
