@@ -78,6 +78,23 @@ func usageErrorf(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
 }
 
+// check is one rule of a configuration: msg is the problem when bad.
+type check struct {
+	bad bool
+	msg string
+}
+
+// problems returns the message of each bad check, in order.
+func problems(checks []check) []error {
+	var errs []error
+	for _, c := range checks {
+		if c.bad {
+			errs = append(errs, errors.New(c.msg))
+		}
+	}
+	return errs
+}
+
 // envName returns the environment variable twin of a flag.
 func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -232,10 +249,7 @@ func (c Config) Validate() error {
 	if err := c.redlockOptions().Validate(); err != nil {
 		errs = append(errs, errors.New(optionFlags.Replace(err.Error())))
 	}
-	for _, check := range []struct {
-		bad bool
-		msg string
-	}{
+	errs = append(errs, problems([]check{
 		// Zero means the default to redlock.Options, but is no value for a
 		// flag; redlock reads a negative drift factor as none, as 0 here.
 		{c.MaxWait == 0, "--max-wait 0s must be positive (1ms allows practically no waiting)"},
@@ -253,11 +267,7 @@ func (c Config) Validate() error {
 		{c.IdleTimeout <= 0, fmt.Sprintf("--idle-timeout %v must be positive", c.IdleTimeout)},
 		{!slices.Contains(logLevels, c.LogLevel), fmt.Sprintf("--log-level %q must be debug, info, warn or error", c.LogLevel)},
 		{c.LogFormat != "json" && c.LogFormat != "console", fmt.Sprintf("--log-format %q must be json or console", c.LogFormat)},
-	} {
-		if check.bad {
-			errs = append(errs, errors.New(check.msg))
-		}
-	}
+	})...)
 	if len(errs) > 0 {
 		return &UsageError{Err: errors.Join(errs...)}
 	}

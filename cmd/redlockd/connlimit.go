@@ -2,6 +2,7 @@ package main
 
 import (
 	"container/list"
+	"crypto/tls"
 	"errors"
 	"math"
 	"net"
@@ -83,12 +84,8 @@ func (l *connLimiter) Listener(ln net.Listener) net.Listener {
 // ConnState is the http.Server.ConnState hook: it keeps track of the idle
 // connections.
 func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
-	for { // under a *tls.Conn, say
-		nc, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		c = nc.NetConn()
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
 	}
 	lc, ok := c.(*limitedConn)
 	if !ok {

@@ -139,27 +139,16 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 	if _, err := client.New(c.URL, client.Options{}); err != nil {
 		add("--url: %v", strings.TrimPrefix(err.Error(), "client: "))
 	}
-	switch {
-	case c.Resource == "":
-		add("--resource is required")
-	case !redlock.ValidName(c.Resource):
-		add("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Resource)
-	}
-	if c.TTL < redlock.MinTTL {
-		add("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)
-	}
-	if c.Wait < 0 {
-		add("--wait %v must not be negative", c.Wait)
-	}
-	if c.Grace < 0 {
-		add("--grace %v must not be negative", c.Grace)
-	}
-	if len([]rune(c.Owner)) > redlock.MaxOwnerLen {
-		add("--owner must be at most %d characters", redlock.MaxOwnerLen)
-	}
-	if len(c.Command) == 0 {
-		add("no command: give it after --, e.g. redlockd run --resource backup -- ./backup.sh")
-	}
+	errs = append(errs, problems([]check{
+		{c.Resource == "", "--resource is required"},
+		{c.Resource != "" && !redlock.ValidName(c.Resource),
+			fmt.Sprintf("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Resource)},
+		{c.TTL < redlock.MinTTL, fmt.Sprintf("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)},
+		{c.Wait < 0, fmt.Sprintf("--wait %v must not be negative", c.Wait)},
+		{c.Grace < 0, fmt.Sprintf("--grace %v must not be negative", c.Grace)},
+		{len([]rune(c.Owner)) > redlock.MaxOwnerLen, fmt.Sprintf("--owner must be at most %d characters", redlock.MaxOwnerLen)},
+		{len(c.Command) == 0, "no command: give it after --, e.g. redlockd run --resource backup -- ./backup.sh"},
+	})...)
 	if len(errs) > 0 {
 		return c, &UsageError{Err: errors.Join(errs...)}
 	}
