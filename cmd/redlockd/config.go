@@ -24,13 +24,10 @@ import (
 // name of its environment variable: --default-ttl is REDLOCKD_DEFAULT_TTL.
 const envPrefix = "REDLOCKD_"
 
-// Config is the configuration of `redlockd serve`. Every field is the flag
-// of the same name in kebab case (see flagSet for its meaning), with an
-// environment variable twin (see envName). The zero Config is not valid:
-// start from DefaultConfig.
-//
-// Redis holds URLs that may contain passwords: print a Config with String,
-// never field by field.
+// Config is the configuration of `redlockd serve`: each field is the flag
+// of the same name in kebab case (see flagSet). The zero Config is not
+// valid: start from DefaultConfig. Redis URLs may contain passwords: print
+// a Config with String, never field by field.
 type Config struct {
 	Listen                                             string
 	Redis                                              []string // none: dev mode
@@ -186,8 +183,7 @@ var serveFlagOrder = []string{
 	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout",
 }
 
-// printServeFlags writes the help of every serve flag, with its environment
-// variable and default.
+// printServeFlags writes the help of the serve flags.
 func printServeFlags(w io.Writer) {
 	c := DefaultConfig()
 	printFlags(w, c.flagSet(), serveFlagOrder, func(f *flag.Flag, def string) []string {
@@ -280,8 +276,7 @@ var optionFlags = strings.NewReplacer(redlock.ErrInvalid.Error()+": ", "",
 	"DefaultTTL", "--default-ttl", "MaxTTL", "--max-ttl", "MaxWait", "--max-wait",
 	"NodeTimeout", "--node-timeout", "DriftFactor", "--drift-factor")
 
-// redlockOptions maps the configuration one to one onto redlock.Options
-// (but for the logger).
+// redlockOptions maps the configuration onto redlock.Options.
 func (c Config) redlockOptions() redlock.Options {
 	drift := c.DriftFactor
 	if drift == 0 {
@@ -314,8 +309,7 @@ func validListen(addr string) error {
 	return nil
 }
 
-// DevMode reports whether no Redis URL is given: redlockd then runs embedded
-// in-memory nodes.
+// DevMode reports whether no Redis URL is given (embedded in-memory nodes).
 func (c Config) DevMode() bool { return len(c.Redis) == 0 }
 
 // anyRediss reports whether a Redis URL has the rediss:// (TLS) scheme.

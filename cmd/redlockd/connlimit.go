@@ -50,14 +50,11 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	return min(want, room), r.Cur
 }
 
-// connLimiter caps the open client connections of the HTTP server, so that
-// idle connections cannot use up the process's open files (the gateway then
-// accepts nothing until some close). Its listener counts each accepted
-// connection until it is closed; the server's ConnState hook tells it which
-// are idle. At the cap, a new connection closes the one idle the longest
-// (which costs its client a reconnect, as --idle-timeout does), so that a
-// flood of idle connections cannot keep an operator's /healthz out; if none
-// is idle, the new connection is closed at once.
+// connLimiter caps the open client connections, so that idle ones cannot
+// use up the open files. Its listener counts each connection until it is
+// closed; the ConnState hook tells it which are idle. At the cap a new
+// connection closes the one idle the longest, so that idle connections
+// cannot keep an operator's /healthz out, or is closed if none is idle.
 type connLimiter struct {
 	max int
 	log zerolog.Logger
@@ -102,12 +99,10 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 	}
 }
 
-// admit counts c in, closing the connection idle the longest to make room
-// at the cap, and returns it wrapped; or closes c and returns nil if the cap
-// is reached and no connection is idle. outOfFiles is admit's answer to an
-// Accept that failed for want of open files (which the cap should prevent,
-// but the limit may be shared): c is nil, and if no connection is idle it
-// pauses instead.
+// admit counts c in, closing the connection idle the longest at the cap,
+// and returns it wrapped; or closes c and returns nil if none is idle. With
+// outOfFiles (Accept failed for want of open files: the limit may be
+// shared) c is nil, and if none is idle admit pauses.
 func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 	l.mu.Lock()
 	full := outOfFiles || l.open >= l.max
@@ -143,9 +138,8 @@ func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 }
 
 // note counts, with l.mu held, a connection dropped at the cap or an Accept
-// out of open files, and returns the line to log once l.mu is released, if
-// one is due: the first time each happens, then a summary of what happened
-// since the last line at most once per connLogEvery.
+// out of open files, and returns the line due once l.mu is released: the
+// first time each happens, then a summary at most once per connLogEvery.
 func (l *connLimiter) note(outOfFiles bool) (*zerolog.Event, string) {
 	warned := &l.warnedCap
 	if outOfFiles {

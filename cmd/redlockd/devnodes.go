@@ -19,12 +19,9 @@ type devNodes struct {
 }
 
 // startDevNodes starts n miniredis servers on 127.0.0.1 with ephemeral ports.
-//
-// miniredis only decreases TTLs on FastForward unless ClockTTL is on; with it,
-// every command first advances all TTLs by the (monotonic) time elapsed since
-// the previous command, so PX TTLs expire in real time. Expiry is lazy: a key
-// is removed when a command next touches the node, which is all a client can
-// observe anyway (miniredis has no keyspace notifications).
+// With ClockTTL every command first advances the TTLs by the time elapsed
+// since the previous one, so PX TTLs expire in real time (lazily, which no
+// client can tell apart: miniredis has no keyspace notifications).
 func startDevNodes(n int) (*devNodes, error) {
 	d := &devNodes{}
 	for i := range n {

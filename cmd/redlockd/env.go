@@ -8,15 +8,12 @@ import (
 
 // Unknown REDLOCKD_* environment variables.
 //
-// A misspelt variable is otherwise silently ignored: REDLOCKD_API_KEYS_FIEL
-// would run a gateway without authentication. So serve and run report every
-// REDLOCKD_* variable that no part of redlockd reads, by name (never its
-// value), with the known name it is closest to. serve refuses to start
-// (exit 64) when such a variable looks like a security setting that is not
-// in effect (API keys, metrics auth, TLS): a gateway that is less protected
-// than its operator asked for is worse than one that does not start. Every
-// other unknown variable is a warning, as a leftover variable must not stop
-// a gateway.
+// A misspelt variable is otherwise ignored: REDLOCKD_API_KEYS_FIEL would run
+// a gateway without authentication. So serve and run report each one by
+// name (never its value) with the known name closest to it. serve refuses to
+// start (exit 64) when it looks like a security setting not in effect: a
+// gateway less protected than its operator asked for is worse than none.
+// Any other is a warning: a leftover variable must not stop a gateway.
 
 // cmdEnv are the variables run sets for its command: a gateway or a nested
 // run started from that command sees them.
@@ -89,12 +86,11 @@ func (f envFinding) String() string {
 	return s + ": ignored"
 }
 
-// checkEnv returns the REDLOCKD_* variables of environ (NAME=value pairs)
-// that the command cmd ("serve" or "run") does not read, in environ's
-// order. For serve, cfg is the parsed configuration: a variable close to a
-// security setting it does not have is fatal, even when it is another
-// command's (REDLOCKD_API_KEY_FILE is run's, one letter from
-// REDLOCKD_API_KEYS_FILE). For run, no finding is fatal and cfg is nil.
+// checkEnv returns the REDLOCKD_* variables of environ (NAME=value) that
+// cmd ("serve" or "run") does not read, in order. For serve, cfg is the
+// parsed configuration: a variable close to a security setting it lacks is
+// fatal, even another command's (run's REDLOCKD_API_KEY_FILE is one letter
+// from REDLOCKD_API_KEYS_FILE). For run, cfg is nil and nothing is fatal.
 func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 	known := knownEnv()
 	missing := map[string]string{} // the security settings serve does not have

@@ -58,9 +58,7 @@ func splitCommand(args []string) (string, []string) {
 }
 
 // run dispatches the subcommand in args and returns the exit status.
-// lookupEnv reads the environment; environ lists it, as NAME=value pairs,
-// for serve and run to report unknown REDLOCKD_* variables (see checkEnv):
-// tests that leave it out check none.
+// environ (NAME=value) is for checkEnv: tests that leave it out check none.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ ...string) int {
 	cmd, args := splitCommand(args)
 	switch cmd {
@@ -87,9 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 }
 
 // runServe parses the serve configuration and runs the gateway until ctx
-// ends. An unknown REDLOCKD_* variable in environ is logged as a warning,
-// or is a usage error when it looks like a missing security setting (see
-// checkEnv).
+// ends; a fatal finding of checkEnv is a usage error.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ []string) int {
 	cfg, err := ParseServeFlags(args, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {

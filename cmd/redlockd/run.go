@@ -91,13 +91,12 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 // runFlagOrder is the order of the flags in the help.
 var runFlagOrder = []string{"url", "resource", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
 
-// ParseRunFlags returns the configuration given by args (the arguments after
-// "run") and by the variables of runEnv and REDLOCKD_API_KEY, read through
-// lookupEnv; a flag wins over its variable, an empty variable counts as
-// unset. The API key comes from --api-key-file given as a flag, else from
-// REDLOCKD_API_KEY, else from the file REDLOCKD_API_KEY_FILE names. CMD
-// follows "--" (or the first argument that is not a flag). May return
-// flag.ErrHelp or a *UsageError listing every problem, never quoting the key.
+// ParseRunFlags returns the configuration given by args (after "run") and
+// the variables of runEnv and REDLOCKD_API_KEY; a flag wins over its
+// variable, an empty variable counts as unset. The API key comes from the
+// --api-key-file flag, else REDLOCKD_API_KEY, else REDLOCKD_API_KEY_FILE.
+// CMD follows "--". May return flag.ErrHelp or a *UsageError listing every
+// problem, never quoting the key.
 func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunConfig, error) {
 	c := defaultRunConfig()
 	var failIfLocked bool
@@ -369,8 +368,7 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 	}
 }
 
-// acquireFailed reports why the lock was not acquired and returns the exit
-// status.
+// acquireFailed says why the lock was not acquired; it returns the status.
 func (r *runner) acquireFailed(err error) int {
 	switch {
 	case errors.Is(err, client.ErrLockHeld):
@@ -449,9 +447,8 @@ func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, e
 	}
 }
 
-// keep extends the lock every TTL/3 until stop is called. lost receives the
-// reason once if the lock is lost; stop returns the end of the last safe
-// window.
+// keep extends the lock every TTL/3 until stop, which returns the end of the
+// last safe window. lost receives the reason once if the lock is lost.
 func (r *runner) keep(lock client.Lock) (lost <-chan error, stop func() time.Time) {
 	ctx, cancel := context.WithCancel(r.base)
 	lostc, done := make(chan error, 1), make(chan struct{})

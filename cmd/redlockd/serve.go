@@ -69,9 +69,8 @@ func NewMain() *Main {
 
 // Open validates the configuration, starts the nodes (dev mode), the
 // coordinator and the HTTP server, and returns once the listener is bound
-// and serving. It logs "listening" with the bound address as soon as the
-// listener is bound. On error everything started is closed again. May return
-// a *UsageError for a bad configuration.
+// (logged as "listening"). On error it closes what it started. May return
+// a *UsageError.
 func (m *Main) Open() (err error) {
 	if m.ln != nil {
 		return errors.New("redlockd: already open")
@@ -210,8 +209,7 @@ func (m *Main) connLimiter(nodes int) *connLimiter {
 	return newConnLimiter(limit, m.Log.With().Str("component", "http").Logger())
 }
 
-// Addr returns the address the server listens on, host:port, once Open has
-// returned; "" before.
+// Addr returns the host:port listened on once Open has returned; "" before.
 func (m *Main) Addr() string {
 	if m.ln == nil {
 		return ""
@@ -220,8 +218,7 @@ func (m *Main) Addr() string {
 }
 
 // Run opens m unless Open was already called, serves until ctx ends, then
-// closes m gracefully. It returns nil after a graceful shutdown. While it
-// runs, SIGHUP calls Reload.
+// closes m; nil after a graceful shutdown. SIGHUP calls Reload.
 func (m *Main) Run(ctx context.Context) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -247,12 +244,10 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // Reload reads the API keys file and the TLS certificate and key again
-// (SIGHUP) and puts each that loads in place of the old one: the requests
-// and TLS handshakes that follow use it, while open connections, requests
-// in flight and the listener are left alone. One that does not load (a
-// missing file, bad JSON, a key that does not match the certificate) is
-// logged at error level, the old one stays, and Reload returns why. What
-// was not configured at Open (no --api-keys-file, no TLS) stays off.
+// (SIGHUP) and puts each that loads in place of the old one, for the
+// requests and handshakes that follow. One that does not load is logged,
+// the old one stays, and Reload returns why. What was not configured at
+// Open stays off.
 func (m *Main) Reload() error {
 	c := m.Config
 	var errs []error
@@ -295,11 +290,9 @@ func logCert(e *zerolog.Event, cert *tls.Certificate) *zerolog.Event {
 	return e
 }
 
-// Close shuts down gracefully: the server first answers every waiting
-// acquire with 503 shutting-down and /readyz with 503, then the HTTP server
-// stops accepting and lets in-flight requests finish (for at most
-// ShutdownTimeout, after which connections are cut), then the coordinator
-// and the dev nodes close. It is safe to call more than once.
+// Close shuts down gracefully: waiting acquires and /readyz get 503, then
+// in-flight requests finish (for at most ShutdownTimeout), then the
+// coordinator and the dev nodes close. It is safe to call more than once.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.closeAll() })
 	return m.closeErr
@@ -403,8 +396,7 @@ func (m *Main) logCluster(nodes []*redis.Options) {
 	}
 }
 
-// newLogger builds the process logger: JSON lines (or console for humans) to
-// w, with timestamps, at the configured level.
+// newLogger builds the process logger: JSON lines (or console) to w.
 func newLogger(w io.Writer, c Config) zerolog.Logger {
 	if c.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
@@ -413,8 +405,7 @@ func newLogger(w io.Writer, c Config) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-// isTerminal reports whether w is a character device (a terminal): colours
-// only go there, not into files and pipes.
+// isTerminal reports whether w is a terminal: colours only go there.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -459,9 +450,8 @@ func (l httpErrorLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// redisLog sends go-redis's own log lines (dial failures to a node that is
-// down, ...) to zerolog as warnings. They name nodes by host:port, never
-// with credentials.
+// redisLog sends go-redis's own log lines (dial failures, ...) to zerolog as
+// warnings. They name nodes by host:port, never with credentials.
 type redisLog struct{ log zerolog.Logger }
 
 func (l redisLog) Printf(_ context.Context, format string, v ...any) {

@@ -9,10 +9,8 @@ import (
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
-// Version returns the version of this binary: the -ldflags version if set,
-// else the version the go command stamped into the build (a tag, or a
-// pseudo-version with the VCS revision and +dirty for local changes), else
-// "dev".
+// Version returns the -ldflags version if set, else the one the go command
+// stamped into the build (a tag, or a pseudo-version with +dirty), else "dev".
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	return versionFrom(version, bi, ok)
