@@ -304,10 +304,7 @@ func (m *Main) closeAll() error {
 		m.srv.BeginShutdown()
 	}
 	if m.http != nil && m.ln != nil {
-		timeout := m.ShutdownTimeout
-		if timeout <= 0 {
-			timeout = defaultShutdownTimeout
-		}
+		timeout := cmp.Or(max(m.ShutdownTimeout, 0), defaultShutdownTimeout)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := m.http.Shutdown(ctx)
 		cancel()

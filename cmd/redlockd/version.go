@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"runtime/debug"
 )
 
@@ -25,9 +26,5 @@ func versionFrom(v string, bi *debug.BuildInfo, ok bool) string {
 
 // runVersion prints "redlockd VERSION (GOVERSION)".
 func runVersion(w io.Writer) {
-	goVersion := "unknown Go"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-	}
-	fmt.Fprintf(w, "redlockd %s (%s)\n", Version(), goVersion)
+	fmt.Fprintf(w, "redlockd %s (%s)\n", Version(), runtime.Version())
 }
