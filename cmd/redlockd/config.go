@@ -105,10 +105,9 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.Listen, "listen", c.Listen,
 		"`host:port` to listen on; port 0 picks a free port; a non-loopback host exposes the API to the network")
-	fs.Var((*urlList)(&c.Redis), "redis",
-		"comma-separated `URLs` of the independent Redis masters, redis://[user:password@]host:port[/db] or rediss:// for TLS; "+
-			"percent-encode commas in passwords; prefer the environment variable, command lines are visible to other users; "+
-			"empty: dev mode with 5 embedded in-memory nodes")
+	fs.Var((*urlList)(&c.Redis), "redis", "comma-separated `URLs` of the independent Redis masters, redis://[user:password@]host:port[/db] "+
+		"or rediss:// (TLS), commas in passwords percent-encoded; prefer the variable: command lines are visible to other users; "+
+		"empty: dev mode, 5 in-memory nodes")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", c.DefaultTTL, "TTL of a lock when the request gives none")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "largest TTL a request may ask for; also the restart quarantine period")
 	fs.DurationVar(&c.MaxWait, "max-wait", c.MaxWait, "largest wait_ms an acquire may ask for")
@@ -116,9 +115,8 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor,
 		"clock drift allowed per unit of TTL, a `factor` in [0, 0.5): validity = ttl - elapsed - (ttl*factor + 2ms)")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
-	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile,
-		`JSON `+"`file`"+` of API keys, {"keys":[{"name":N,"namespace":S,"sha256":HEX}]}, holding only their SHA-256 (make entries with 'redlockd keygen'); `+
-			`with it every /locks request needs Authorization: Bearer <key> and reaches only its key's namespace; empty: no authentication`)
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile, "JSON `file` of API keys' SHA-256 (entries from 'redlockd keygen'); "+
+		"with it every /locks request needs Authorization: Bearer <key> and reaches only its key's namespace; empty: no authentication")
 	fs.Var((*onOff)(&c.MetricsAuth), "metrics-auth", "on: GET /metrics needs an API key too (any key of --api-keys-file)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file`; with --tls-key, serve HTTPS")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file`; with --tls-cert, serve HTTPS")
@@ -127,11 +125,9 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.IntVar(&c.MaxWaiters, "max-waiters", c.MaxWaiters,
 		"largest `number` of acquires with wait_ms > 0 in progress at once on this gateway; one more gets 503 too-many-waiters")
 	fs.IntVar(&c.MaxWaitersPerNamespace, "max-waiters-per-namespace", c.MaxWaitersPerNamespace,
-		"largest `number` of those of one namespace (API key tenant), so that one cannot take every slot; "+
-			"0: a quarter of --max-waiters with --api-keys-file, else --max-waiters")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections,
-		"largest `number` of open client connections; at the cap a new connection closes the longest idle keep-alive one, "+
-			"or is closed at once if none is idle; lowered at start-up to leave room under the open-files limit (ulimit -n)")
+		"largest `number` of those of one namespace (API key tenant); 0: a quarter of --max-waiters with --api-keys-file, else all")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "largest `number` of open client connections; "+
+		"at the cap a new one closes the longest idle one (or itself); lowered to fit the open-files limit (ulimit -n)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout,
 		"time a client has to send a request's headers (slow clients are cut off); the body gets 5s more")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout,

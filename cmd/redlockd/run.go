@@ -269,7 +269,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookup
 		cfg: cfg, client: c, token: redlock.NewToken(),
 		base: context.WithoutCancel(ctx), stdout: stdout, stderr: stderr, signals: sigc,
 	}
-	return r.run()
+	lock, code := r.acquirePhase()
+	if code >= 0 {
+		return code
+	}
+	return r.runCommand(lock)
 }
 
 // runner is one `redlockd run`.
@@ -286,15 +290,6 @@ type runner struct {
 
 func (r *runner) printf(format string, args ...any) {
 	fmt.Fprintf(r.stderr, "redlockd run: "+format+"\n", args...)
-}
-
-// run acquires the lock, runs CMD under it and returns the exit status.
-func (r *runner) run() int {
-	lock, code := r.acquirePhase()
-	if code >= 0 {
-		return code
-	}
-	return r.runCommand(lock)
 }
 
 // acquirePhase takes the lock, letting a stop signal interrupt the wait. It
