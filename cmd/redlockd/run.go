@@ -61,30 +61,20 @@ type RunConfig struct {
 // `redlockd run` inside CMD must not take its parent's lock by accident.
 var runEnv = map[string]string{"url": "REDLOCKD_URL", "api-key-file": "REDLOCKD_API_KEY_FILE"}
 
-// defaultRunConfig returns the defaults shown by `redlockd run --help`.
-func defaultRunConfig() RunConfig {
-	return RunConfig{
-		URL:   "http://127.0.0.1:8080",
-		TTL:   redlock.DefaultTTL,
-		Wait:  redlock.DefaultMaxWait,
-		Grace: 10 * time.Second,
-	}
-}
-
-// flagSet returns the run flags bound to c's fields, and the
-// --fail-if-locked switch.
+// flagSet returns the run flags bound to c's fields, which it sets to their
+// defaults, and the --fail-if-locked switch.
 func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, help is printed by printRunUsage
 	fs.Usage = func() {}
-	fs.StringVar(&c.URL, "url", c.URL, "base `URL` of the redlockd gateway, http:// or https://")
-	fs.StringVar(&c.Resource, "resource", c.Resource, "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (required)")
-	fs.DurationVar(&c.TTL, "ttl", c.TTL, "TTL of the lock; run extends it every ttl/3 while CMD runs")
-	fs.DurationVar(&c.Wait, "wait", c.Wait, "how long to wait for the lock when another owner holds it; 0 tries once")
+	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base `URL` of the redlockd gateway, http:// or https://")
+	fs.StringVar(&c.Resource, "resource", "", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (required)")
+	fs.DurationVar(&c.TTL, "ttl", redlock.DefaultTTL, "TTL of the lock; run extends it every ttl/3 while CMD runs")
+	fs.DurationVar(&c.Wait, "wait", redlock.DefaultMaxWait, "how long to wait for the lock when another owner holds it; 0 tries once")
 	fs.BoolVar(failIfLocked, "fail-if-locked", false, "do not wait: exit 75 at once if the lock is held (same as --wait 0)")
-	fs.StringVar(&c.Owner, "owner", c.Owner, "free `text` shown to others by GET /locks/{resource} (default host:pid)")
-	fs.StringVar(&c.APIKeyFile, "api-key-file", c.APIKeyFile, "`file` holding the API key, sent as Authorization: Bearer")
-	fs.DurationVar(&c.Grace, "grace", c.Grace, "when the lock is lost, how long CMD has to exit after SIGTERM before SIGKILL")
+	fs.StringVar(&c.Owner, "owner", "", "free `text` shown to others by GET /locks/{resource} (default host:pid)")
+	fs.StringVar(&c.APIKeyFile, "api-key-file", "", "`file` holding the API key, sent as Authorization: Bearer")
+	fs.DurationVar(&c.Grace, "grace", 10*time.Second, "when the lock is lost, how long CMD has to exit after SIGTERM before SIGKILL")
 	return fs
 }
 
@@ -98,7 +88,7 @@ var runFlagOrder = []string{"url", "resource", "ttl", "wait", "fail-if-locked", 
 // CMD follows "--". May return flag.ErrHelp or a *UsageError listing every
 // problem, never quoting the key.
 func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunConfig, error) {
-	c := defaultRunConfig()
+	var c RunConfig
 	var failIfLocked bool
 	fs := c.flagSet(&failIfLocked)
 	if err := fs.Parse(args); err != nil {
@@ -195,7 +185,7 @@ terminal in the foreground, CMD gets the terminal.
 
 Flags:
 `)
-	c := defaultRunConfig()
+	var c RunConfig
 	var failIfLocked bool
 	printFlags(w, c.flagSet(&failIfLocked), runFlagOrder, func(f *flag.Flag, def string) []string {
 		var notes []string
