@@ -287,22 +287,20 @@ func (r *runner) printf(format string, args ...any) {
 func (r *runner) acquirePhase() (client.Lock, int) {
 	ctx, cancel := context.WithCancel(r.base)
 	defer cancel()
-	type result struct {
-		lock client.Lock
-		err  error
-	}
-	done := make(chan result, 1)
+	var lock client.Lock
+	var err error
+	done := make(chan struct{})
 	go func() {
-		l, err := r.acquire(ctx)
-		done <- result{l, err}
+		defer close(done)
+		lock, err = r.acquire(ctx) // read once done is closed
 	}()
 	for {
 		select {
-		case res := <-done:
-			if res.err == nil {
-				return res.lock, -1
+		case <-done:
+			if err == nil {
+				return lock, -1
 			}
-			return client.Lock{}, r.acquireFailed(res.err)
+			return client.Lock{}, r.acquireFailed(err)
 		case sig := <-r.signals:
 			if !slices.Contains(stopSignals, sig) {
 				continue // no CMD to forward SIGUSR1/2 to yet
