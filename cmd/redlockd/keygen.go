@@ -49,36 +49,17 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 		}
 		return usage(stderr, fmt.Errorf("keygen: %w", err))
 	}
-	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("keygen takes no arguments, got %q", fs.Arg(0)))
-	}
-	if !redlock.ValidName(*name) {
-		errs = append(errs, errors.New("keygen: --name must be 1-200 characters of [A-Za-z0-9._:-]"))
-	}
-	if !redlock.ValidName(*namespace) {
-		errs = append(errs, errors.New("keygen: --namespace must be 1-200 characters of [A-Za-z0-9._:-]"))
-	}
-	if len(errs) > 0 {
+	if errs := problems([]check{
+		{fs.NArg() > 0, fmt.Sprintf("keygen takes no arguments, got %q", fs.Arg(0))},
+		{!redlock.ValidName(*name), "keygen: --name must be 1-200 characters of [A-Za-z0-9._:-]"},
+		{!redlock.ValidName(*namespace), "keygen: --namespace must be 1-200 characters of [A-Za-z0-9._:-]"},
+	}); len(errs) > 0 {
 		return usage(stderr, errors.Join(errs...))
 	}
-	key, entry, err := newAPIKey(*name, *namespace)
-	if err != nil {
-		fmt.Fprintf(stderr, "redlockd: keygen: %v\n", err)
-		return exitFailure
-	}
+	b := make([]byte, apiKeyBytes)
+	_, _ = rand.Read(b) // crypto/rand crashes the program rather than fail
+	key := base64.RawURLEncoding.EncodeToString(b)
+	entry, _ := json.Marshal(server.APIKey{Name: *name, Namespace: *namespace, SHA256: server.HashKey(key)}) // strings: cannot fail
 	fmt.Fprintf(stdout, "%s\n%s\n", key, entry)
 	return exitOK
-}
-
-// newAPIKey returns a new random key and its keys-file entry, one line of
-// JSON.
-func newAPIKey(name, namespace string) (key string, entry []byte, err error) {
-	b := make([]byte, apiKeyBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", nil, err
-	}
-	key = base64.RawURLEncoding.EncodeToString(b)
-	entry, err = json.Marshal(server.APIKey{Name: name, Namespace: namespace, SHA256: server.HashKey(key)})
-	return key, entry, err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -89,10 +90,8 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 // localHealthURL returns the /healthz URL of the gateway configured by the
 // REDLOCKD_LISTEN and REDLOCKD_TLS_CERT environment variables, on loopback.
 func localHealthURL(lookupEnv func(string) (string, bool)) (string, error) {
-	listen := DefaultConfig().Listen
-	if v, ok := lookupEnv(envName("listen")); ok && v != "" {
-		listen = v
-	}
+	v, _ := lookupEnv(envName("listen"))
+	listen := cmp.Or(v, DefaultConfig().Listen)
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil || port == "0" {
 		return "", fmt.Errorf("%s %q: give --url (cannot tell the port)", envName("listen"), listen)
