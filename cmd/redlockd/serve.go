@@ -83,11 +83,9 @@ func (m *Main) Open() (err error) {
 	if err != nil {
 		return err
 	}
-	keys, err := c.loadKeys()
-	if err != nil {
+	if m.keys, err = c.loadKeys(); err != nil {
 		return err
 	}
-	m.keys = keys
 	var tlsConfig *tls.Config
 	if cert != nil {
 		// The certificate is looked up at each handshake, so that Reload
@@ -138,8 +136,8 @@ func (m *Main) Open() (err error) {
 	// Dial every node before listening, so the first requests do not pay for it.
 	m.coord.Warm(context.Background(), time.Second)
 
-	if keys.Len() > 0 {
-		m.Log.Info().Int("keys", keys.Len()).Bool("metrics_auth", c.MetricsAuth).
+	if m.keys.Len() > 0 {
+		m.Log.Info().Int("keys", m.keys.Len()).Bool("metrics_auth", c.MetricsAuth).
 			Msg("API keys loaded: every /locks request needs Authorization: Bearer <key>")
 	}
 	m.srv = server.New(server.Config{
@@ -149,7 +147,7 @@ func (m *Main) Open() (err error) {
 		MaxTTL:      c.MaxTTL,
 		MaxWait:     c.MaxWait,
 		MaxWaiters:  c.MaxWaiters,
-		Keys:        keys,
+		Keys:        m.keys,
 		MetricsAuth: c.MetricsAuth,
 		Metrics:     metrics,
 
@@ -175,7 +173,7 @@ func (m *Main) Open() (err error) {
 	ln = conns.Listener(ln)
 	m.ln = ln
 	m.Log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConfig != nil).Msg("listening")
-	if !isLoopback(ln.Addr()) && keys.Len() == 0 {
+	if !isLoopback(ln.Addr()) && m.keys.Len() == 0 {
 		m.Log.Warn().Str("addr", ln.Addr().String()).
 			Msg("listening beyond loopback without API keys: anyone who can reach this port can take and release locks; give --api-keys-file (make keys with 'redlockd keygen')")
 	}
