@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,59 +18,28 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
-	"github.com/rs/zerolog"
 )
 
 // envPrefix is put before the upper snake case name of a flag to make the
 // name of its environment variable: --default-ttl is REDLOCKD_DEFAULT_TTL.
 const envPrefix = "REDLOCKD_"
 
-// Config is the configuration of `redlockd serve`. Every field is a flag with
-// an environment variable twin (see envName). The zero Config is not valid:
-// start from DefaultConfig.
-//
-// Redis holds URLs that may contain passwords: print a Config with String,
-// never field by field.
+// Config is the configuration of `redlockd serve`: each field is the flag
+// of the same name in kebab case (see flagSet). The zero Config is not
+// valid: start from DefaultConfig. Redis URLs may contain passwords: print
+// a Config with String, never field by field.
 type Config struct {
-	// Listen is the host:port to listen on. Port 0 picks a free port.
-	Listen string
-	// Redis are the redis:// or rediss:// URLs of the nodes, one per
-	// independent master. None means dev mode (embedded in-memory nodes).
-	Redis []string
-	// DefaultTTL, MaxTTL and MaxWait bound what a client may ask for.
-	DefaultTTL, MaxTTL, MaxWait time.Duration
-	// NodeTimeout bounds each command on each node.
-	NodeTimeout time.Duration
-	// DriftFactor is the clock drift allowed per unit of TTL; 0 means none.
-	DriftFactor float64
-	// KeyPrefix is put before every Redis key.
-	KeyPrefix string
-	// APIKeysFile is the JSON file of API keys (see server.ParseKeys); with
-	// it every /locks request needs a key. Empty: no authentication.
-	APIKeysFile string
-	// MetricsAuth makes GET /metrics need an API key too.
-	MetricsAuth bool
-	// TLSCert and TLSKey are PEM files; with both, redlockd serves HTTPS.
-	TLSCert, TLSKey string
-	// RedisCAFile is a PEM file of the CA certificates that rediss:// nodes
-	// are verified against. Empty: the system's roots (SSL_CERT_FILE and
-	// SSL_CERT_DIR are honoured).
-	RedisCAFile string
-	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once.
-	MaxWaiters int
-	// MaxWaitersPerNamespace bounds those of one namespace (API key
-	// tenant); 0: a quarter of MaxWaiters with API keys, else MaxWaiters.
-	MaxWaitersPerNamespace int
-	// MaxConnections bounds the open client connections; Open lowers it
-	// to fit the open-files limit (see connLimit).
-	MaxConnections int
-	// ReadHeaderTimeout bounds reading a request's headers; IdleTimeout
-	// bounds an idle keep-alive connection.
-	ReadHeaderTimeout, IdleTimeout time.Duration
-	// LogLevel is debug, info, warn or error; LogFormat is json or console.
-	LogLevel, LogFormat string
-	// RestartQuarantine keeps a restarted node from voting for MaxTTL.
-	RestartQuarantine bool
+	Listen                                             string
+	Redis                                              []string // none: dev mode
+	DefaultTTL, MaxTTL, MaxWait, NodeTimeout           time.Duration
+	DriftFactor                                        float64
+	KeyPrefix, APIKeysFile                             string
+	MetricsAuth                                        bool
+	TLSCert, TLSKey, RedisCAFile                       string
+	MaxWaiters, MaxWaitersPerNamespace, MaxConnections int
+	ReadHeaderTimeout, IdleTimeout                     time.Duration
+	LogLevel, LogFormat                                string
+	RestartQuarantine                                  bool
 }
 
 // DefaultConfig returns the defaults documented in `redlockd --help`.
@@ -105,6 +75,23 @@ func usageErrorf(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
 }
 
+// check is one rule of a configuration: msg is the problem when bad.
+type check struct {
+	bad bool
+	msg string
+}
+
+// problems returns the message of each bad check, in order.
+func problems(checks []check) []error {
+	var errs []error
+	for _, c := range checks {
+		if c.bad {
+			errs = append(errs, errors.New(c.msg))
+		}
+	}
+	return errs
+}
+
 // envName returns the environment variable twin of a flag.
 func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -118,10 +105,9 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.Listen, "listen", c.Listen,
 		"`host:port` to listen on; port 0 picks a free port; a non-loopback host exposes the API to the network")
-	fs.Var((*urlList)(&c.Redis), "redis",
-		"comma-separated `URLs` of the independent Redis masters, redis://[user:password@]host:port[/db] or rediss:// for TLS; "+
-			"percent-encode commas in passwords; prefer the environment variable, command lines are visible to other users; "+
-			"empty: dev mode with 5 embedded in-memory nodes")
+	fs.Var((*urlList)(&c.Redis), "redis", "comma-separated `URLs` of the independent Redis masters, redis://[user:password@]host:port[/db] "+
+		"or rediss:// (TLS), commas in passwords percent-encoded; prefer the variable: command lines are visible to other users; "+
+		"empty: dev mode, 5 in-memory nodes")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", c.DefaultTTL, "TTL of a lock when the request gives none")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "largest TTL a request may ask for; also the restart quarantine period")
 	fs.DurationVar(&c.MaxWait, "max-wait", c.MaxWait, "largest wait_ms an acquire may ask for")
@@ -129,9 +115,8 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor,
 		"clock drift allowed per unit of TTL, a `factor` in [0, 0.5): validity = ttl - elapsed - (ttl*factor + 2ms)")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
-	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile,
-		`JSON `+"`file`"+` of API keys, {"keys":[{"name":N,"namespace":S,"sha256":HEX}]}, holding only their SHA-256 (make entries with 'redlockd keygen'); `+
-			`with it every /locks request needs Authorization: Bearer <key> and reaches only its key's namespace; empty: no authentication`)
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile, "JSON `file` of API keys' SHA-256 (entries from 'redlockd keygen'); "+
+		"with it every /locks request needs Authorization: Bearer <key> and reaches only its key's namespace; empty: no authentication")
 	fs.Var((*onOff)(&c.MetricsAuth), "metrics-auth", "on: GET /metrics needs an API key too (any key of --api-keys-file)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file`; with --tls-key, serve HTTPS")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file`; with --tls-cert, serve HTTPS")
@@ -140,11 +125,9 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.IntVar(&c.MaxWaiters, "max-waiters", c.MaxWaiters,
 		"largest `number` of acquires with wait_ms > 0 in progress at once on this gateway; one more gets 503 too-many-waiters")
 	fs.IntVar(&c.MaxWaitersPerNamespace, "max-waiters-per-namespace", c.MaxWaitersPerNamespace,
-		"largest `number` of those of one namespace (API key tenant), so that one cannot take every slot; "+
-			"0: a quarter of --max-waiters with --api-keys-file, else --max-waiters")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections,
-		"largest `number` of open client connections; at the cap a new connection closes the longest idle keep-alive one, "+
-			"or is closed at once if none is idle; lowered at start-up to leave room under the open-files limit (ulimit -n)")
+		"largest `number` of those of one namespace (API key tenant); 0: a quarter of --max-waiters with --api-keys-file, else all")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "largest `number` of open client connections; "+
+		"at the cap a new one closes the longest idle one (or itself); lowered to fit the open-files limit (ulimit -n)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout,
 		"time a client has to send a request's headers (slow clients are cut off); the body gets 5s more")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout,
@@ -157,11 +140,10 @@ func (c *Config) flagSet() *flag.FlagSet {
 }
 
 // ParseServeFlags returns the configuration given by args (the arguments
-// after "serve") and by environment variables, read through lookupEnv
-// (os.LookupEnv in production). A flag wins over its environment variable,
-// which wins over the default; an empty variable counts as unset. It does not
-// validate the result: see Config.Validate. May return flag.ErrHelp or a
-// *UsageError.
+// after "serve") and by environment variables, read through lookupEnv. A
+// flag wins over its variable, which wins over the default; an empty
+// variable counts as unset. See Config.Validate for the checks. May return
+// flag.ErrHelp or a *UsageError.
 func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Config, error) {
 	c := DefaultConfig()
 	fs := c.flagSet()
@@ -197,8 +179,7 @@ var serveFlagOrder = []string{
 	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout",
 }
 
-// printServeFlags writes the help of every serve flag, with its environment
-// variable and default.
+// printServeFlags writes the help of the serve flags.
 func printServeFlags(w io.Writer) {
 	c := DefaultConfig()
 	printFlags(w, c.flagSet(), serveFlagOrder, func(f *flag.Flag, def string) []string {
@@ -251,10 +232,8 @@ func wrap(s string, width int) []string {
 // *UsageError, or nil. Its messages never contain a Redis password.
 func (c Config) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-
 	if err := validListen(c.Listen); err != nil {
-		add("--listen %q: %v", c.Listen, err)
+		errs = append(errs, fmt.Errorf("--listen %q: %v", c.Listen, err))
 	}
 	if _, err := c.redisOptions(); err != nil {
 		errs = append(errs, err)
@@ -262,50 +241,25 @@ func (c Config) Validate() error {
 	if err := c.redlockOptions().Validate(); err != nil {
 		errs = append(errs, errors.New(optionFlags.Replace(err.Error())))
 	}
-	// Zero means the default to redlock.Options, but is no value for a flag;
-	// redlock reads a negative drift factor as none, as --drift-factor 0.
-	if c.MaxWait == 0 {
-		add("--max-wait 0s must be positive (1ms allows practically no waiting)")
-	}
-	if c.NodeTimeout == 0 {
-		add("--node-timeout 0s must be positive")
-	}
-	if c.DriftFactor < 0 {
-		add("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)
-	}
-	if c.KeyPrefix == "" {
-		add("--key-prefix must not be empty: it keeps redlockd's keys apart from other data")
-	}
-	if c.MetricsAuth && c.APIKeysFile == "" {
-		add("--metrics-auth on needs --api-keys-file: there would be no key to check")
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		add("--tls-cert and --tls-key go together: give both or neither")
-	}
-	if c.RedisCAFile != "" && !c.anyRediss() {
-		add("--redis-ca-file is given but no --redis URL is rediss:// (TLS)")
-	}
-	if c.MaxWaiters < 1 {
-		add("--max-waiters %d must be at least 1", c.MaxWaiters)
-	}
-	if c.MaxWaitersPerNamespace < 0 || c.MaxWaitersPerNamespace > c.MaxWaiters {
-		add("--max-waiters-per-namespace %d must be in [0, --max-waiters %d] (0: the default share)", c.MaxWaitersPerNamespace, c.MaxWaiters)
-	}
-	if c.MaxConnections < 1 {
-		add("--max-connections %d must be at least 1", c.MaxConnections)
-	}
-	if c.ReadHeaderTimeout <= 0 {
-		add("--read-header-timeout %v must be positive", c.ReadHeaderTimeout)
-	}
-	if c.IdleTimeout <= 0 {
-		add("--idle-timeout %v must be positive", c.IdleTimeout)
-	}
-	if _, ok := logLevels[c.LogLevel]; !ok {
-		add("--log-level %q must be debug, info, warn or error", c.LogLevel)
-	}
-	if c.LogFormat != "json" && c.LogFormat != "console" {
-		add("--log-format %q must be json or console", c.LogFormat)
-	}
+	errs = append(errs, problems([]check{
+		// Zero means the default to redlock.Options, but is no value for a
+		// flag; redlock reads a negative drift factor as none, as 0 here.
+		{c.MaxWait == 0, "--max-wait 0s must be positive (1ms allows practically no waiting)"},
+		{c.NodeTimeout == 0, "--node-timeout 0s must be positive"},
+		{c.DriftFactor < 0, fmt.Sprintf("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)},
+		{c.KeyPrefix == "", "--key-prefix must not be empty: it keeps redlockd's keys apart from other data"},
+		{c.MetricsAuth && c.APIKeysFile == "", "--metrics-auth on needs --api-keys-file: there would be no key to check"},
+		{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together: give both or neither"},
+		{c.RedisCAFile != "" && !c.anyRediss(), "--redis-ca-file is given but no --redis URL is rediss:// (TLS)"},
+		{c.MaxWaiters < 1, fmt.Sprintf("--max-waiters %d must be at least 1", c.MaxWaiters)},
+		{c.MaxWaitersPerNamespace < 0 || c.MaxWaitersPerNamespace > c.MaxWaiters, fmt.Sprintf(
+			"--max-waiters-per-namespace %d must be in [0, --max-waiters %d] (0: the default share)", c.MaxWaitersPerNamespace, c.MaxWaiters)},
+		{c.MaxConnections < 1, fmt.Sprintf("--max-connections %d must be at least 1", c.MaxConnections)},
+		{c.ReadHeaderTimeout <= 0, fmt.Sprintf("--read-header-timeout %v must be positive", c.ReadHeaderTimeout)},
+		{c.IdleTimeout <= 0, fmt.Sprintf("--idle-timeout %v must be positive", c.IdleTimeout)},
+		{!slices.Contains(logLevels, c.LogLevel), fmt.Sprintf("--log-level %q must be debug, info, warn or error", c.LogLevel)},
+		{c.LogFormat != "json" && c.LogFormat != "console", fmt.Sprintf("--log-format %q must be json or console", c.LogFormat)},
+	})...)
 	if len(errs) > 0 {
 		return &UsageError{Err: errors.Join(errs...)}
 	}
@@ -318,8 +272,7 @@ var optionFlags = strings.NewReplacer(redlock.ErrInvalid.Error()+": ", "",
 	"DefaultTTL", "--default-ttl", "MaxTTL", "--max-ttl", "MaxWait", "--max-wait",
 	"NodeTimeout", "--node-timeout", "DriftFactor", "--drift-factor")
 
-// redlockOptions maps the configuration one to one onto redlock.Options
-// (but for the logger).
+// redlockOptions maps the configuration onto redlock.Options.
 func (c Config) redlockOptions() redlock.Options {
 	drift := c.DriftFactor
 	if drift == 0 {
@@ -338,13 +291,8 @@ func (c Config) redlockOptions() redlock.Options {
 	}
 }
 
-// logLevels are the values of --log-level.
-var logLevels = map[string]zerolog.Level{
-	"debug": zerolog.DebugLevel,
-	"info":  zerolog.InfoLevel,
-	"warn":  zerolog.WarnLevel,
-	"error": zerolog.ErrorLevel,
-}
+// logLevels are the values of --log-level, zerolog's names.
+var logLevels = []string{"debug", "info", "warn", "error"}
 
 func validListen(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
@@ -357,8 +305,7 @@ func validListen(addr string) error {
 	return nil
 }
 
-// DevMode reports whether no Redis URL is given: redlockd then runs embedded
-// in-memory nodes.
+// DevMode reports whether no Redis URL is given (embedded in-memory nodes).
 func (c Config) DevMode() bool { return len(c.Redis) == 0 }
 
 // anyRediss reports whether a Redis URL has the rediss:// (TLS) scheme.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"container/list"
+	"crypto/tls"
 	"errors"
 	"math"
 	"net"
@@ -20,10 +21,9 @@ import (
 // hundred clients keep open.
 const defaultMaxConnections = 4096
 
-// The first time the limit is reached (or the process runs out of open
-// files) is logged at once, later times are summed up at most once per
-// connLogEvery; outOfFilesPause is how long Accept pauses when it runs out
-// of open files and no idle connection can be closed.
+// connLogEvery spaces the summaries of the connections closed at the cap
+// (see note); outOfFilesPause is how long Accept pauses when it runs out of
+// open files and no idle connection can be closed.
 const (
 	connLogEvery    = time.Minute
 	outOfFilesPause = 100 * time.Millisecond
@@ -38,11 +38,10 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur > math.MaxInt32 {
 		return want, 0
 	}
-	// go-redis keeps up to 10 connections per GOMAXPROCS per node, those of
-	// its pipeline pool, and the pub/sub one; an embedded dev node holds the
-	// other end of each too. GOMAXPROCS is at most the number of CPUs, so
-	// this is an upper bound that does not read (or pin) the runtime's own
-	// setting.
+	// go-redis keeps up to 10 connections per GOMAXPROCS per node (at most
+	// the CPUs: an upper bound that does not read the runtime's setting),
+	// those of its pipeline pool, and the pub/sub one; an embedded dev node
+	// holds the other end of each too.
 	perNode := 10*runtime.NumCPU() + redis.DefaultPipelinePoolSize + 2
 	if dev {
 		perNode *= 2
@@ -51,14 +50,11 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	return min(want, room), r.Cur
 }
 
-// connLimiter caps the open client connections of the HTTP server, so that
-// idle connections cannot use up the process's open files (the gateway then
-// accepts nothing until some close). Its listener counts each accepted
-// connection until it is closed; the server's ConnState hook tells it which
-// are idle. At the cap, a new connection closes the one idle the longest
-// (which costs its client a reconnect, as --idle-timeout does), so that a
-// flood of idle connections cannot keep an operator's /healthz out; if none
-// is idle, the new connection is closed at once.
+// connLimiter caps the open client connections, so that idle ones cannot
+// use up the open files. Its listener counts each connection until it is
+// closed; the ConnState hook tells it which are idle. At the cap a new
+// connection closes the one idle the longest, so that idle connections
+// cannot keep an operator's /healthz out, or is closed if none is idle.
 type connLimiter struct {
 	max int
 	log zerolog.Logger
@@ -66,8 +62,8 @@ type connLimiter struct {
 	mu   sync.Mutex
 	open int
 	idle list.List // of *limitedConn, the one idle the longest first
-	// What was reported (see note): whether the cap and the open files ran
-	// out before, when the last line was logged, and what happened since.
+	// What note reported: whether the cap and the open files ran out
+	// before, when the last line was logged, and what happened since.
 	warnedCap, warnedFiles bool
 	lastReport             time.Time
 	dropped, outOfFiles    int
@@ -85,12 +81,8 @@ func (l *connLimiter) Listener(ln net.Listener) net.Listener {
 // ConnState is the http.Server.ConnState hook: it keeps track of the idle
 // connections.
 func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
-	for { // under a *tls.Conn, say
-		nc, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		c = nc.NetConn()
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
 	}
 	lc, ok := c.(*limitedConn)
 	if !ok {
@@ -107,83 +99,70 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 	}
 }
 
-// admit counts c in, closing the connection idle the longest to make room
-// at the cap, and returns it wrapped; or closes c and returns nil if the cap
-// is reached and no connection is idle. outOfFiles is admit's answer to an
-// Accept that failed for want of open files (which the cap should prevent,
-// but the limit may be shared): c is nil, and if no connection is idle it
-// pauses instead.
+// admit counts c in, closing the connection idle the longest at the cap,
+// and returns it wrapped; or closes c and returns nil if none is idle. With
+// outOfFiles (Accept failed for want of open files: the limit may be
+// shared) c is nil, and if none is idle admit pauses.
 func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 	l.mu.Lock()
 	full := outOfFiles || l.open >= l.max
 	var victim *limitedConn
-	if full {
-		if e := l.idle.Front(); e != nil {
-			victim = l.idle.Remove(e).(*limitedConn)
-			victim.elem, victim.gone = nil, true
-			l.open--
-		}
+	if e := l.idle.Front(); full && e != nil {
+		victim = e.Value.(*limitedConn)
+		l.forget(victim)
 	}
 	refused := full && victim == nil
 	if c != nil && !refused {
 		l.open++
 	}
-	report := full && l.note(outOfFiles)
+	var report *zerolog.Event // nil-safe: nothing to log
+	var msg string
+	if full {
+		report, msg = l.note(outOfFiles)
+	}
 	l.mu.Unlock()
 
-	if report {
-		l.report()
-	}
+	report.Msg(msg)
 	switch {
 	case victim != nil:
 		_ = victim.Conn.Close()
-	case outOfFiles:
+	case outOfFiles: // c is nil
 		time.Sleep(outOfFilesPause)
+	case refused:
+		_ = c.Close()
 	}
 	if c == nil || refused {
-		if c != nil {
-			_ = c.Close()
-		}
 		return nil
 	}
 	return &limitedConn{Conn: c, l: l}
 }
 
 // note counts, with l.mu held, a connection dropped at the cap or an Accept
-// out of open files, and reports whether report is due: the first time
-// each happens, then at most once per connLogEvery.
-func (l *connLimiter) note(outOfFiles bool) bool {
+// out of open files, and returns the line due once l.mu is released: the
+// first time each happens, then a summary at most once per connLogEvery.
+func (l *connLimiter) note(outOfFiles bool) (*zerolog.Event, string) {
+	warned := &l.warnedCap
 	if outOfFiles {
+		warned = &l.warnedFiles
 		l.outOfFiles++
-		return !l.warnedFiles || time.Since(l.lastReport) >= connLogEvery
+	} else {
+		l.dropped++
 	}
-	l.dropped++
-	return !l.warnedCap || time.Since(l.lastReport) >= connLogEvery
-}
-
-// report logs what note counted: the first time the cap or the open files
-// ran out, or else a summary of what happened since the last line.
-func (l *connLimiter) report() {
-	l.mu.Lock()
-	firstCap := !l.warnedCap && l.dropped > 0
-	firstFiles := !l.warnedFiles && l.outOfFiles > 0
-	dropped, outOfFiles := l.dropped, l.outOfFiles
-	l.warnedCap, l.warnedFiles = l.warnedCap || firstCap, l.warnedFiles || firstFiles
-	l.dropped, l.outOfFiles, l.lastReport = 0, 0, time.Now()
-	l.mu.Unlock()
-
-	if firstCap {
-		l.log.Warn().Int("max_connections", l.max).
-			Msg("connection limit reached: each new connection closes the one idle the longest, or is closed at once if none is idle (--max-connections)")
+	var e *zerolog.Event
+	var msg string
+	switch {
+	case !*warned && outOfFiles:
+		e, msg = l.log.Error(), "out of open files: closing idle connections to make room; lower --max-connections or raise the open-files limit (ulimit -n)"
+	case !*warned:
+		e, msg = l.log.Warn(), "connection limit reached: each new connection closes the one idle the longest, or is closed at once if none is idle (--max-connections)"
+	case time.Since(l.lastReport) >= connLogEvery:
+		e = l.log.Warn().Int("dropped", l.dropped).Int("out_of_files", l.outOfFiles).Dur("over", connLogEvery)
+		msg = "connection limit: connections closed since the last report"
+	default:
+		return nil, ""
 	}
-	if firstFiles {
-		l.log.Error().Int("max_connections", l.max).
-			Msg("out of open files: closing idle connections to make room; lower --max-connections or raise the open-files limit (ulimit -n)")
-	}
-	if !firstCap && !firstFiles && dropped+outOfFiles > 0 {
-		l.log.Warn().Int("max_connections", l.max).Int("dropped", dropped).Int("out_of_files", outOfFiles).
-			Dur("over", connLogEvery).Msg("connection limit: connections closed since the last report")
-	}
+	*warned, l.dropped, l.outOfFiles, l.lastReport = true, 0, 0, time.Now()
+	return e.Int("max_connections", l.max), msg
 }
 
 // limitListener is connLimiter's listener.
@@ -215,19 +194,24 @@ type limitedConn struct {
 	gone bool
 }
 
-// Close counts c out, once, and closes it.
-func (c *limitedConn) Close() error {
-	l := c.l
-	l.mu.Lock()
-	if !c.gone {
-		c.gone = true
-		l.open--
-		if c.elem != nil {
-			l.idle.Remove(c.elem)
-			c.elem = nil
-		}
+// forget counts c out, once, with l.mu held.
+func (l *connLimiter) forget(c *limitedConn) {
+	if c.gone {
+		return
 	}
-	l.mu.Unlock()
+	c.gone = true
+	l.open--
+	if c.elem != nil {
+		l.idle.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// Close counts c out and closes it.
+func (c *limitedConn) Close() error {
+	c.l.mu.Lock()
+	c.l.forget(c)
+	c.l.mu.Unlock()
 	return c.Conn.Close()
 }
 

@@ -14,17 +14,12 @@ const devNodeCount = 5
 // devNodes are in-memory Redis-compatible servers (miniredis) run inside the
 // process when no --redis is given. Nothing they hold is durable, and they
 // share the process's fate, so they give no fault tolerance.
-type devNodes struct {
-	servers []*miniredis.Miniredis
-}
+type devNodes []*miniredis.Miniredis
 
 // startDevNodes starts n miniredis servers on 127.0.0.1 with ephemeral ports.
-//
-// miniredis only decreases TTLs on FastForward unless ClockTTL is on; with it,
-// every command first advances all TTLs by the (monotonic) time elapsed since
-// the previous command, so PX TTLs expire in real time. Expiry is lazy: a key
-// is removed when a command next touches the node, which is all a client can
-// observe anyway (miniredis has no keyspace notifications).
+// With ClockTTL every command first advances the TTLs by the time elapsed
+// since the previous one, so PX TTLs expire in real time (lazily, which no
+// client can tell apart: miniredis has no keyspace notifications).
 func startDevNodes(n int) (*devNodes, error) {
 	d := &devNodes{}
 	for i := range n {
@@ -34,24 +29,24 @@ func startDevNodes(n int) (*devNodes, error) {
 			d.Close()
 			return nil, fmt.Errorf("dev mode: start embedded node %d: %w", i+1, err)
 		}
-		d.servers = append(d.servers, m)
+		*d = append(*d, m)
 	}
 	return d, nil
 }
 
 // Options returns one go-redis Options per node, for redlock.New.
 func (d *devNodes) Options() []*redis.Options {
-	opts := make([]*redis.Options, len(d.servers))
-	for i, m := range d.servers {
-		opts[i] = &redis.Options{Addr: m.Addr()}
+	opts := make([]*redis.Options, len(*d))
+	for i, a := range d.Addrs() {
+		opts[i] = &redis.Options{Addr: a}
 	}
 	return opts
 }
 
 // Addrs returns each node's host:port.
 func (d *devNodes) Addrs() []string {
-	addrs := make([]string, len(d.servers))
-	for i, m := range d.servers {
+	addrs := make([]string, len(*d))
+	for i, m := range *d {
 		addrs[i] = m.Addr()
 	}
 	return addrs
@@ -63,8 +58,8 @@ func (d *devNodes) Close() {
 	if d == nil {
 		return
 	}
-	for _, m := range d.servers {
+	for _, m := range *d {
 		m.Close()
 	}
-	d.servers = nil
+	*d = nil
 }

@@ -8,15 +8,12 @@ import (
 
 // Unknown REDLOCKD_* environment variables.
 //
-// A misspelt variable is otherwise silently ignored: REDLOCKD_API_KEYS_FIEL
-// would run a gateway without authentication. So serve and run report every
-// REDLOCKD_* variable that no part of redlockd reads, by name (never its
-// value), with the known name it is closest to. serve refuses to start
-// (exit 64) when such a variable looks like a security setting that is not
-// in effect (API keys, metrics auth, TLS): a gateway that is less protected
-// than its operator asked for is worse than one that does not start. Every
-// other unknown variable is a warning, as a leftover variable must not stop
-// a gateway.
+// A misspelt variable is otherwise ignored: REDLOCKD_API_KEYS_FIEL would run
+// a gateway without authentication. So serve and run report each one by
+// name (never its value) with the known name closest to it. serve refuses to
+// start (exit 64) when it looks like a security setting not in effect: a
+// gateway less protected than its operator asked for is worse than none.
+// Any other is a warning: a leftover variable must not stop a gateway.
 
 // cmdEnv are the variables run sets for its command: a gateway or a nested
 // run started from that command sees them.
@@ -40,19 +37,11 @@ var securityEnv = map[string]string{
 	"REDLOCKD_TLS_KEY":       "serve plain HTTP instead of HTTPS",
 }
 
-// serveEnv returns the names of serve's variables: one per flag.
-func serveEnv() []string {
-	c := DefaultConfig()
-	var names []string
-	c.flagSet().VisitAll(func(f *flag.Flag) { names = append(names, envName(f.Name)) })
-	return names
-}
-
 // knownEnv returns every REDLOCKD_* name some part of redlockd reads or
 // sets, with the command it belongs to: serve, run, "run's command" or
 // "the tests".
 func knownEnv() map[string]string {
-	known := map[string]string{}
+	known := map[string]string{runAPIKeyEnv: "run"}
 	for _, n := range testEnv {
 		known[n] = "the tests"
 	}
@@ -62,10 +51,8 @@ func knownEnv() map[string]string {
 	for _, n := range runEnv {
 		known[n] = "run"
 	}
-	known[runAPIKeyEnv] = "run"
-	for _, n := range serveEnv() {
-		known[n] = "serve"
-	}
+	c := DefaultConfig()
+	c.flagSet().VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = "serve" })
 	return known
 }
 
@@ -86,29 +73,24 @@ type envFinding struct {
 
 // String describes f for a log line or an error message.
 func (f envFinding) String() string {
-	var b strings.Builder
+	s := "unknown environment variable " + f.Name
 	if f.Owner != "" {
-		fmt.Fprintf(&b, "environment variable %s is for %s, not serve", f.Name, f.Owner)
-	} else {
-		fmt.Fprintf(&b, "unknown environment variable %s", f.Name)
+		s = fmt.Sprintf("environment variable %s is for %s, not serve", f.Name, f.Owner)
 	}
 	if f.Suggest != "" {
-		fmt.Fprintf(&b, " (did you mean %s?)", f.Suggest)
+		s += " (did you mean " + f.Suggest + "?)"
 	}
 	if f.Fatal != "" {
-		fmt.Fprintf(&b, ": refusing to %s; fix or unset the variable", f.Fatal)
-	} else {
-		b.WriteString(": ignored")
+		return s + ": refusing to " + f.Fatal + "; fix or unset the variable"
 	}
-	return b.String()
+	return s + ": ignored"
 }
 
-// checkEnv returns the REDLOCKD_* variables of environ (NAME=value pairs)
-// that the command cmd ("serve" or "run") does not read, in environ's
-// order. For serve, cfg is the parsed configuration: a variable close to a
-// security setting it does not have is fatal, even when it is another
-// command's (REDLOCKD_API_KEY_FILE is run's, one letter from
-// REDLOCKD_API_KEYS_FILE). For run, no finding is fatal and cfg is nil.
+// checkEnv returns the REDLOCKD_* variables of environ (NAME=value) that
+// cmd ("serve" or "run") does not read, in order. For serve, cfg is the
+// parsed configuration: a variable close to a security setting it lacks is
+// fatal, even another command's (run's REDLOCKD_API_KEY_FILE is one letter
+// from REDLOCKD_API_KEYS_FILE). For run, cfg is nil and nothing is fatal.
 func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 	known := knownEnv()
 	missing := map[string]string{} // the security settings serve does not have
@@ -152,30 +134,21 @@ func checkEnv(environ []string, cmd string, cfg *Config) []envFinding {
 }
 
 // closest returns the name among those of names nearest to name, or "" if
-// none is near.
+// none is near: the same but for case and - for _, or one edit away (two
+// for names past the prefix longer than 6 characters).
 func closest(name string, names map[string]string) string {
 	best, bestD := "", -1
 	for k := range names {
-		if !near(name, k) {
-			continue
+		a, b := normEnv(name), normEnv(k)
+		d, limit := distance(a, b), 1
+		if len(b) > 6 {
+			limit = 2
 		}
-		if d := distance(normEnv(name), normEnv(k)); bestD < 0 || d < bestD || (d == bestD && k < best) {
+		if d <= limit && (bestD < 0 || d < bestD || (d == bestD && k < best)) {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// near reports whether name could be a misspelling of known: the same but
-// for case and - for _, or one edit away (two for names past the prefix
-// longer than 6 characters).
-func near(name, known string) bool {
-	a, b := normEnv(name), normEnv(known)
-	limit := 1
-	if len(b) > 6 {
-		limit = 2
-	}
-	return distance(a, b) <= limit
 }
 
 // normEnv returns the part of a variable name after REDLOCKD_, upper case,

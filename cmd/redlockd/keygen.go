@@ -19,16 +19,14 @@ const apiKeyBytes = 32
 // keygenHelp is the help of `redlockd keygen`.
 const keygenHelp = `Usage: redlockd keygen --name NAME --namespace NAMESPACE
 
-Makes a new API key (32 random bytes, base64url) and prints two lines:
-  1. the key: give it to the client, which sends it as
-     Authorization: Bearer <key> (redlockd run: --api-key-file);
-  2. its entry for the --api-keys-file of the gateway, one JSON object with
-     the key's SHA-256 (the file never holds the key itself). Add it to the
-     "keys" list of that file and restart the gateways.
+Makes a new API key (32 random bytes, base64url) and prints two lines: the key,
+for the client to send as Authorization: Bearer <key> (redlockd run:
+--api-key-file); and its entry for the gateway's --api-keys-file, a JSON object
+with the key's SHA-256 (the file never holds the key). Add the entry to the
+file's "keys" list and reload the gateways (SIGHUP).
 
-The key reaches only the locks of NAMESPACE: the same resource name in two
-namespaces is two independent locks. Several keys may share a namespace.
-NAME identifies the key in the gateway's logs. Both are 1-200 characters of
+The key reaches only the locks of NAMESPACE; several keys may share one. NAME
+names the key in the gateway's logs. Both are 1-200 characters of
 [A-Za-z0-9._:-].
 
 Flags:
@@ -51,36 +49,17 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 		}
 		return usage(stderr, fmt.Errorf("keygen: %w", err))
 	}
-	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("keygen takes no arguments, got %q", fs.Arg(0)))
-	}
-	if !redlock.ValidName(*name) {
-		errs = append(errs, errors.New("keygen: --name must be 1-200 characters of [A-Za-z0-9._:-]"))
-	}
-	if !redlock.ValidName(*namespace) {
-		errs = append(errs, errors.New("keygen: --namespace must be 1-200 characters of [A-Za-z0-9._:-]"))
-	}
-	if len(errs) > 0 {
+	if errs := problems([]check{
+		{fs.NArg() > 0, fmt.Sprintf("keygen takes no arguments, got %q", fs.Arg(0))},
+		{!redlock.ValidName(*name), "keygen: --name must be 1-200 characters of [A-Za-z0-9._:-]"},
+		{!redlock.ValidName(*namespace), "keygen: --namespace must be 1-200 characters of [A-Za-z0-9._:-]"},
+	}); len(errs) > 0 {
 		return usage(stderr, errors.Join(errs...))
 	}
-	key, entry, err := newAPIKey(*name, *namespace)
-	if err != nil {
-		fmt.Fprintf(stderr, "redlockd: keygen: %v\n", err)
-		return exitFailure
-	}
+	b := make([]byte, apiKeyBytes)
+	_, _ = rand.Read(b) // crypto/rand crashes the program rather than fail
+	key := base64.RawURLEncoding.EncodeToString(b)
+	entry, _ := json.Marshal(server.APIKey{Name: *name, Namespace: *namespace, SHA256: server.HashKey(key)}) // strings: cannot fail
 	fmt.Fprintf(stdout, "%s\n%s\n", key, entry)
 	return exitOK
-}
-
-// newAPIKey returns a new random key and its keys-file entry, one line of
-// JSON.
-func newAPIKey(name, namespace string) (key string, entry []byte, err error) {
-	b := make([]byte, apiKeyBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", nil, err
-	}
-	key = base64.RawURLEncoding.EncodeToString(b)
-	entry, err = json.Marshal(server.APIKey{Name: name, Namespace: namespace, SHA256: server.HashKey(key)})
-	return key, entry, err
 }

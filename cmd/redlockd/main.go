@@ -58,9 +58,7 @@ func splitCommand(args []string) (string, []string) {
 }
 
 // run dispatches the subcommand in args and returns the exit status.
-// lookupEnv reads the environment; environ lists it, as NAME=value pairs,
-// for serve and run to report unknown REDLOCKD_* variables (see checkEnv):
-// tests that leave it out check none.
+// environ (NAME=value) is for checkEnv: tests that leave it out check none.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ ...string) int {
 	cmd, args := splitCommand(args)
 	switch cmd {
@@ -87,9 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 }
 
 // runServe parses the serve configuration and runs the gateway until ctx
-// ends. An unknown REDLOCKD_* variable in environ is logged as a warning,
-// or is a usage error when it looks like a missing security setting (see
-// checkEnv).
+// ends; a fatal finding of checkEnv is a usage error.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ []string) int {
 	cfg, err := ParseServeFlags(args, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
@@ -99,9 +95,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	if err != nil {
 		return usage(stderr, err)
 	}
-	m := NewMain()
-	m.Config = cfg
-	m.UnknownEnv = checkEnv(environ, "serve", &cfg)
+	m := &Main{Config: cfg, Stderr: stderr, UnknownEnv: checkEnv(environ, "serve", &cfg)}
 	var fatal []error
 	for _, f := range m.UnknownEnv {
 		if f.Fatal != "" {
@@ -111,13 +105,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	if len(fatal) > 0 {
 		return usage(stderr, errors.Join(fatal...))
 	}
-	m.Stderr = stderr
 	err = m.Run(ctx)
-	var ue *UsageError
-	switch {
+	switch _, isUsage := errors.AsType[*UsageError](err); {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ue):
+	case isUsage:
 		return usage(stderr, err)
 	default:
 		// Logged where it happened when the logger existed; say it plainly too.
@@ -127,16 +119,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 }
 
 // usage reports a usage or configuration error and returns exitUsage.
-func usage(stderr io.Writer, err error) int {
+func usage(stderr io.Writer, err error) int { return usageOf(stderr, "redlockd", err) }
+
+// usageOf reports a usage error of the command cmd ("redlockd run") and
+// returns exitUsage.
+func usageOf(stderr io.Writer, cmd string, err error) int {
 	for line := range strings.SplitSeq(err.Error(), "\n") {
-		fmt.Fprintf(stderr, "redlockd: %s\n", line)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, line)
 	}
-	fmt.Fprintln(stderr, "Run 'redlockd --help' for usage.")
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd)
 	return exitUsage
 }
 
 // printUsage writes the help: commands, every serve flag with its
 // environment variable and default, and the exit statuses.
+// docs/configuration.md says more.
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, `redlockd: an HTTP lock gateway implementing Redlock over N independent Redis masters.
 
@@ -154,23 +151,21 @@ With no --redis, redlockd runs in dev mode: 5 embedded in-memory Redis nodes,
 nothing durable or fault tolerant. Try: redlockd, then
   curl -X POST localhost:8080/locks/demo
 
-Serve flags. Each flag has an environment variable twin; a flag wins over its
-variable, a variable over the default; an empty variable counts as unset.
-Durations are Go durations (50ms, 30s, 1m). A REDLOCKD_* variable that
-redlockd does not read is logged as a warning at start-up; one that looks
-like a misspelt --api-keys-file, --metrics-auth or --tls-* variable that is
-not otherwise set stops serve with status 64.
+Serve flags. A flag wins over its environment variable, a variable over the
+default; an empty variable counts as unset. Durations are Go durations (50ms,
+30s, 1m). An unknown REDLOCKD_* variable is logged as a warning; one that looks
+like a misspelt security setting (--api-keys-file, --metrics-auth, --tls-*)
+that is not set stops serve with status 64.
 
 `)
 	printServeFlags(w)
 	fmt.Fprint(w, `
-Signals: SIGINT or SIGTERM shut down gracefully. SIGHUP reloads the API keys
-file and the TLS certificate and key in place (open connections and requests
-in flight carry on); a file that does not load is logged as an error and the
-previous keys or certificate stay in use.
+Signals: SIGINT or SIGTERM shut down gracefully (waiting acquires get 503,
+in-flight requests finish). SIGHUP reloads the API keys file and the TLS
+certificate and key in place; one that does not load is logged and the
+previous one stays in use.
 
-Exit status: 0 after a graceful shutdown (SIGINT or SIGTERM: waiting acquires
-get 503, in-flight requests finish), 64 on a usage or configuration error,
-1 on any other error.
+Exit status: 0 after a graceful shutdown, 64 on a usage or configuration
+error, 1 on any other error.
 `)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -17,13 +19,10 @@ import (
 const probeHelp = `Usage: redlockd probe [--url URL] [--timeout 2s] [--insecure]
 
 Sends GET URL and exits 0 if the answer is 2xx, else 1 with the reason on
-stderr. It is the health check of a container image with no shell or curl
-(the Dockerfile's HEALTHCHECK runs "redlockd probe").
-
-Without --url it probes /healthz of the gateway this environment configures:
-the port of REDLOCKD_LISTEN (default 127.0.0.1:8080) on the loopback
-address, over HTTPS when REDLOCKD_TLS_CERT is set (the certificate is then
-not verified: it names the public host, not 127.0.0.1).
+stderr: the HEALTHCHECK of a container image with no shell or curl. Without
+--url it probes /healthz on loopback at the port of REDLOCKD_LISTEN (default
+8080), over HTTPS without verifying the certificate when REDLOCKD_TLS_CERT is
+set.
 
 Flags:
   --url URL          URL to probe, e.g. http://127.0.0.1:8080/readyz
@@ -59,7 +58,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 		if target, err = localHealthURL(lookupEnv); err != nil {
 			return usage(stderr, fmt.Errorf("probe: %w", err))
 		}
-		*insecure = *insecure || hasScheme(target, "https")
+		*insecure = *insecure || strings.HasPrefix(target, "https:") // a loopback address is not the certificate's
 	} else if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usage(stderr, fmt.Errorf("probe: --url %q must be an http:// or https:// URL", redactURL(target)))
 	}
@@ -67,7 +66,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: *insecure} // asked for, or a loopback probe
+	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: *insecure}
 	tr.Proxy = nil
 	c := &http.Client{Transport: tr}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
@@ -91,10 +90,8 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 // localHealthURL returns the /healthz URL of the gateway configured by the
 // REDLOCKD_LISTEN and REDLOCKD_TLS_CERT environment variables, on loopback.
 func localHealthURL(lookupEnv func(string) (string, bool)) (string, error) {
-	listen := DefaultConfig().Listen
-	if v, ok := lookupEnv(envName("listen")); ok && v != "" {
-		listen = v
-	}
+	v, _ := lookupEnv(envName("listen"))
+	listen := cmp.Or(v, DefaultConfig().Listen)
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil || port == "0" {
 		return "", fmt.Errorf("%s %q: give --url (cannot tell the port)", envName("listen"), listen)
@@ -110,9 +107,4 @@ func localHealthURL(lookupEnv func(string) (string, bool)) (string, error) {
 		scheme = "https"
 	}
 	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port), Path: "/healthz"}).String(), nil
-}
-
-func hasScheme(raw, scheme string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && u.Scheme == scheme
 }

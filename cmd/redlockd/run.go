@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -33,37 +32,26 @@ const (
 	exitNotFound    = 127 // CMD not found (as shells do)
 )
 
-// Timeouts of `redlockd run` that are not flags.
+// Timeouts of `redlockd run` that are not flags. requestMargin is added to
+// a request's wait to bound it; a --wait longer than maxWaitChunk
+// (the gateway's default max wait) takes several requests.
 const (
-	// requestMargin is added to an acquire's wait to bound its request.
-	requestMargin = 10 * time.Second
-	// maxWaitChunk is the longest wait asked for in one request (the
-	// gateway's default max wait); a longer --wait takes several requests.
-	maxWaitChunk = redlock.DefaultMaxWait
-	// releaseTimeout bounds the release when run exits.
+	requestMargin  = 10 * time.Second
+	maxWaitChunk   = redlock.DefaultMaxWait
 	releaseTimeout = 5 * time.Second
 )
 
-// RunConfig is the configuration of `redlockd run`.
+// RunConfig is the configuration of `redlockd run`: each field but APIKey
+// and Command is the flag of the same name (see flagSet).
 type RunConfig struct {
-	// URL is the gateway's base URL.
-	URL string
-	// Resource is the name of the lock.
-	Resource string
-	// TTL is the lock's TTL; it is extended every TTL/3.
-	TTL time.Duration
-	// Wait is how long to wait for the lock; 0 tries once.
-	Wait time.Duration
-	// Owner is shown by GET /locks/{resource}.
-	Owner string
-	// APIKeyFile is a file holding the API key, if the gateway needs one.
-	APIKeyFile string
+	URL, Resource string
+	TTL, Wait     time.Duration
+	Owner         string
+	APIKeyFile    string
 	// APIKey is the key itself, from REDLOCKD_API_KEY, used when no
 	// --api-key-file flag is given. It is never printed.
 	APIKey string
-	// Grace is how long CMD has to exit after SIGTERM when the lock is lost,
-	// before SIGKILL.
-	Grace time.Duration
+	Grace  time.Duration
 	// Command is CMD and its arguments.
 	Command []string
 }
@@ -73,46 +61,34 @@ type RunConfig struct {
 // `redlockd run` inside CMD must not take its parent's lock by accident.
 var runEnv = map[string]string{"url": "REDLOCKD_URL", "api-key-file": "REDLOCKD_API_KEY_FILE"}
 
-// defaultRunConfig returns the defaults shown by `redlockd run --help`.
-func defaultRunConfig() RunConfig {
-	return RunConfig{
-		URL:   "http://127.0.0.1:8080",
-		TTL:   redlock.DefaultTTL,
-		Wait:  redlock.DefaultMaxWait,
-		Grace: 10 * time.Second,
-	}
-}
-
-// flagSet returns the run flags bound to c's fields, and the
-// --fail-if-locked switch.
+// flagSet returns the run flags bound to c's fields, which it sets to their
+// defaults, and the --fail-if-locked switch.
 func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, help is printed by printRunUsage
 	fs.Usage = func() {}
-	fs.StringVar(&c.URL, "url", c.URL, "base `URL` of the redlockd gateway, http:// or https://")
-	fs.StringVar(&c.Resource, "resource", c.Resource, "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (required)")
-	fs.DurationVar(&c.TTL, "ttl", c.TTL, "TTL of the lock; run extends it every ttl/3 while CMD runs")
-	fs.DurationVar(&c.Wait, "wait", c.Wait, "how long to wait for the lock when another owner holds it; 0 tries once")
+	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base `URL` of the redlockd gateway, http:// or https://")
+	fs.StringVar(&c.Resource, "resource", "", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (required)")
+	fs.DurationVar(&c.TTL, "ttl", redlock.DefaultTTL, "TTL of the lock; run extends it every ttl/3 while CMD runs")
+	fs.DurationVar(&c.Wait, "wait", redlock.DefaultMaxWait, "how long to wait for the lock when another owner holds it; 0 tries once")
 	fs.BoolVar(failIfLocked, "fail-if-locked", false, "do not wait: exit 75 at once if the lock is held (same as --wait 0)")
-	fs.StringVar(&c.Owner, "owner", c.Owner, "free `text` shown to others by GET /locks/{resource} (default host:pid)")
-	fs.StringVar(&c.APIKeyFile, "api-key-file", c.APIKeyFile, "`file` holding the API key, sent as Authorization: Bearer")
-	fs.DurationVar(&c.Grace, "grace", c.Grace, "when the lock is lost, how long CMD has to exit after SIGTERM before SIGKILL")
+	fs.StringVar(&c.Owner, "owner", "", "free `text` shown to others by GET /locks/{resource} (default host:pid)")
+	fs.StringVar(&c.APIKeyFile, "api-key-file", "", "`file` holding the API key, sent as Authorization: Bearer")
+	fs.DurationVar(&c.Grace, "grace", 10*time.Second, "when the lock is lost, how long CMD has to exit after SIGTERM before SIGKILL")
 	return fs
 }
 
 // runFlagOrder is the order of the flags in the help.
 var runFlagOrder = []string{"url", "resource", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
 
-// ParseRunFlags returns the configuration given by args (the arguments after
-// "run") and by REDLOCKD_URL, REDLOCKD_API_KEY and REDLOCKD_API_KEY_FILE,
-// read through lookupEnv. A flag wins over its variable; an empty variable
-// counts as unset. The API key comes from --api-key-file given as a flag,
-// else from REDLOCKD_API_KEY, else from the file REDLOCKD_API_KEY_FILE
-// names. CMD follows "--" (or the first argument that is not a flag). May
-// return flag.ErrHelp or a *UsageError listing every problem; no error
-// quotes the key.
+// ParseRunFlags returns the configuration given by args (after "run") and
+// the variables of runEnv and REDLOCKD_API_KEY; a flag wins over its
+// variable, an empty variable counts as unset. The API key comes from the
+// --api-key-file flag, else REDLOCKD_API_KEY, else REDLOCKD_API_KEY_FILE.
+// CMD follows "--". May return flag.ErrHelp or a *UsageError listing every
+// problem, never quoting the key.
 func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunConfig, error) {
-	c := defaultRunConfig()
+	var c RunConfig
 	var failIfLocked bool
 	fs := c.flagSet(&failIfLocked)
 	if err := fs.Parse(args); err != nil {
@@ -143,9 +119,8 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 			_ = fs.Set(name, v) // string flags: cannot fail
 		}
 	}
-	waitSet := given["wait"]
 	if failIfLocked {
-		if waitSet && c.Wait != 0 {
+		if given["wait"] && c.Wait != 0 {
 			add("--fail-if-locked and --wait %v contradict each other", c.Wait)
 		}
 		c.Wait = 0
@@ -153,27 +128,16 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 	if _, err := client.New(c.URL, client.Options{}); err != nil {
 		add("--url: %v", strings.TrimPrefix(err.Error(), "client: "))
 	}
-	switch {
-	case c.Resource == "":
-		add("--resource is required")
-	case !redlock.ValidName(c.Resource):
-		add("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Resource)
-	}
-	if c.TTL < redlock.MinTTL {
-		add("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)
-	}
-	if c.Wait < 0 {
-		add("--wait %v must not be negative", c.Wait)
-	}
-	if c.Grace < 0 {
-		add("--grace %v must not be negative", c.Grace)
-	}
-	if len([]rune(c.Owner)) > redlock.MaxOwnerLen {
-		add("--owner must be at most %d characters", redlock.MaxOwnerLen)
-	}
-	if len(c.Command) == 0 {
-		add("no command: give it after --, e.g. redlockd run --resource backup -- ./backup.sh")
-	}
+	errs = append(errs, problems([]check{
+		{c.Resource == "", "--resource is required"},
+		{c.Resource != "" && !redlock.ValidName(c.Resource),
+			fmt.Sprintf("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Resource)},
+		{c.TTL < redlock.MinTTL, fmt.Sprintf("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)},
+		{c.Wait < 0, fmt.Sprintf("--wait %v must not be negative", c.Wait)},
+		{c.Grace < 0, fmt.Sprintf("--grace %v must not be negative", c.Grace)},
+		{len([]rune(c.Owner)) > redlock.MaxOwnerLen, fmt.Sprintf("--owner must be at most %d characters", redlock.MaxOwnerLen)},
+		{len(c.Command) == 0, "no command: give it after --, e.g. redlockd run --resource backup -- ./backup.sh"},
+	})...)
 	if len(errs) > 0 {
 		return c, &UsageError{Err: errors.Join(errs...)}
 	}
@@ -202,37 +166,26 @@ func readAPIKey(path string) (string, error) {
 }
 
 // printRunUsage writes the help of `redlockd run`: flags and exit statuses.
+// docs/clients.md says more.
 func printRunUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: redlockd run --resource NAME [flags] -- CMD [ARGS...]
 
-Holds a redlockd lock around a command, like flock(1) for many machines.
-run acquires the lock NAME (waiting up to --wait), runs CMD with
-REDLOCKD_RESOURCE, REDLOCKD_TOKEN, REDLOCKD_FENCING_TOKEN and REDLOCKD_URL in
-its environment, extends the lock every ttl/3 while CMD runs, releases it when
-CMD exits and exits with CMD's status. Pass REDLOCKD_FENCING_TOKEN to the
-storage CMD writes to; CMD must not release the lock itself. The token is
-never printed.
+Holds a redlockd lock around a command, like flock(1) for many machines:
+acquires the lock NAME (waiting up to --wait), runs CMD with REDLOCKD_RESOURCE,
+REDLOCKD_TOKEN, REDLOCKD_FENCING_TOKEN and REDLOCKD_URL in its environment,
+extends the lock every ttl/3, releases it when CMD exits and exits with CMD's
+status. Pass REDLOCKD_FENCING_TOKEN to the storage CMD writes to; CMD must not
+release the lock. If the lock is lost (an extension refused, or none succeeded
+within the validity), CMD's process group gets SIGTERM, SIGKILL after --grace,
+and run exits 76.
 
-If an extension is refused (409) or no extension succeeds before the lock's
-validity ends (the gateway or a quorum of nodes is unavailable), the lock is
-lost: run says so on stderr, sends SIGTERM to CMD's process group, SIGKILL
-after --grace, and exits 76.
-
-API key: a gateway with API keys needs one. run takes it from the file given
-with --api-key-file, else from REDLOCKD_API_KEY (the key itself, as CI
-systems hold secrets), else from the file named by REDLOCKD_API_KEY_FILE. The
-key is sent as Authorization: Bearer and never printed.
-
-Signals: SIGINT, SIGTERM and SIGQUIT are forwarded to CMD's process group,
-SIGHUP, SIGUSR1 and SIGUSR2 to CMD itself; run keeps the lock until CMD exits,
-then releases it. Before CMD starts, SIGINT, SIGTERM, SIGHUP or SIGQUIT stop
-run: it releases the lock if it got it and exits 128+signal without running
-CMD. CMD runs in its own process group; when run's stdin is the terminal and
-run is in the foreground, CMD gets the terminal (Ctrl-C reaches CMD).
+Signals: SIGINT, SIGTERM and SIGQUIT go to CMD's process group, SIGHUP, SIGUSR1
+and SIGUSR2 to CMD; before CMD starts they stop run (exit 128+signal). From a
+terminal in the foreground, CMD gets the terminal.
 
 Flags:
 `)
-	c := defaultRunConfig()
+	var c RunConfig
 	var failIfLocked bool
 	printFlags(w, c.flagSet(&failIfLocked), runFlagOrder, func(f *flag.Flag, def string) []string {
 		var notes []string
@@ -249,28 +202,16 @@ Flags:
 	})
 	fmt.Fprint(w, `
 Exit status:
-  CMD's   CMD ran holding the lock throughout, and the release succeeded
-          or could not be confirmed; 128+N if CMD was killed by signal N
-  64      usage error: bad flags, unreadable --api-key-file, the gateway
-          refused a value (e.g. --ttl above its max TTL) or the API key, or
-          --url names no route of the gateway (404)
+  CMD's   CMD ran holding the lock throughout (128+N if signal N killed it)
+  64      usage error: bad flags, unreadable --api-key-file, or the gateway
+          refused a value, the API key or the --url (404)
   69      gateway or quorum unavailable: CMD not run
   75      lock held by another owner, not acquired within --wait: CMD not run
-  76      lock lost while CMD ran (CMD was sent SIGTERM), or found not held
-          when CMD exited: CMD's work may not have been exclusive
+  76      lock lost while CMD ran, or not held when CMD exited
   126     CMD is not executable (CMD not run, lock released)
   127     CMD not found (CMD not run, lock released)
   128+N   run got signal N before CMD started: CMD not run, lock released
 `)
-}
-
-// runUsage reports a usage error of run and returns exitUsage.
-func runUsage(stderr io.Writer, err error) int {
-	for line := range strings.SplitSeq(err.Error(), "\n") {
-		fmt.Fprintf(stderr, "redlockd run: %s\n", line)
-	}
-	fmt.Fprintln(stderr, "Run 'redlockd run --help' for usage.")
-	return exitUsage
 }
 
 // stopSignals end the wait for the lock before CMD starts.
@@ -285,10 +226,8 @@ var forwardedSignals = append(stopSignals, syscall.SIGUSR1, syscall.SIGUSR2)
 
 // runRun is `redlockd run`. The signals that main's ctx stands for come to
 // run on its own channel, so ctx is used only for its values: its
-// cancellation must not cut an extension or the final release short.
-//
-// An unknown REDLOCKD_* variable in environ is reported on stderr, and run
-// goes on (see checkEnv).
+// cancellation must not cut an extension or the final release short. An
+// unknown REDLOCKD_* variable in environ is a warning on stderr.
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ []string) int {
 	sigc := make(chan os.Signal, 16)
 	signal.Notify(sigc, forwardedSignals...)
@@ -303,23 +242,28 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookup
 		fmt.Fprintf(stderr, "redlockd run: warning: %s\n", f)
 	}
 	if err != nil {
-		return runUsage(stderr, err)
+		return usageOf(stderr, "redlockd run", err)
 	}
 	key := cfg.APIKey
 	if key == "" && cfg.APIKeyFile != "" {
 		if key, err = readAPIKey(cfg.APIKeyFile); err != nil {
-			return runUsage(stderr, err)
+			return usageOf(stderr, "redlockd run", err)
 		}
 	}
-	c, err := client.New(cfg.URL, client.Options{APIKey: key})
+	// ctx has no deadline: Timeout bounds each request on top of its wait.
+	c, err := client.New(cfg.URL, client.Options{APIKey: key, Timeout: requestMargin})
 	if err != nil {
-		return runUsage(stderr, err)
+		return usageOf(stderr, "redlockd run", err)
 	}
 	r := &runner{
 		cfg: cfg, client: c, token: redlock.NewToken(),
 		base: context.WithoutCancel(ctx), stdout: stdout, stderr: stderr, signals: sigc,
 	}
-	return r.run()
+	lock, code := r.acquirePhase()
+	if code >= 0 {
+		return code
+	}
+	return r.runCommand(lock)
 }
 
 // runner is one `redlockd run`.
@@ -338,36 +282,25 @@ func (r *runner) printf(format string, args ...any) {
 	fmt.Fprintf(r.stderr, "redlockd run: "+format+"\n", args...)
 }
 
-// run acquires the lock, runs CMD under it and returns the exit status.
-func (r *runner) run() int {
-	lock, code := r.acquirePhase()
-	if code >= 0 {
-		return code
-	}
-	return r.runCommand(lock)
-}
-
 // acquirePhase takes the lock, letting a stop signal interrupt the wait. It
 // returns the lock and -1, or the exit status when CMD must not run.
 func (r *runner) acquirePhase() (client.Lock, int) {
 	ctx, cancel := context.WithCancel(r.base)
 	defer cancel()
-	type result struct {
-		lock client.Lock
-		err  error
-	}
-	done := make(chan result, 1)
+	var lock client.Lock
+	var err error
+	done := make(chan struct{})
 	go func() {
-		l, err := r.acquire(ctx)
-		done <- result{l, err}
+		defer close(done)
+		lock, err = r.acquire(ctx) // read once done is closed
 	}()
 	for {
 		select {
-		case res := <-done:
-			if res.err == nil {
-				return res.lock, -1
+		case <-done:
+			if err == nil {
+				return lock, -1
 			}
-			return client.Lock{}, r.acquireFailed(res.err)
+			return client.Lock{}, r.acquireFailed(err)
 		case sig := <-r.signals:
 			if !slices.Contains(stopSignals, sig) {
 				continue // no CMD to forward SIGUSR1/2 to yet
@@ -383,8 +316,7 @@ func (r *runner) acquirePhase() (client.Lock, int) {
 
 // acquire takes the lock within --wait. A lock held by another owner or an
 // unavailable quorum (503) is tried again while the wait lasts; the gateway
-// does the waiting. If the answer was slow to come, the lock is extended
-// before CMD starts (see the comment below).
+// does the waiting.
 func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 	deadline := time.Now().Add(r.cfg.Wait)
 	for {
@@ -392,11 +324,9 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 		if r.cfg.Wait == 0 {
 			wait = 0
 		}
-		reqCtx, cancel := context.WithTimeout(ctx, wait+requestMargin)
-		lock, err := r.client.Acquire(reqCtx, r.cfg.Resource, client.AcquireOptions{
+		lock, err := r.client.Acquire(ctx, r.cfg.Resource, client.AcquireOptions{
 			TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,
 		})
-		cancel()
 		if err == nil {
 			// Lock.Until counts the validity from before the request was sent,
 			// so a long wait eats into it. Extend at once if less than 2/3 of
@@ -421,8 +351,7 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 	}
 }
 
-// acquireFailed reports why the lock was not acquired and returns the exit
-// status.
+// acquireFailed says why the lock was not acquired; it returns the status.
 func (r *runner) acquireFailed(err error) int {
 	switch {
 	case errors.Is(err, client.ErrLockHeld):
@@ -457,9 +386,8 @@ func (r *runner) acquireFailed(err error) int {
 // retryHint is how long to pause before trying again after err: the
 // gateway's hint, within [50ms, 1s].
 func retryHint(err error) time.Duration {
-	var pe *client.ProblemError
 	d := time.Second
-	if errors.As(err, &pe) && pe.RetryAfter > 0 {
+	if pe, ok := errors.AsType[*client.ProblemError](err); ok && pe.RetryAfter > 0 {
 		d = pe.RetryAfter
 	}
 	return min(max(d, 50*time.Millisecond), time.Second)
@@ -502,53 +430,30 @@ func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, e
 	}
 }
 
-// keeper extends the lock every TTL/3 while CMD runs.
-type keeper struct {
-	r      *runner
-	cancel context.CancelFunc
-	done   chan struct{}
-	// lost receives the reason once when the lock is lost.
-	lost chan error
-
-	mu    sync.Mutex
-	until time.Time // end of the current safe window
-}
-
-func (r *runner) keep(lock client.Lock) *keeper {
+// keep extends the lock every TTL/3 until stop, which returns the end of the
+// last safe window. lost receives the reason once if the lock is lost.
+func (r *runner) keep(lock client.Lock) (lost <-chan error, stop func() time.Time) {
 	ctx, cancel := context.WithCancel(r.base)
-	k := &keeper{r: r, cancel: cancel, done: make(chan struct{}), lost: make(chan error, 1), until: lock.Until}
-	go k.loop(ctx, lock)
-	return k
-}
-
-func (k *keeper) loop(ctx context.Context, lock client.Lock) {
-	defer close(k.done)
-	for {
-		if !sleep(ctx, time.Until(lock.Start.Add(k.r.cfg.TTL/3))) {
-			return
+	lostc, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		for sleep(ctx, time.Until(lock.Start.Add(r.cfg.TTL/3))) {
+			next, err := r.extend(ctx, lock.Until)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				lostc <- err
+				return
+			}
+			lock = next
 		}
-		next, err := k.r.extend(ctx, lock.Until)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			k.lost <- err
-			return
-		}
-		lock = next
-		k.mu.Lock()
-		k.until = lock.Until
-		k.mu.Unlock()
+	}()
+	return lostc, func() time.Time {
+		cancel()
+		<-done // lock is ours again
+		return lock.Until
 	}
-}
-
-// stop ends the extensions and returns the end of the last safe window.
-func (k *keeper) stop() time.Time {
-	k.cancel()
-	<-k.done
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.until
 }
 
 // runCommand runs CMD under the lock and returns the exit status.
@@ -569,22 +474,13 @@ func (r *runner) runCommand(lock client.Lock) int {
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
 	}
 
-	keeper := r.keep(lock)
-	started, exited := make(chan error, 1), make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked CMD ends: keep the
-		// thread until CMD is reaped.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		keeper.stop()
+	// Pdeathsig fires when the thread that forked CMD ends: keep this
+	// goroutine on its thread until CMD is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	lostc, stopKeeping := r.keep(lock)
+	if err := cmd.Start(); err != nil {
+		stopKeeping()
 		r.release(false)
 		r.printf("CMD: %v", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -593,12 +489,13 @@ func (r *runner) runCommand(lock client.Lock) int {
 		return exitCannotExec
 	}
 	pgid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 
 	var (
 		lost  error
 		grace <-chan time.Time
 	)
-	lostc := keeper.lost
 wait:
 	for {
 		select {
@@ -624,7 +521,7 @@ wait:
 	if foreground {
 		restoreForeground(tty)
 	}
-	until := keeper.stop()
+	until := stopKeeping()
 	status := exitStatus(cmd.ProcessState)
 
 	if lost != nil {
@@ -646,9 +543,8 @@ wait:
 	return status
 }
 
-// release releases the lock with a fresh, bounded context. With report, a
-// failure other than not-owner is written to stderr (the lock then expires
-// at the end of its TTL); the error is returned.
+// release releases the lock with a fresh, bounded context and returns the
+// error. With report, a failure other than not-owner is written to stderr.
 func (r *runner) release(report bool) error {
 	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
 	defer cancel()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -23,11 +24,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// HTTP server limits. The write timeout is MaxWait + writeTimeoutMargin, so
-// that a request held open for the longest allowed wait still gets its
-// answer; the read timeout (headers and body) is the read header timeout
-// (--read-header-timeout) + bodyReadTimeout. The idle timeout is
-// --idle-timeout.
+// HTTP server limits: the write timeout is MaxWait + writeTimeoutMargin, so
+// that the longest allowed wait still gets its answer; the body has
+// bodyReadTimeout after the headers.
 const (
 	bodyReadTimeout        = 5 * time.Second
 	writeTimeoutMargin     = 10 * time.Second
@@ -38,22 +37,16 @@ const (
 // context ends, Close shuts it down gracefully. Tests run it in-process on
 // 127.0.0.1:0 and learn the port with Addr.
 type Main struct {
-	// Config is the configuration; set it before Open.
-	Config Config
-	// Stderr receives the logs. Default: os.Stderr.
-	Stderr io.Writer
-	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
-	// Default: 10s.
+	Config Config    // set it before Open
+	Stderr io.Writer // receives the logs; default os.Stderr
+	// ShutdownTimeout bounds the graceful shutdown; default 10s.
 	ShutdownTimeout time.Duration
-	// UnknownEnv are the REDLOCKD_* variables of the environment that
-	// serve does not read (see checkEnv): Open logs them as warnings.
+	// UnknownEnv are the variables checkEnv found: Open logs them.
 	UnknownEnv []envFinding
+	Log        zerolog.Logger // built by Open from Config and Stderr
 
-	// Log is the logger, built by Open from Config and Stderr.
-	Log zerolog.Logger
-
-	// keys are the API keys in use, nil without --api-keys-file; cert is
-	// the TLS certificate in use, nil without TLS. Reload replaces both.
+	// The API keys and TLS certificate in use (nil without), which Reload
+	// replaces.
 	keys *server.Keys
 	cert atomic.Pointer[tls.Certificate]
 
@@ -76,9 +69,8 @@ func NewMain() *Main {
 
 // Open validates the configuration, starts the nodes (dev mode), the
 // coordinator and the HTTP server, and returns once the listener is bound
-// and serving. It logs "listening" with the bound address as soon as the
-// listener is bound. On error everything started is closed again. May return
-// a *UsageError for a bad configuration.
+// (logged as "listening"). On error it closes what it started. May return
+// a *UsageError.
 func (m *Main) Open() (err error) {
 	if m.ln != nil {
 		return errors.New("redlockd: already open")
@@ -91,11 +83,9 @@ func (m *Main) Open() (err error) {
 	if err != nil {
 		return err
 	}
-	keys, err := c.loadKeys()
-	if err != nil {
+	if m.keys, err = c.loadKeys(); err != nil {
 		return err
 	}
-	m.keys = keys
 	var tlsConfig *tls.Config
 	if cert != nil {
 		// The certificate is looked up at each handshake, so that Reload
@@ -106,7 +96,7 @@ func (m *Main) Open() (err error) {
 			MinVersion:     tls.VersionTLS12,
 		}
 	}
-	m.Log = newLogger(m.stderr(), c)
+	m.Log = newLogger(cmp.Or[io.Writer](m.Stderr, os.Stderr), c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
@@ -146,8 +136,8 @@ func (m *Main) Open() (err error) {
 	// Dial every node before listening, so the first requests do not pay for it.
 	m.coord.Warm(context.Background(), time.Second)
 
-	if keys.Len() > 0 {
-		m.Log.Info().Int("keys", keys.Len()).Bool("metrics_auth", c.MetricsAuth).
+	if m.keys.Len() > 0 {
+		m.Log.Info().Int("keys", m.keys.Len()).Bool("metrics_auth", c.MetricsAuth).
 			Msg("API keys loaded: every /locks request needs Authorization: Bearer <key>")
 	}
 	m.srv = server.New(server.Config{
@@ -157,7 +147,7 @@ func (m *Main) Open() (err error) {
 		MaxTTL:      c.MaxTTL,
 		MaxWait:     c.MaxWait,
 		MaxWaiters:  c.MaxWaiters,
-		Keys:        keys,
+		Keys:        m.keys,
 		MetricsAuth: c.MetricsAuth,
 		Metrics:     metrics,
 
@@ -183,7 +173,7 @@ func (m *Main) Open() (err error) {
 	ln = conns.Listener(ln)
 	m.ln = ln
 	m.Log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConfig != nil).Msg("listening")
-	if !isLoopback(ln.Addr()) && keys.Len() == 0 {
+	if !isLoopback(ln.Addr()) && m.keys.Len() == 0 {
 		m.Log.Warn().Str("addr", ln.Addr().String()).
 			Msg("listening beyond loopback without API keys: anyone who can reach this port can take and release locks; give --api-keys-file (make keys with 'redlockd keygen')")
 	}
@@ -217,8 +207,7 @@ func (m *Main) connLimiter(nodes int) *connLimiter {
 	return newConnLimiter(limit, m.Log.With().Str("component", "http").Logger())
 }
 
-// Addr returns the address the server listens on, host:port, once Open has
-// returned; "" before.
+// Addr returns the host:port listened on once Open has returned; "" before.
 func (m *Main) Addr() string {
 	if m.ln == nil {
 		return ""
@@ -227,8 +216,7 @@ func (m *Main) Addr() string {
 }
 
 // Run opens m unless Open was already called, serves until ctx ends, then
-// closes m gracefully. It returns nil after a graceful shutdown. While it
-// runs, SIGHUP calls Reload.
+// closes m; nil after a graceful shutdown. SIGHUP calls Reload.
 func (m *Main) Run(ctx context.Context) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -254,12 +242,10 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // Reload reads the API keys file and the TLS certificate and key again
-// (SIGHUP) and puts each that loads in place of the old one: the requests
-// and TLS handshakes that follow use it, while open connections, requests
-// in flight and the listener are left alone. One that does not load (a
-// missing file, bad JSON, a key that does not match the certificate) is
-// logged at error level, the old one stays, and Reload returns why. What
-// was not configured at Open (no --api-keys-file, no TLS) stays off.
+// (SIGHUP) and puts each that loads in place of the old one, for the
+// requests and handshakes that follow. One that does not load is logged,
+// the old one stays, and Reload returns why. What was not configured at
+// Open stays off.
 func (m *Main) Reload() error {
 	c := m.Config
 	var errs []error
@@ -302,11 +288,9 @@ func logCert(e *zerolog.Event, cert *tls.Certificate) *zerolog.Event {
 	return e
 }
 
-// Close shuts down gracefully: the server first answers every waiting
-// acquire with 503 shutting-down and /readyz with 503, then the HTTP server
-// stops accepting and lets in-flight requests finish (for at most
-// ShutdownTimeout, after which connections are cut), then the coordinator
-// and the dev nodes close. It is safe to call more than once.
+// Close shuts down gracefully: waiting acquires and /readyz get 503, then
+// in-flight requests finish (for at most ShutdownTimeout), then the
+// coordinator and the dev nodes close. It is safe to call more than once.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.closeAll() })
 	return m.closeErr
@@ -318,10 +302,7 @@ func (m *Main) closeAll() error {
 		m.srv.BeginShutdown()
 	}
 	if m.http != nil && m.ln != nil {
-		timeout := m.ShutdownTimeout
-		if timeout <= 0 {
-			timeout = defaultShutdownTimeout
-		}
+		timeout := cmp.Or(max(m.ShutdownTimeout, 0), defaultShutdownTimeout)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := m.http.Shutdown(ctx)
 		cancel()
@@ -347,13 +328,6 @@ func (m *Main) closeAll() error {
 		m.Log.Info().Msg("stopped")
 	}
 	return errors.Join(errs...)
-}
-
-func (m *Main) stderr() io.Writer {
-	if m.Stderr == nil {
-		return os.Stderr
-	}
-	return m.Stderr
 }
 
 // startNodes returns the go-redis options of the nodes: parsed from --redis,
@@ -417,17 +391,16 @@ func (m *Main) logCluster(nodes []*redis.Options) {
 	}
 }
 
-// newLogger builds the process logger: JSON lines (or console for humans) to
-// w, with timestamps, at the configured level.
+// newLogger builds the process logger: JSON lines (or console) to w.
 func newLogger(w io.Writer, c Config) zerolog.Logger {
 	if c.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
-	return zerolog.New(w).Level(logLevels[c.LogLevel]).With().Timestamp().Logger()
+	level, _ := zerolog.ParseLevel(c.LogLevel) // one of logLevels
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-// isTerminal reports whether w is a character device (a terminal): colours
-// only go there, not into files and pipes.
+// isTerminal reports whether w is a terminal: colours only go there.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -472,9 +445,8 @@ func (l httpErrorLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// redisLog sends go-redis's own log lines (dial failures to a node that is
-// down, ...) to zerolog as warnings. They name nodes by host:port, never
-// with credentials.
+// redisLog sends go-redis's own log lines (dial failures, ...) to zerolog as
+// warnings. They name nodes by host:port, never with credentials.
 type redisLog struct{ log zerolog.Logger }
 
 func (l redisLog) Printf(_ context.Context, format string, v ...any) {

@@ -3,16 +3,15 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"runtime/debug"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
-// Version returns the version of this binary: the -ldflags version if set,
-// else the version the go command stamped into the build (a tag, or a
-// pseudo-version with the VCS revision and +dirty for local changes), else
-// "dev".
+// Version returns the -ldflags version if set, else the one the go command
+// stamped into the build (a tag, or a pseudo-version with +dirty), else "dev".
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	return versionFrom(version, bi, ok)
@@ -27,9 +26,5 @@ func versionFrom(v string, bi *debug.BuildInfo, ok bool) string {
 
 // runVersion prints "redlockd VERSION (GOVERSION)".
 func runVersion(w io.Writer) {
-	goVersion := "unknown Go"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-	}
-	fmt.Fprintf(w, "redlockd %s (%s)\n", Version(), goVersion)
+	fmt.Fprintf(w, "redlockd %s (%s)\n", Version(), runtime.Version())
 }
