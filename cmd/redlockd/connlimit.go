@@ -50,12 +50,13 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	return min(want, room), r.Cur
 }
 
-// connLimiter caps the open client connections, so that idle ones cannot
-// use up the open files. Its listener counts each connection until it is
-// closed; the ConnState hook tells it which are idle. At the cap a new
+// connLimiter is a listener that caps the open client connections, so that
+// idle ones cannot use up the open files. It counts each connection until
+// it is closed; the ConnState hook tells it which are idle. At the cap a new
 // connection closes the one idle the longest, so that idle connections
 // cannot keep an operator's /healthz out, or is closed if none is idle.
 type connLimiter struct {
+	net.Listener
 	max int
 	log zerolog.Logger
 
@@ -69,13 +70,9 @@ type connLimiter struct {
 	dropped, outOfFiles    int
 }
 
-func newConnLimiter(max int, log zerolog.Logger) *connLimiter {
-	return &connLimiter{max: max, log: log}
-}
-
-// Listener returns ln with the limit applied.
-func (l *connLimiter) Listener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, l: l}
+// newConnLimiter returns ln with at most max connections open.
+func newConnLimiter(ln net.Listener, max int, log zerolog.Logger) *connLimiter {
+	return &connLimiter{Listener: ln, max: max, log: log}
 }
 
 // ConnState is the http.Server.ConnState hook: it keeps track of the idle
@@ -165,20 +162,14 @@ func (l *connLimiter) note(outOfFiles bool) (*zerolog.Event, string) {
 	return e.Int("max_connections", l.max), msg
 }
 
-// limitListener is connLimiter's listener.
-type limitListener struct {
-	net.Listener
-	l *connLimiter
-}
-
-func (ln *limitListener) Accept() (net.Conn, error) {
+func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
-		c, err := ln.Listener.Accept()
+		c, err := l.Listener.Accept()
 		outOfFiles := errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 		if err != nil && !outOfFiles {
 			return nil, err
 		}
-		if lc := ln.l.admit(c, outOfFiles); lc != nil {
+		if lc := l.admit(c, outOfFiles); lc != nil {
 			return lc, nil
 		}
 	}

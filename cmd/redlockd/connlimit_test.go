@@ -18,13 +18,13 @@ import (
 // connections that logs to log, and returns its address and limiter.
 func limitedServer(t *testing.T, max int, log io.Writer, h http.Handler) (string, *connLimiter) {
 	t.Helper()
-	l := newConnLimiter(max, zerolog.New(log))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := newConnLimiter(ln, max, zerolog.New(log))
 	srv := &http.Server{Handler: h, ConnState: l.ConnState, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l.Listener(ln)) }()
+	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String(), l
 }

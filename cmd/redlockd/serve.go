@@ -153,7 +153,6 @@ func (m *Main) Open() (err error) {
 
 		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
 	})
-	conns := m.connLimiter(len(nodes))
 	m.http = &http.Server{
 		Handler:           m.srv.Handler(),
 		TLSConfig:         tlsConfig,
@@ -163,15 +162,14 @@ func (m *Main) Open() (err error) {
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    server.MaxHeaderBytes,
 		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
-		ConnState:         conns.ConnState,
 	}
-
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("redlockd: listen on %s: %w", c.Listen, err)
 	}
-	ln = conns.Listener(ln)
-	m.ln = ln
+	conns := m.connLimiter(ln, len(nodes))
+	m.http.ConnState = conns.ConnState
+	m.ln = conns
 	m.Log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConfig != nil).Msg("listening")
 	if !isLoopback(ln.Addr()) && m.keys.Len() == 0 {
 		m.Log.Warn().Str("addr", ln.Addr().String()).
@@ -183,9 +181,9 @@ func (m *Main) Open() (err error) {
 		defer close(m.served)
 		var err error
 		if tlsConfig != nil {
-			err = m.http.ServeTLS(ln, "", "")
+			err = m.http.ServeTLS(m.ln, "", "")
 		} else {
-			err = m.http.Serve(ln)
+			err = m.http.Serve(m.ln)
 		}
 		if !errors.Is(err, http.ErrServerClosed) {
 			m.serveErr = err
@@ -196,7 +194,7 @@ func (m *Main) Open() (err error) {
 
 // connLimiter returns the limiter of the client connections, its cap lowered
 // to fit the open-files limit (see connLimit), which it logs.
-func (m *Main) connLimiter(nodes int) *connLimiter {
+func (m *Main) connLimiter(ln net.Listener, nodes int) *connLimiter {
 	c := m.Config
 	limit, nofile := connLimit(c.MaxConnections, nodes, c.DevMode())
 	if limit < c.MaxConnections {
@@ -204,7 +202,7 @@ func (m *Main) connLimiter(nodes int) *connLimiter {
 			Msgf("--max-connections %d lowered to %d to leave room under the open-files limit (ulimit -n) for the Redis connections; raise the limit to allow more",
 				c.MaxConnections, limit)
 	}
-	return newConnLimiter(limit, m.Log.With().Str("component", "http").Logger())
+	return newConnLimiter(ln, limit, m.Log.With().Str("component", "http").Logger())
 }
 
 // Addr returns the host:port listened on once Open has returned; "" before.
