@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"strings"
 )
 
@@ -15,14 +16,16 @@ import (
 // gateway less protected than its operator asked for is worse than none.
 // Any other is a warning: a leftover variable must not stop a gateway.
 
-// cmdEnv are the variables run sets for its command: a gateway or a nested
-// run started from that command sees them.
-var cmdEnv = []string{"REDLOCKD_RESOURCE", "REDLOCKD_TOKEN", "REDLOCKD_FENCING_TOKEN"}
+// otherEnv are the REDLOCKD_* names of something other than serve's flags,
+// with what they belong to: run; run's command (a gateway or a nested run
+// started from it sees them); the tests in tests/.
+var otherEnv = map[string]string{
+	runAPIKeyEnv: "run", runEnv["url"]: "run", runEnv["api-key-file"]: "run",
+	"REDLOCKD_RESOURCE": "run's command", "REDLOCKD_TOKEN": "run's command", "REDLOCKD_FENCING_TOKEN": "run's command",
+	"REDLOCKD_SOAK_SEED": "the tests", "REDLOCKD_SOAK_DURATION": "the tests",
+}
 
-// testEnv are the variables the tests in tests/ read; testEnvPrefix starts
-// the names of those they set for their own helper processes.
-var testEnv = []string{"REDLOCKD_SOAK_SEED", "REDLOCKD_SOAK_DURATION"}
-
+// testEnvPrefix starts the names the tests set for their own helper processes.
 const testEnvPrefix = "REDLOCKD_TESTS_"
 
 // runAPIKeyEnv holds the API key of `redlockd run`.
@@ -41,16 +44,7 @@ var securityEnv = map[string]string{
 // sets, with the command it belongs to: serve, run, "run's command" or
 // "the tests".
 func knownEnv() map[string]string {
-	known := map[string]string{runAPIKeyEnv: "run"}
-	for _, n := range testEnv {
-		known[n] = "the tests"
-	}
-	for _, n := range cmdEnv {
-		known[n] = "run's command"
-	}
-	for _, n := range runEnv {
-		known[n] = "run"
-	}
+	known := maps.Clone(otherEnv)
 	c := DefaultConfig()
 	c.flagSet().VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = "serve" })
 	return known
@@ -59,16 +53,12 @@ func knownEnv() map[string]string {
 // envFinding is a REDLOCKD_* variable of the environment that the running
 // command does not read.
 type envFinding struct {
-	// Name is the variable's name; its value is never kept.
-	Name string
-	// Suggest is the known name closest to Name, or "".
-	Suggest string
-	// Owner is the command Name belongs to when it is known but not the
-	// running command's; "" for an unknown name.
-	Owner string
-	// Fatal is the consequence when Name looks like a security setting of
-	// serve that is not in effect; "" otherwise.
-	Fatal string
+	Name    string // its value is never kept
+	Suggest string // the known name closest to Name, or ""
+	// Owner is what Name belongs to when it is known but not the running
+	// command's; Fatal is the consequence when Name looks like a security
+	// setting of serve that is not in effect.
+	Owner, Fatal string
 }
 
 // String describes f for a log line or an error message.
