@@ -105,37 +105,30 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.Listen, "listen", c.Listen,
 		"`host:port` to listen on; port 0 picks a free port; a non-loopback host exposes the API to the network")
-	fs.Var((*urlList)(&c.Redis), "redis", "comma-separated `URLs` of the independent Redis masters, redis://[user:password@]host:port[/db] "+
-		"or rediss:// (TLS), commas in passwords percent-encoded; prefer the variable: command lines are visible to other users; "+
-		"empty: dev mode, 5 in-memory nodes")
+	fs.Var((*urlList)(&c.Redis), "redis", "comma-separated redis:// or rediss:// (TLS) `URLs` of the independent Redis masters "+
+		"(prefer the variable: command lines are visible to other users); empty: dev mode, 5 in-memory nodes")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", c.DefaultTTL, "TTL of a lock when the request gives none")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "largest TTL a request may ask for; also the restart quarantine period")
 	fs.DurationVar(&c.MaxWait, "max-wait", c.MaxWait, "largest wait_ms an acquire may ask for")
 	fs.DurationVar(&c.NodeTimeout, "node-timeout", c.NodeTimeout, "timeout of each command on each Redis node")
-	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor,
-		"clock drift allowed per unit of TTL, a `factor` in [0, 0.5): validity = ttl - elapsed - (ttl*factor + 2ms)")
+	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor, "clock drift allowed per unit of TTL, a `factor` in [0, 0.5)")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
-	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile, "JSON `file` of API keys' SHA-256 (entries from 'redlockd keygen'); "+
-		"with it every /locks request needs Authorization: Bearer <key> and reaches only its key's namespace; empty: no authentication")
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile,
+		"JSON `file` of API key hashes (from 'redlockd keygen'); a key reaches only its namespace; empty: no authentication")
 	fs.Var((*onOff)(&c.MetricsAuth), "metrics-auth", "on: GET /metrics needs an API key too (any key of --api-keys-file)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file`; with --tls-key, serve HTTPS")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file`; with --tls-cert, serve HTTPS")
-	fs.StringVar(&c.RedisCAFile, "redis-ca-file", c.RedisCAFile,
-		"PEM `file` of the CA certificates to verify rediss:// nodes with; empty: the system's roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured)")
-	fs.IntVar(&c.MaxWaiters, "max-waiters", c.MaxWaiters,
-		"largest `number` of acquires with wait_ms > 0 in progress at once on this gateway; one more gets 503 too-many-waiters")
+	fs.StringVar(&c.RedisCAFile, "redis-ca-file", c.RedisCAFile, "PEM `file` of the CA certificates to verify rediss:// nodes with; empty: the system's")
+	fs.IntVar(&c.MaxWaiters, "max-waiters", c.MaxWaiters, "largest `number` of acquires with wait_ms > 0 in progress at once")
 	fs.IntVar(&c.MaxWaitersPerNamespace, "max-waiters-per-namespace", c.MaxWaitersPerNamespace,
 		"largest `number` of those of one namespace (API key tenant); 0: a quarter of --max-waiters with --api-keys-file, else all")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "largest `number` of open client connections; "+
-		"at the cap a new one closes the longest idle one (or itself); lowered to fit the open-files limit (ulimit -n)")
-	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout,
-		"time a client has to send a request's headers (slow clients are cut off); the body gets 5s more")
-	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout,
-		"how long an idle keep-alive connection is kept open; behind a load balancer, make it longer than the balancer's own idle timeout")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "largest `number` of open client connections (idle ones make room)")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time a client has to send a request's headers; the body gets 5s more")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection stays open; longer than a load balancer's")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "`level` of the logs: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format` of the logs: json (one object per line) or console (for humans)")
 	fs.Var((*onOff)(&c.RestartQuarantine), "restart-quarantine",
-		"on: a node restarted less than max TTL ago does not vote (it may have lost locks); off: only if every node runs appendfsync always; dev mode ignores it")
+		"on: a node restarted less than max TTL ago does not vote; off: only if every node runs appendfsync always")
 	return fs
 }
 

@@ -151,19 +151,15 @@ With no --redis, redlockd runs in dev mode: 5 embedded in-memory Redis nodes,
 nothing durable or fault tolerant. Try: redlockd, then
   curl -X POST localhost:8080/locks/demo
 
-Serve flags. A flag wins over its environment variable, a variable over the
-default; an empty variable counts as unset. Durations are Go durations (50ms,
-30s, 1m). An unknown REDLOCKD_* variable is logged as a warning; one that looks
-like a misspelt security setting (--api-keys-file, --metrics-auth, --tls-*)
-that is not set stops serve with status 64.
+Serve flags (docs/configuration.md says more). A flag wins over its variable,
+a non-empty variable over the default. Durations: 50ms, 30s, 1m.
 
 `)
 	printServeFlags(w)
 	fmt.Fprint(w, `
 Signals: SIGINT or SIGTERM shut down gracefully (waiting acquires get 503,
 in-flight requests finish). SIGHUP reloads the API keys file and the TLS
-certificate and key in place; one that does not load is logged and the
-previous one stays in use.
+certificate; one that does not load is logged and the previous one stays.
 
 Exit status: 0 after a graceful shutdown, 64 on a usage or configuration
 error, 1 on any other error.

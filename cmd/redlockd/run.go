@@ -32,9 +32,8 @@ const (
 	exitNotFound    = 127 // CMD not found (as shells do)
 )
 
-// Timeouts of `redlockd run` that are not flags. requestMargin is added to
-// a request's wait to bound it; a --wait longer than maxWaitChunk
-// (the gateway's default max wait) takes several requests.
+// requestMargin is added to a request's wait to bound it; a --wait longer
+// than maxWaitChunk (the gateway's default max wait) takes several requests.
 const (
 	requestMargin  = 10 * time.Second
 	maxWaitChunk   = redlock.DefaultMaxWait
@@ -44,16 +43,10 @@ const (
 // RunConfig is the configuration of `redlockd run`: each field but APIKey
 // and Command is the flag of the same name (see flagSet).
 type RunConfig struct {
-	URL, Resource string
-	TTL, Wait     time.Duration
-	Owner         string
-	APIKeyFile    string
-	// APIKey is the key itself, from REDLOCKD_API_KEY, used when no
-	// --api-key-file flag is given. It is never printed.
-	APIKey string
-	Grace  time.Duration
-	// Command is CMD and its arguments.
-	Command []string
+	URL, Resource, Owner, APIKeyFile string
+	TTL, Wait, Grace                 time.Duration
+	APIKey                           string   // from REDLOCKD_API_KEY; never printed
+	Command                          []string // CMD and its arguments
 }
 
 // runEnv are the flags of run with an environment variable twin. The other
@@ -170,18 +163,12 @@ func readAPIKey(path string) (string, error) {
 func printRunUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: redlockd run --resource NAME [flags] -- CMD [ARGS...]
 
-Holds a redlockd lock around a command, like flock(1) for many machines:
-acquires the lock NAME (waiting up to --wait), runs CMD with REDLOCKD_RESOURCE,
-REDLOCKD_TOKEN, REDLOCKD_FENCING_TOKEN and REDLOCKD_URL in its environment,
-extends the lock every ttl/3, releases it when CMD exits and exits with CMD's
-status. Pass REDLOCKD_FENCING_TOKEN to the storage CMD writes to; CMD must not
-release the lock. If the lock is lost (an extension refused, or none succeeded
-within the validity), CMD's process group gets SIGTERM, SIGKILL after --grace,
-and run exits 76.
-
-Signals: SIGINT, SIGTERM and SIGQUIT go to CMD's process group, SIGHUP, SIGUSR1
-and SIGUSR2 to CMD; before CMD starts they stop run (exit 128+signal). From a
-terminal in the foreground, CMD gets the terminal.
+Holds a lock around a command, like flock(1) for many machines (docs/clients.md
+says more): acquires NAME, runs CMD with REDLOCKD_RESOURCE, REDLOCKD_TOKEN,
+REDLOCKD_FENCING_TOKEN and REDLOCKD_URL set, extends the lock every ttl/3,
+releases it when CMD exits and exits with CMD's status. If the lock is lost,
+CMD's process group gets SIGTERM, SIGKILL after --grace. Signals are forwarded
+to CMD; before CMD starts they stop run.
 
 Flags:
 `)
@@ -332,11 +319,7 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 			// so a long wait eats into it. Extend at once if less than 2/3 of
 			// the TTL is left, so that CMD starts with a fresh, known window.
 			if time.Until(lock.Until) < r.cfg.TTL*2/3 {
-				deadline := time.Now().Add(r.cfg.TTL / 3)
-				if lock.Until.After(deadline) {
-					deadline = lock.Until
-				}
-				return r.extend(ctx, deadline)
+				return r.extend(ctx, time.Now().Add(max(time.Until(lock.Until), r.cfg.TTL/3)))
 			}
 			return lock, nil
 		}
