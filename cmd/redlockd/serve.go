@@ -22,6 +22,7 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 // HTTP server limits: the write timeout is MaxWait + writeTimeoutMargin, so
@@ -37,16 +38,13 @@ const (
 // context ends, Close shuts it down gracefully. Tests run it in-process on
 // 127.0.0.1:0 and learn the port with Addr.
 type Main struct {
-	Config Config    // set it before Open
-	Stderr io.Writer // receives the logs; default os.Stderr
-	// ShutdownTimeout bounds the graceful shutdown; default 10s.
-	ShutdownTimeout time.Duration
-	// UnknownEnv are the variables checkEnv found: Open logs them.
-	UnknownEnv []envFinding
-	Log        zerolog.Logger // built by Open from Config and Stderr
+	Config          Config         // set it before Open
+	Stderr          io.Writer      // receives the logs; default os.Stderr
+	ShutdownTimeout time.Duration  // bounds the graceful shutdown; default 10s
+	UnknownEnv      []envFinding   // what checkEnv found: Open logs them
+	Log             zerolog.Logger // built by Open from Config and Stderr
 
-	// The API keys and TLS certificate in use (nil without), which Reload
-	// replaces.
+	// The API keys and TLS certificate in use (nil without); Reload replaces them.
 	keys *server.Keys
 	cert atomic.Pointer[tls.Certificate]
 
@@ -400,12 +398,9 @@ func newLogger(w io.Writer, c Config) zerolog.Logger {
 
 // isTerminal reports whether w is a terminal: colours only go there.
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	f, _ := w.(*os.File) // a nil *os.File has an invalid Fd
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // loadTLS loads the certificate and key when both are given; nil otherwise.
