@@ -68,7 +68,6 @@ type UsageError struct{ Err error }
 
 func (e *UsageError) Error() string { return e.Err.Error() }
 
-// Unwrap returns the underlying error.
 func (e *UsageError) Unwrap() error { return e.Err }
 
 func usageErrorf(format string, args ...any) error {
@@ -311,8 +310,7 @@ func (c Config) anyRediss() bool {
 	return false
 }
 
-// loadKeys reads and validates the API keys file; nil without one. May
-// return a *UsageError.
+// loadKeys reads and validates the API keys file; nil without one.
 func (c Config) loadKeys() (*server.Keys, error) {
 	if c.APIKeysFile == "" {
 		return nil, nil
@@ -329,7 +327,6 @@ func (c Config) loadKeys() (*server.Keys, error) {
 }
 
 // redisRoots reads --redis-ca-file; nil (the system's roots) without one.
-// May return a *UsageError.
 func (c Config) redisRoots() (*x509.CertPool, error) {
 	if c.RedisCAFile == "" {
 		return nil, nil
@@ -439,7 +436,7 @@ func (c Config) String() string {
 	return strings.Join(flags, " ")
 }
 
-// GoString redacts like String, so that %#v shows no password either.
+// GoString redacts like String, for %#v.
 func (c Config) GoString() string { return "Config{" + c.String() + "}" }
 
 // urlList is the flag.Value of --redis: comma-separated URLs. Setting it
