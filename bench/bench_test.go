@@ -12,7 +12,7 @@ import (
 // are not checked: a short run on a shared machine says nothing about them.
 func TestSmoke(t *testing.T) {
 	// A generous node timeout: under -race, the in-process library is slow.
-	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--idle", "300ms", "--node-timeout", "1s"})
+	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--node-timeout", "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,11 +26,15 @@ import (
 
 // lab is what a run measures: 5 nodes and a gateway on them.
 type lab struct {
-	servers []*redistest.Server
-	nodes   []string // host:port
-	url     string   // the gateway's base URL
-	pid     int      // the gateway's process
-	stops   []func() // kill the processes by PID, the gateway first
+	servers     []*redistest.Server
+	nodes       []string // host:port
+	pid         int      // the gateway's process
+	stops       []func() // kill the processes by PID, the gateway first
+	nodeTimeout time.Duration
+	// client is the Go client of the gateway, on a net/http client that
+	// keeps a connection per worker or waiter alive; closeConns closes them.
+	client     *client.Client
+	closeConns func()
 }
 
 func (l *lab) close() {
@@ -41,7 +45,9 @@ func (l *lab) close() {
 
 // setup starts the nodes, then the gateway. lab.close stops them.
 func setup(ctx context.Context, c *config) (_ *lab, err error) {
-	l := &lab{}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = max(c.c, c.waiters), max(c.c, c.waiters)
+	l := &lab{nodeTimeout: c.nodeTimeout, closeConns: tr.CloseIdleConnections}
 	defer func() {
 		if err != nil {
 			l.close()
@@ -74,9 +80,12 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if l.client, err = client.New("http://"+addr, client.Options{HTTPClient: &http.Client{Transport: tr}}); err != nil {
+		return nil, err
+	}
 	// Long TTLs and waits, and room for the waiters and their connections.
-	cmd := exec.Command(bin, "serve", "--listen", strings.TrimPrefix(l.url, "http://"), "--redis", "redis://"+strings.Join(l.nodes, ",redis://"),
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--redis", "redis://"+strings.Join(l.nodes, ",redis://"),
 		"--restart-quarantine", "off", "--node-timeout", c.nodeTimeout.String(), "--max-ttl", "10m", "--max-wait", "10m",
 		"--max-waiters", strconv.Itoa(c.waiters+100), "--max-connections", strconv.Itoa(c.waiters+1000))
 	// Only the flags configure it.
@@ -94,7 +103,7 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	l.pid = cmd.Process.Pid
 	// Ready when a quorum of nodes is reached, which only /readyz tells.
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(l.url + "/readyz"); err == nil {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return l, nil
@@ -142,36 +151,18 @@ const (
 // locker takes the lock on res and returns how to release it.
 type locker func(ctx context.Context, res string) (unlock func(context.Context) error, err error)
 
-// modes are the uncontended modes with c workers: the gateway over HTTP,
-// and redsync and the redlock library in-process on the same nodes.
-func (l *lab) modes(cfg *config, c int) []mode {
-	ttl := client.AcquireOptions{TTL: 10 * time.Second}
-	return []mode{
-		{name: gatewayMode, c: c, open: func() (locker, func(), error) { return l.gateway(c, ttl) }},
-		{name: redsyncMode, c: c, open: func() (locker, func(), error) { return redsyncLocker(l.nodes, c) }},
-		{name: batchingMode, c: c, open: func() (locker, func(), error) { return library(l.nodes, c, false, cfg.nodeTimeout) }},
-		{name: naiveMode, c: c, open: func() (locker, func(), error) { return library(l.nodes, c, true, cfg.nodeTimeout) }},
+// open returns the locker of m and how to close it: the gateway over HTTP,
+// or redsync and the redlock library in-process on the same nodes.
+func (l *lab) open(m mode) (locker, func(), error) {
+	switch m.name {
+	case gatewayMode:
+		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second}), l.closeConns, nil
+	case contendedMode:
+		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: 5 * time.Second}), l.closeConns, nil
+	case redsyncMode:
+		return redsyncLocker(l.nodes, m.c)
 	}
-}
-
-// contended is the contended mode.
-func (l *lab) contended() mode {
-	o := client.AcquireOptions{TTL: 10 * time.Second, Wait: 5 * time.Second}
-	return mode{name: contendedMode, c: 16, hold: time.Millisecond, open: func() (locker, func(), error) { return l.gateway(16, o) }}
-}
-
-// httpClient is a client of the gateway over a net/http client that keeps
-// up to conns connections alive; close closes them.
-func (l *lab) httpClient(conns int) (c *client.Client, close func(), err error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = conns, conns
-	c, err = client.New(l.url, client.Options{HTTPClient: &http.Client{Transport: tr}})
-	return c, tr.CloseIdleConnections, err
-}
-
-func (l *lab) gateway(conns int, o client.AcquireOptions) (locker, func(), error) {
-	c, close, err := l.httpClient(conns)
-	return gateway(c, o), close, err
+	return library(l.nodes, m.c, m.name == naiveMode, l.nodeTimeout)
 }
 
 // gateway locks through the gateway with o.

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redlockd/redlockd/client"
@@ -30,14 +29,13 @@ func (s sample) pct(p float64) time.Duration {
 	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
-// mode is a way to lock, run by c workers; open returns its locker and how
-// to close it. With a hold, the workers share one resource and hold it that
-// long (the contended run); without, each has its own.
+// mode is a way to lock (lab.open), run by c workers for the floors of
+// group. With a hold, the workers share one resource and hold it that long
+// (the contended run); without, each has its own.
 type mode struct {
-	name string
-	c    int
-	hold time.Duration
-	open func() (locker, func(), error)
+	group, name string
+	c           int
+	hold        time.Duration
 }
 
 // turn is one cycle that acquired and released the lock.
@@ -61,8 +59,8 @@ func (r result) perSecond() float64 { return float64(r.cycles) / r.duration.Seco
 
 // run runs the mode's cycles on resources named prefix... for d and times
 // each. A cycle cut off by the end of the run is not counted.
-func (m mode) run(ctx context.Context, prefix string, d time.Duration) (result, error) {
-	lock, done, err := m.open()
+func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (result, error) {
+	lock, done, err := l.open(m)
 	if err != nil {
 		return result{}, err
 	}
@@ -166,32 +164,28 @@ type waiting struct {
 // was served or timed out.
 func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Duration) (*waiting, error) {
 	r := &waiting{waiters: n, short: n / 10}
-	c, closeConns, err := l.httpClient(n)
-	if err != nil {
-		return nil, err
-	}
-	defer closeConns()
-	holder, err := c.Acquire(ctx, resource, client.AcquireOptions{TTL: 10 * time.Minute})
+	defer l.closeConns()
+	holder, err := l.client.Acquire(ctx, resource, client.AcquireOptions{TTL: 10 * time.Minute})
 	if err != nil {
 		return nil, fmt.Errorf("waiters: the holder's acquire: %w", err)
 	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var sent, shortDone atomic.Int64
+	var wg, shortDone sync.WaitGroup
+	written := make(chan struct{}, n)
+	shortDone.Add(r.short)
 	for i := range n {
 		wg.Go(func() {
-			var once sync.Once
-			wrote := func() { once.Do(func() { sent.Add(1) }) }
+			wrote := sync.OnceFunc(func() { written <- struct{}{} })
 			defer wrote() // also when the request failed before it was written
 			wait := 10 * time.Minute
 			if i < r.short {
 				wait = shortWait
-				defer shortDone.Add(1)
+				defer shortDone.Done()
 			}
 			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }}
 			start := time.Now()
 			acquired, _, err := lockCycle(httptrace.WithClientTrace(ctx, trace),
-				gateway(c, client.AcquireOptions{TTL: 10 * time.Second, Wait: wait}), resource, 0)
+				gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: wait}), resource, 0)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -207,35 +201,22 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 				r.lastErr = fmt.Sprintf("waiter %d (wait %v): %v", i, wait, err)
 			}
 		})
-		if i%500 == 499 { // in steps, so that the listen backlog does not overflow
-			if err := await(ctx, func() bool { return sent.Load() == int64(i+1) }); err != nil {
-				return nil, err
+		if i%500 == 499 || i == n-1 { // in steps, so that the listen backlog does not overflow
+			for range i%500 + 1 {
+				<-written
 			}
 		}
 	}
-	if err := await(ctx, func() bool { return sent.Load() == int64(n) && shortDone.Load() == int64(r.short) }); err != nil {
-		return nil, err
-	}
+	shortDone.Wait()
 	if r.idleCommands, err = idleCommands(ctx, l.servers, idle); err != nil {
 		return nil, err
 	}
 	r.rssKB, r.hwmKB = procStatusKB(l.pid, "VmRSS"), procStatusKB(l.pid, "VmHWM")
-	if err := c.Release(ctx, resource, holder.Token); err != nil {
+	if err := l.client.Release(ctx, resource, holder.Token); err != nil {
 		return nil, fmt.Errorf("waiters: the holder's release: %w", err)
 	}
 	wg.Wait()
 	return r, nil
-}
-
-// await polls cond, a state of another process that announces nothing,
-// until it holds. It gives up after a minute.
-func await(ctx context.Context, cond func() bool) error {
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return fmt.Errorf("waiters: the requests were not sent, or the short waits did not end, within a minute")
-		}
-	}
-	return nil
 }
 
 // idleCommands returns the commands per second that the nodes processed

@@ -35,7 +35,6 @@ type config struct {
 	c           int // workers of the throughput floors
 	duration    time.Duration
 	waiters     int
-	idle        time.Duration
 	nodeTimeout time.Duration
 }
 
@@ -66,15 +65,14 @@ func parse(args []string) (*config, error) {
 	which := fs.String("floors", strings.Join(floors, ","), "comma-separated floors to measure: "+strings.Join(floors, ", "))
 	fs.StringVar(&c.binary, "redlockd", "", "redlockd `binary` to measure (empty: go build ./cmd/redlockd)")
 	fs.IntVar(&c.c, "c", 64, "workers of the throughput floors")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each uncontended mode and the contended run last")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each mode runs, and the window over which idle waiters' Redis commands are counted")
 	fs.IntVar(&c.waiters, "waiters", 10000, "waiters of the waiters floor")
-	fs.DurationVar(&c.idle, "idle", 5*time.Second, "window over which the Redis commands of idle waiters are counted")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.c < 1 || c.waiters < 10 || c.duration <= 0 || c.idle <= 0 || c.nodeTimeout <= 0 {
+	if c.c < 1 || c.waiters < 10 || c.duration <= 0 || c.nodeTimeout <= 0 {
 		return nil, errors.New("-c must be at least 1, --waiters at least 10, durations positive")
 	}
 	c.floors = strings.Split(*which, ",")
@@ -104,22 +102,20 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	defer l.close()
 	rep = &report{}
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
-	var runs []mode
-	if c.runs("latency") {
-		runs = append(runs, l.modes(c, 1)[:2]...)
-	}
-	if c.runs("throughput") {
-		runs = append(runs, l.modes(c, c.c)...)
-	}
-	if c.runs("contended") {
-		runs = append(runs, l.contended())
-	}
-	for i, m := range runs {
-		if ctx.Err() != nil {
-			break
+	for i, m := range []mode{
+		{group: "latency", name: gatewayMode, c: 1},
+		{group: "latency", name: redsyncMode, c: 1},
+		{group: "throughput", name: gatewayMode, c: c.c},
+		{group: "throughput", name: redsyncMode, c: c.c},
+		{group: "throughput", name: batchingMode, c: c.c},
+		{group: "throughput", name: naiveMode, c: c.c},
+		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond},
+	} {
+		if !c.runs(m.group) || ctx.Err() != nil {
+			continue
 		}
 		fmt.Fprintf(progress, "%s at C=%d for %v\n", m.name, m.c, c.duration)
-		r, err := m.run(ctx, fmt.Sprintf("%s%d-", prefix, i), c.duration)
+		r, err := m.run(ctx, l, fmt.Sprintf("%s%d-", prefix, i), c.duration)
 		if err != nil {
 			return rep, err
 		}
@@ -127,7 +123,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	}
 	if c.runs("waiters") && ctx.Err() == nil {
 		fmt.Fprintf(progress, "%d waiters on one lock\n", c.waiters)
-		rep.waiting, err = waitMany(ctx, l, prefix+"waiters", c.waiters, c.idle)
+		rep.waiting, err = waitMany(ctx, l, prefix+"waiters", c.waiters, c.duration)
 	}
 	return rep, cmp.Or(err, ctx.Err())
 }
