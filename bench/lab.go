@@ -53,8 +53,11 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 			l.close()
 		}
 	}()
-	if err := raiseFileLimit(c); err != nil {
-		return nil, err
+	// A connection per waiter on each side: Go raises the open-files limit
+	// of the tool and of the gateway to the hard one, if it is high enough.
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && c.runs("waiters") && rl.Max < uint64(c.waiters)+1000 {
+		return nil, fmt.Errorf("open files limit %d (ulimit -Hn) is below %d: raise it or lower --waiters", rl.Max, c.waiters+1000)
 	}
 	dir, err := os.MkdirTemp("", "redlockd-bench-")
 	if err != nil {
@@ -81,9 +84,7 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if l.client, err = client.New("http://"+addr, client.Options{HTTPClient: &http.Client{Transport: tr}}); err != nil {
-		return nil, err
-	}
+	l.client, _ = client.New("http://"+addr, client.Options{HTTPClient: &http.Client{Transport: tr}}) // fails only on a bad URL
 	// Long TTLs and waits, and room for the waiters and their connections.
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--redis", "redis://"+strings.Join(l.nodes, ",redis://"),
 		"--restart-quarantine", "off", "--node-timeout", c.nodeTimeout.String(), "--max-ttl", "10m", "--max-wait", "10m",
@@ -119,24 +120,6 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	return nil, fmt.Errorf("the gateway did not get ready:\n%s", log)
 }
 
-// raiseFileLimit raises the soft limit of open files to the hard limit, for
-// the waiters' connections. Go raises it for its own process, but gives
-// children the limit it started with unless the process sets one itself.
-func raiseFileLimit(c *config) error {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return err
-	}
-	rl.Cur = rl.Max
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return err
-	}
-	if need := uint64(c.waiters) + 1000; c.runs("waiters") && rl.Cur < need { // a connection per waiter on each side
-		return fmt.Errorf("open files limit %d (ulimit -Hn) is below %d: raise it or lower --waiters", rl.Cur, need)
-	}
-	return nil
-}
-
 // The names of the modes, which the floors compare.
 const (
 	gatewayMode  = "gateway over HTTP"
@@ -154,15 +137,26 @@ type locker func(ctx context.Context, res string) (unlock func(context.Context) 
 // open returns the locker of m and how to close it: the gateway over HTTP,
 // or redsync and the redlock library in-process on the same nodes.
 func (l *lab) open(m mode) (locker, func(), error) {
-	switch m.name {
-	case gatewayMode:
-		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second}), l.closeConns, nil
-	case contendedMode:
-		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: 5 * time.Second}), l.closeConns, nil
-	case redsyncMode:
-		return redsyncLocker(l.nodes, m.c)
+	if m.name == gatewayMode || m.name == contendedMode {
+		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	}
-	return library(l.nodes, m.c, m.name == naiveMode, l.nodeTimeout)
+	// A connection per worker, so that an in-process library waits for
+	// Redis, not for its pool.
+	opts := make([]*redis.Options, len(l.nodes))
+	for i, addr := range l.nodes {
+		opts[i] = &redis.Options{Addr: addr, PoolSize: m.c + 10}
+	}
+	if m.name == redsyncMode {
+		return redsyncLocker(opts)
+	}
+	lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: m.name == naiveMode, NodeTimeout: l.nodeTimeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
+		l, err := lib.Acquire(ctx, res, redlock.AcquireOptions{TTL: 10 * time.Second})
+		return func(ctx context.Context) error { return lib.Release(ctx, "", res, l.Token) }, err
+	}, func() { lib.Close() }, nil
 }
 
 // gateway locks through the gateway with o.
@@ -173,34 +167,12 @@ func gateway(c *client.Client, o client.AcquireOptions) locker {
 	}
 }
 
-// options are go-redis options for the nodes, with a connection per worker
-// of c, so that an in-process library waits for Redis, not for its pool.
-func options(nodes []string, c int) []*redis.Options {
-	opts := make([]*redis.Options, len(nodes))
-	for i, addr := range nodes {
-		opts[i] = &redis.Options{Addr: addr, PoolSize: c + 10}
-	}
-	return opts
-}
-
-// library locks with the redlock library, with or without batching.
-func library(nodes []string, c int, noBatching bool, timeout time.Duration) (locker, func(), error) {
-	lib, err := redlock.New(options(nodes, c), redlock.Options{NoQuarantine: true, NoBatching: noBatching, NodeTimeout: timeout})
-	if err != nil {
-		return nil, nil, err
-	}
-	return func(ctx context.Context, res string) (func(context.Context) error, error) {
-		l, err := lib.Acquire(ctx, res, redlock.AcquireOptions{TTL: 10 * time.Second})
-		return func(ctx context.Context) error { return lib.Release(ctx, "", res, l.Token) }, err
-	}, func() { lib.Close() }, nil
-}
-
 // redsyncLocker locks with redsync, a go-redis client per node, one try per
 // lock.
-func redsyncLocker(nodes []string, c int) (locker, func(), error) {
+func redsyncLocker(opts []*redis.Options) (locker, func(), error) {
 	var clients []*redis.Client
 	var pools []redsyncredis.Pool
-	for _, o := range options(nodes, c) {
+	for _, o := range opts {
 		clients = append(clients, redis.NewClient(o))
 		pools = append(pools, goredis.NewPool(clients[len(clients)-1]))
 	}

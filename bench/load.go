@@ -30,12 +30,12 @@ func (s sample) pct(p float64) time.Duration {
 }
 
 // mode is a way to lock (lab.open), run by c workers for the floors of
-// group. With a hold, the workers share one resource and hold it that long
-// (the contended run); without, each has its own.
+// group. With a hold, the workers share one resource, ask for it with wait
+// and hold it that long (the contended run); without, each has its own.
 type mode struct {
 	group, name string
 	c           int
-	hold        time.Duration
+	hold, wait  time.Duration
 }
 
 // turn is one cycle that acquired and released the lock.

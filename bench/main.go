@@ -109,7 +109,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		{group: "throughput", name: redsyncMode, c: c.c},
 		{group: "throughput", name: batchingMode, c: c.c},
 		{group: "throughput", name: naiveMode, c: c.c},
-		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond},
+		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second},
 	} {
 		if !c.runs(m.group) || ctx.Err() != nil {
 			continue
