@@ -46,8 +46,7 @@ type turn struct {
 
 // result is one run's figures.
 type result struct {
-	name           string
-	c              int
+	mode
 	cycles, errors int
 	lastErr        string
 	duration       time.Duration
@@ -68,7 +67,7 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	end, _ := ctx.Deadline()
-	r := result{name: m.name, c: m.c}
+	r := result{mode: m}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -81,14 +80,13 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 				if m.hold > 0 {
 					res = prefix + "contended"
 				}
-				t := turn{worker: w, start: time.Now()}
-				var err error
-				t.acquired, t.released, err = lockCycle(ctx, lock, res, m.hold)
+				t, err := lockCycle(ctx, lock, res, m.hold)
 				if ctx.Err() != nil || !time.Now().Before(end) {
 					return
 				}
 				mu.Lock()
 				if err == nil {
+					t.worker = w
 					r.turns = append(r.turns, t)
 				} else {
 					r.errors, r.lastErr = r.errors+1, strings.ReplaceAll(err.Error(), "\n", "; ")
@@ -108,23 +106,25 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 	return r, nil
 }
 
-// lockCycle takes the lock on res, holds it for hold and releases it. It
-// returns when the lock was acquired (zero if it was not) and released. The
-// release goes on after ctx ends, so that the next run finds the lock free,
-// and gives up after 5s.
-func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration) (acquired, released time.Time, err error) {
+// lockCycle takes the lock on res, holds it for hold and releases it. The
+// turn says when it started, when the lock was acquired (zero if it was not)
+// and released. The release goes on after ctx ends, so that the next run
+// finds the lock free, and gives up after 5s.
+func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration) (t turn, err error) {
+	t.start = time.Now()
 	unlock, err := lock(ctx, res)
 	if err != nil {
-		return acquired, released, fmt.Errorf("acquire: %w", err)
+		return t, fmt.Errorf("acquire: %w", err)
 	}
-	acquired = time.Now()
+	t.acquired = time.Now()
 	time.Sleep(hold)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := unlock(ctx); err != nil {
-		return acquired, released, fmt.Errorf("release: %w", err)
+		return t, fmt.Errorf("release: %w", err)
 	}
-	return acquired, time.Now(), nil
+	t.released = time.Now()
+	return t, nil
 }
 
 // handoffs are the times from one holder's 204 to the next holder's 201,
@@ -183,17 +183,16 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 				defer shortDone.Done()
 			}
 			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }}
-			start := time.Now()
-			acquired, _, err := lockCycle(httptrace.WithClientTrace(ctx, trace),
+			t, err := lockCycle(httptrace.WithClientTrace(ctx, trace),
 				gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: wait}), resource, 0)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil && i >= r.short:
 				r.served++
-			case acquired.IsZero() && (errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) && i < r.short:
+			case t.acquired.IsZero() && (errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) && i < r.short:
 				r.timedOut++
-				if time.Since(start) < shortWait {
+				if time.Since(t.start) < shortWait {
 					r.early++
 				}
 			default:

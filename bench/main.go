@@ -149,24 +149,24 @@ func (r *report) print(w io.Writer) bool {
 		all = all && ok
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "pass", false: "FAIL"}[ok])
 	}
-	find := func(name string, one bool) *result {
-		if i := slices.IndexFunc(r.runs, func(x result) bool { return x.name == name && one == (x.c == 1) }); i >= 0 {
+	find := func(group, name string) *result {
+		if i := slices.IndexFunc(r.runs, func(x result) bool { return x.group == group && x.name == name }); i >= 0 {
 			return &r.runs[i]
 		}
 		return nil
 	}
 	ratio := func(a, b *result) float64 { return a.perSecond() / max(b.perSecond(), 1e-9) }
-	if g, s := find(gatewayMode, true), find(redsyncMode, true); g != nil && s != nil {
+	if g, s := find("latency", gatewayMode), find("latency", redsyncMode); g != nil && s != nil {
 		d := g.lat.pct(0.5) - s.lat.pct(0.5)
 		check("C=1: gateway p50 - redsync p50", ms(d), "<= 0.35ms", d <= 350*time.Microsecond)
 	}
-	if g, s := find(gatewayMode, false), find(redsyncMode, false); g != nil && s != nil {
+	if g, s := find("throughput", gatewayMode), find("throughput", redsyncMode); g != nil && s != nil {
 		check(fmt.Sprintf("C=%d: gateway / redsync cycles/s", g.c), fmt.Sprintf("%.2f", ratio(g, s)), ">= 1.4", ratio(g, s) >= 1.4)
 	}
-	if b, n := find(batchingMode, false), find(naiveMode, false); b != nil && n != nil {
+	if b, n := find("throughput", batchingMode), find("throughput", naiveMode); b != nil && n != nil {
 		check(fmt.Sprintf("C=%d: library batching / naive cycles/s", b.c), fmt.Sprintf("%.2f", ratio(b, n)), ">= 3", ratio(b, n) >= 3)
 	}
-	if x := find(contendedMode, false); x != nil {
+	if x := find("contended", contendedMode); x != nil {
 		times, same := handoffs(x.turns)
 		p50, p99 := times.pct(0.5), times.pct(0.99)
 		check("contended: hand-off p50", ms(p50), "<= 1ms", len(times) > 0 && p50 <= time.Millisecond)
