@@ -98,22 +98,20 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	// Ready when a quorum of nodes is reached, which only /readyz tells;
+	// never once it exited.
+	ready, notReady := context.WithTimeout(ctx, 15*time.Second)
+	defer notReady()
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); notReady(); close(exited) }()
 	l.stops = slices.Insert(l.stops, 0, func() { _ = cmd.Process.Kill(); <-exited })
 	l.pid = cmd.Process.Pid
-	// Ready when a quorum of nodes is reached, which only /readyz tells.
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for ; ready.Err() == nil; time.Sleep(20 * time.Millisecond) {
 		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return l, nil
 			}
-		}
-		select {
-		case <-exited:
-			deadline = time.Time{} // it will not get ready
-		default:
 		}
 	}
 	log, _ := os.ReadFile(logPath)
@@ -146,8 +144,28 @@ func (l *lab) open(m mode) (locker, func(), error) {
 	for i, addr := range l.nodes {
 		opts[i] = &redis.Options{Addr: addr, PoolSize: m.c + 10}
 	}
-	if m.name == redsyncMode {
-		return redsyncLocker(opts)
+	if m.name == redsyncMode { // a go-redis client per node, one try per lock
+		clients := make([]*redis.Client, len(opts))
+		pools := make([]redsyncredis.Pool, len(opts))
+		for i, o := range opts {
+			clients[i] = redis.NewClient(o)
+			pools[i] = goredis.NewPool(clients[i])
+		}
+		rs := redsync.New(pools...)
+		done := func() {
+			for _, c := range clients {
+				c.Close()
+			}
+		}
+		return func(ctx context.Context, res string) (func(context.Context) error, error) {
+			mx := rs.NewMutex(res, redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
+			return func(ctx context.Context) error {
+				if ok, err := mx.UnlockContext(ctx); !ok || err != nil {
+					return errors.Join(errors.New("redsync: unlock failed"), err)
+				}
+				return nil
+			}, mx.LockContext(ctx)
+		}, done, nil
 	}
 	lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: m.name == naiveMode, NodeTimeout: l.nodeTimeout})
 	if err != nil {
@@ -165,29 +183,4 @@ func gateway(c *client.Client, o client.AcquireOptions) locker {
 		l, err := c.Acquire(ctx, res, o)
 		return func(ctx context.Context) error { return c.Release(ctx, res, l.Token) }, err
 	}
-}
-
-// redsyncLocker locks with redsync, a go-redis client per node, one try per
-// lock.
-func redsyncLocker(opts []*redis.Options) (locker, func(), error) {
-	var clients []*redis.Client
-	var pools []redsyncredis.Pool
-	for _, o := range opts {
-		clients = append(clients, redis.NewClient(o))
-		pools = append(pools, goredis.NewPool(clients[len(clients)-1]))
-	}
-	rs := redsync.New(pools...)
-	return func(ctx context.Context, res string) (func(context.Context) error, error) {
-			m := rs.NewMutex(res, redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
-			return func(ctx context.Context) error {
-				if ok, err := m.UnlockContext(ctx); !ok || err != nil {
-					return errors.Join(errors.New("redsync: unlock failed"), err)
-				}
-				return nil
-			}, m.LockContext(ctx)
-		}, func() {
-			for _, rc := range clients {
-				rc.Close()
-			}
-		}, nil
 }

@@ -136,7 +136,9 @@ func (r *report) print(w io.Writer) bool {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "acquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
-	for _, x := range r.runs {
+	run := map[string]*result{} // by group and name
+	for i, x := range r.runs {
+		run[x.group+": "+x.name] = &r.runs[i]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\n", x.name, x.c, x.cycles, x.errors, x.perSecond(),
 			ms(x.lat.pct(0.5)), ms(x.lat.pct(0.99)), ms(x.lat.pct(1)))
 		if x.lastErr != "" {
@@ -149,24 +151,18 @@ func (r *report) print(w io.Writer) bool {
 		all = all && ok
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "pass", false: "FAIL"}[ok])
 	}
-	find := func(group, name string) *result {
-		if i := slices.IndexFunc(r.runs, func(x result) bool { return x.group == group && x.name == name }); i >= 0 {
-			return &r.runs[i]
-		}
-		return nil
-	}
 	ratio := func(a, b *result) float64 { return a.perSecond() / max(b.perSecond(), 1e-9) }
-	if g, s := find("latency", gatewayMode), find("latency", redsyncMode); g != nil && s != nil {
+	if g, s := run["latency: "+gatewayMode], run["latency: "+redsyncMode]; g != nil && s != nil {
 		d := g.lat.pct(0.5) - s.lat.pct(0.5)
 		check("C=1: gateway p50 - redsync p50", ms(d), "<= 0.35ms", d <= 350*time.Microsecond)
 	}
-	if g, s := find("throughput", gatewayMode), find("throughput", redsyncMode); g != nil && s != nil {
+	if g, s := run["throughput: "+gatewayMode], run["throughput: "+redsyncMode]; g != nil && s != nil {
 		check(fmt.Sprintf("C=%d: gateway / redsync cycles/s", g.c), fmt.Sprintf("%.2f", ratio(g, s)), ">= 1.4", ratio(g, s) >= 1.4)
 	}
-	if b, n := find("throughput", batchingMode), find("throughput", naiveMode); b != nil && n != nil {
+	if b, n := run["throughput: "+batchingMode], run["throughput: "+naiveMode]; b != nil && n != nil {
 		check(fmt.Sprintf("C=%d: library batching / naive cycles/s", b.c), fmt.Sprintf("%.2f", ratio(b, n)), ">= 3", ratio(b, n) >= 3)
 	}
-	if x := find("contended", contendedMode); x != nil {
+	if x := run["contended: "+contendedMode]; x != nil {
 		times, same := handoffs(x.turns)
 		p50, p99 := times.pct(0.5), times.pct(0.99)
 		check("contended: hand-off p50", ms(p50), "<= 1ms", len(times) > 0 && p50 <= time.Millisecond)
