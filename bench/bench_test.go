@@ -29,7 +29,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.lastErr)
 		}
 	}
-	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.hwmKB == 0 {
+	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
 	}
 	var out bytes.Buffer

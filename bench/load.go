@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptrace"
-	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/redlockd/redlockd/client"
 	"github.com/redlockd/redlockd/internal/redistest"
@@ -67,10 +67,9 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	end, _ := ctx.Deadline()
-	r := result{mode: m}
+	r := result{mode: m, duration: d}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	start := time.Now()
 	for w := range m.c {
 		wg.Go(func() {
 			// After an error the worker takes a new key: a lock whose release
@@ -97,7 +96,6 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 		})
 	}
 	wg.Wait()
-	r.duration = time.Since(start)
 	for _, t := range r.turns {
 		r.lat = append(r.lat, t.released.Sub(t.start))
 	}
@@ -153,7 +151,7 @@ type waiting struct {
 	// both say "not acquired"; early timed out before their wait.
 	served, timedOut, early, other int
 	lastErr                        string
-	rssKB, hwmKB                   int64 // the gateway's VmRSS and VmHWM while they wait
+	status                         procfs.ProcStatus // the gateway's, while they wait
 	idleCommands                   float64
 }
 
@@ -210,7 +208,13 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 	if r.idleCommands, err = idleCommands(ctx, l.servers, idle); err != nil {
 		return nil, err
 	}
-	r.rssKB, r.hwmKB = procStatusKB(l.pid, "VmRSS"), procStatusKB(l.pid, "VmHWM")
+	p, err := procfs.NewProc(l.pid)
+	if err == nil {
+		r.status, err = p.NewStatus()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("waiters: the gateway's memory: %w", err)
+	}
 	if err := l.client.Release(ctx, resource, holder.Token); err != nil {
 		return nil, fmt.Errorf("waiters: the holder's release: %w", err)
 	}
@@ -234,13 +238,4 @@ func idleCommands(ctx context.Context, nodes []*redistest.Server, d time.Duratio
 		}
 	}
 	return float64(total[1]-total[0]-int64(len(nodes))) / d.Seconds(), nil
-}
-
-// procStatusKB reads a "<n> kB" field of /proc/<pid>/status, 0 if absent.
-func procStatusKB(pid int, field string) (n int64) {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if m := regexp.MustCompile(`(?m)^` + field + `:\s*(\d+) kB`).FindSubmatch(b); m != nil {
-		n, _ = strconv.ParseInt(string(m[1]), 10, 64)
-	}
-	return n
 }

@@ -170,8 +170,8 @@ func (r *report) print(w io.Writer) bool {
 		check("contended: won by the client that just released", fmt.Sprintf("%.1f%%", 100*same), "<= 10%", same <= 0.1)
 	}
 	if x := r.waiting; x != nil {
-		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.hwmKB>>10, x.rssKB>>10), "<= 450 MB",
-			x.hwmKB > 0 && x.hwmKB <= 450<<10)
+		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
+			x.status.VmHWM > 0 && x.status.VmHWM <= 450<<20)
 		check(fmt.Sprintf("waiters: %d served, %d timed out after %v", x.waiters-x.short, x.short, shortWait),
 			fmt.Sprintf("%d, %d (%d early, %d other)", x.served, x.timedOut, x.early, x.other), "all",
 			x.served == x.waiters-x.short && x.timedOut == x.short && x.early == 0)
