@@ -138,8 +138,7 @@ func (l *lab) open(m mode) (locker, func(), error) {
 	if m.name == gatewayMode || m.name == contendedMode {
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	}
-	// A connection per worker, so that an in-process library waits for
-	// Redis, not for its pool.
+	// A connection per worker: an in-process library waits for Redis, not for its pool.
 	opts := make([]*redis.Options, len(l.nodes))
 	for i, addr := range l.nodes {
 		opts[i] = &redis.Options{Addr: addr, PoolSize: m.c + 10}

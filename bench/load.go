@@ -126,8 +126,7 @@ func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration)
 }
 
 // handoffs are the times from one holder's 204 to the next holder's 201,
-// and the share of acquisitions won by the client that held the lock just
-// before.
+// and the share of acquisitions won by the holder just before.
 func handoffs(turns []turn) (times sample, same float64) {
 	slices.SortFunc(turns, func(a, b turn) int { return a.acquired.Compare(b.acquired) })
 	for i := 1; i < len(turns); i++ {
@@ -156,10 +155,9 @@ type waiting struct {
 }
 
 // waitMany sends n waiting acquires of one lock that a holder keeps (a tenth
-// of them with a wait of shortWait, the others long enough to be served in
-// turn), reads the gateway's memory and the nodes' commands per second over
-// idle while they wait, then releases the lock and waits until every waiter
-// was served or timed out.
+// with a wait of shortWait, the others long enough to be served in turn),
+// measures the gateway's memory and the nodes' commands/s over idle while
+// they wait, then releases the lock and waits for every waiter.
 func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Duration) (*waiting, error) {
 	r := &waiting{waiters: n, short: n / 10}
 	defer l.closeConns()

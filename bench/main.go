@@ -90,10 +90,9 @@ type report struct {
 	waiting *waiting
 }
 
-// measure runs the floors of c, one mode at a time; after an error it
-// returns what it measured before, if anything. Every run locks resources of
-// its own: a lock that a cycle cut off at the end of a run left held holds
-// up no other run.
+// measure runs the floors of c, one mode at a time, each on resources of
+// its own (a lock left held by a cycle cut off at the end of a run holds up
+// no other run); after an error it returns what it measured before.
 func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, err error) {
 	l, err := setup(ctx, c)
 	if err != nil {
