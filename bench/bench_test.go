@@ -12,7 +12,7 @@ import (
 // are not checked: a short run on a shared machine says nothing about them.
 func TestSmoke(t *testing.T) {
 	// A generous node timeout: under -race, the in-process library is slow.
-	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--idle", "300ms", "--node-timeout", "1s"})
+	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--node-timeout", "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.lastErr)
 		}
 	}
-	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.hwmKB == 0 {
+	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
 	}
 	var out bytes.Buffer

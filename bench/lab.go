@@ -26,11 +26,15 @@ import (
 
 // lab is what a run measures: 5 nodes and a gateway on them.
 type lab struct {
-	servers []*redistest.Server
-	nodes   []string // host:port
-	url     string   // the gateway's base URL
-	pid     int      // the gateway's process
-	stops   []func() // kill the processes by PID, the gateway first
+	servers     []*redistest.Server
+	nodes       []string // host:port
+	pid         int      // the gateway's process
+	stops       []func() // kill the processes by PID, the gateway first
+	nodeTimeout time.Duration
+	// client is the Go client of the gateway, on a net/http client that
+	// keeps a connection per worker or waiter alive; closeConns closes them.
+	client     *client.Client
+	closeConns func()
 }
 
 func (l *lab) close() {
@@ -41,14 +45,19 @@ func (l *lab) close() {
 
 // setup starts the nodes, then the gateway. lab.close stops them.
 func setup(ctx context.Context, c *config) (_ *lab, err error) {
-	l := &lab{}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = max(c.c, c.waiters), max(c.c, c.waiters)
+	l := &lab{nodeTimeout: c.nodeTimeout, closeConns: tr.CloseIdleConnections}
 	defer func() {
 		if err != nil {
 			l.close()
 		}
 	}()
-	if err := raiseFileLimit(c); err != nil {
-		return nil, err
+	// A connection per waiter on each side: Go raises the open-files limit
+	// of the tool and of the gateway to the hard one, if it is high enough.
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && c.runs("waiters") && rl.Max < uint64(c.waiters)+1000 {
+		return nil, fmt.Errorf("open files limit %d (ulimit -Hn) is below %d: raise it or lower --waiters", rl.Max, c.waiters+1000)
 	}
 	dir, err := os.MkdirTemp("", "redlockd-bench-")
 	if err != nil {
@@ -74,9 +83,10 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	l.client, _ = client.New("http://"+addr, client.Options{HTTPClient: &http.Client{Transport: tr}}) // fails only on a bad URL
 	// Long TTLs and waits, and room for the waiters and their connections.
-	cmd := exec.Command(bin, "serve", "--listen", strings.TrimPrefix(l.url, "http://"), "--redis", "redis://"+strings.Join(l.nodes, ",redis://"),
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--redis", "redis://"+strings.Join(l.nodes, ",redis://"),
 		"--restart-quarantine", "off", "--node-timeout", c.nodeTimeout.String(), "--max-ttl", "10m", "--max-wait", "10m",
 		"--max-waiters", strconv.Itoa(c.waiters+100), "--max-connections", strconv.Itoa(c.waiters+1000))
 	// Only the flags configure it.
@@ -88,44 +98,24 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	// Ready when a quorum of nodes is reached, which only /readyz tells;
+	// never once it exited.
+	ready, notReady := context.WithTimeout(ctx, 15*time.Second)
+	defer notReady()
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); notReady(); close(exited) }()
 	l.stops = slices.Insert(l.stops, 0, func() { _ = cmd.Process.Kill(); <-exited })
 	l.pid = cmd.Process.Pid
-	// Ready when a quorum of nodes is reached, which only /readyz tells.
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(l.url + "/readyz"); err == nil {
+	for ; ready.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return l, nil
 			}
 		}
-		select {
-		case <-exited:
-			deadline = time.Time{} // it will not get ready
-		default:
-		}
 	}
 	log, _ := os.ReadFile(logPath)
 	return nil, fmt.Errorf("the gateway did not get ready:\n%s", log)
-}
-
-// raiseFileLimit raises the soft limit of open files to the hard limit, for
-// the waiters' connections. Go raises it for its own process, but gives
-// children the limit it started with unless the process sets one itself.
-func raiseFileLimit(c *config) error {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return err
-	}
-	rl.Cur = rl.Max
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return err
-	}
-	if need := uint64(c.waiters) + 1000; c.runs("waiters") && rl.Cur < need { // a connection per waiter on each side
-		return fmt.Errorf("open files limit %d (ulimit -Hn) is below %d: raise it or lower --waiters", rl.Cur, need)
-	}
-	return nil
 }
 
 // The names of the modes, which the floors compare.
@@ -142,59 +132,41 @@ const (
 // locker takes the lock on res and returns how to release it.
 type locker func(ctx context.Context, res string) (unlock func(context.Context) error, err error)
 
-// modes are the uncontended modes with c workers: the gateway over HTTP,
-// and redsync and the redlock library in-process on the same nodes.
-func (l *lab) modes(cfg *config, c int) []mode {
-	ttl := client.AcquireOptions{TTL: 10 * time.Second}
-	return []mode{
-		{name: gatewayMode, c: c, open: func() (locker, func(), error) { return l.gateway(c, ttl) }},
-		{name: redsyncMode, c: c, open: func() (locker, func(), error) { return redsyncLocker(l.nodes, c) }},
-		{name: batchingMode, c: c, open: func() (locker, func(), error) { return library(l.nodes, c, false, cfg.nodeTimeout) }},
-		{name: naiveMode, c: c, open: func() (locker, func(), error) { return library(l.nodes, c, true, cfg.nodeTimeout) }},
+// open returns the locker of m and how to close it: the gateway over HTTP,
+// or redsync and the redlock library in-process on the same nodes.
+func (l *lab) open(m mode) (locker, func(), error) {
+	if m.name == gatewayMode || m.name == contendedMode {
+		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	}
-}
-
-// contended is the contended mode.
-func (l *lab) contended() mode {
-	o := client.AcquireOptions{TTL: 10 * time.Second, Wait: 5 * time.Second}
-	return mode{name: contendedMode, c: 16, hold: time.Millisecond, open: func() (locker, func(), error) { return l.gateway(16, o) }}
-}
-
-// httpClient is a client of the gateway over a net/http client that keeps
-// up to conns connections alive; close closes them.
-func (l *lab) httpClient(conns int) (c *client.Client, close func(), err error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = conns, conns
-	c, err = client.New(l.url, client.Options{HTTPClient: &http.Client{Transport: tr}})
-	return c, tr.CloseIdleConnections, err
-}
-
-func (l *lab) gateway(conns int, o client.AcquireOptions) (locker, func(), error) {
-	c, close, err := l.httpClient(conns)
-	return gateway(c, o), close, err
-}
-
-// gateway locks through the gateway with o.
-func gateway(c *client.Client, o client.AcquireOptions) locker {
-	return func(ctx context.Context, res string) (func(context.Context) error, error) {
-		l, err := c.Acquire(ctx, res, o)
-		return func(ctx context.Context) error { return c.Release(ctx, res, l.Token) }, err
+	// A connection per worker: an in-process library waits for Redis, not for its pool.
+	opts := make([]*redis.Options, len(l.nodes))
+	for i, addr := range l.nodes {
+		opts[i] = &redis.Options{Addr: addr, PoolSize: m.c + 10}
 	}
-}
-
-// options are go-redis options for the nodes, with a connection per worker
-// of c, so that an in-process library waits for Redis, not for its pool.
-func options(nodes []string, c int) []*redis.Options {
-	opts := make([]*redis.Options, len(nodes))
-	for i, addr := range nodes {
-		opts[i] = &redis.Options{Addr: addr, PoolSize: c + 10}
+	if m.name == redsyncMode { // a go-redis client per node, one try per lock
+		clients := make([]*redis.Client, len(opts))
+		pools := make([]redsyncredis.Pool, len(opts))
+		for i, o := range opts {
+			clients[i] = redis.NewClient(o)
+			pools[i] = goredis.NewPool(clients[i])
+		}
+		rs := redsync.New(pools...)
+		done := func() {
+			for _, c := range clients {
+				c.Close()
+			}
+		}
+		return func(ctx context.Context, res string) (func(context.Context) error, error) {
+			mx := rs.NewMutex(res, redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
+			return func(ctx context.Context) error {
+				if ok, err := mx.UnlockContext(ctx); !ok || err != nil {
+					return errors.Join(errors.New("redsync: unlock failed"), err)
+				}
+				return nil
+			}, mx.LockContext(ctx)
+		}, done, nil
 	}
-	return opts
-}
-
-// library locks with the redlock library, with or without batching.
-func library(nodes []string, c int, noBatching bool, timeout time.Duration) (locker, func(), error) {
-	lib, err := redlock.New(options(nodes, c), redlock.Options{NoQuarantine: true, NoBatching: noBatching, NodeTimeout: timeout})
+	lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: m.name == naiveMode, NodeTimeout: l.nodeTimeout})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,27 +176,10 @@ func library(nodes []string, c int, noBatching bool, timeout time.Duration) (loc
 	}, func() { lib.Close() }, nil
 }
 
-// redsyncLocker locks with redsync, a go-redis client per node, one try per
-// lock.
-func redsyncLocker(nodes []string, c int) (locker, func(), error) {
-	var clients []*redis.Client
-	var pools []redsyncredis.Pool
-	for _, o := range options(nodes, c) {
-		clients = append(clients, redis.NewClient(o))
-		pools = append(pools, goredis.NewPool(clients[len(clients)-1]))
-	}
-	rs := redsync.New(pools...)
+// gateway locks through the gateway with o.
+func gateway(c *client.Client, o client.AcquireOptions) locker {
 	return func(ctx context.Context, res string) (func(context.Context) error, error) {
-			m := rs.NewMutex(res, redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
-			return func(ctx context.Context) error {
-				if ok, err := m.UnlockContext(ctx); !ok || err != nil {
-					return errors.Join(errors.New("redsync: unlock failed"), err)
-				}
-				return nil
-			}, m.LockContext(ctx)
-		}, func() {
-			for _, rc := range clients {
-				rc.Close()
-			}
-		}, nil
+		l, err := c.Acquire(ctx, res, o)
+		return func(ctx context.Context) error { return c.Release(ctx, res, l.Token) }, err
+	}
 }

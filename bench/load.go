@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptrace"
-	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/redlockd/redlockd/client"
 	"github.com/redlockd/redlockd/internal/redistest"
@@ -30,14 +29,13 @@ func (s sample) pct(p float64) time.Duration {
 	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
-// mode is a way to lock, run by c workers; open returns its locker and how
-// to close it. With a hold, the workers share one resource and hold it that
-// long (the contended run); without, each has its own.
+// mode is a way to lock (lab.open), run by c workers for the floors of
+// group. With a hold, the workers share one resource, ask for it with wait
+// and hold it that long (the contended run); without, each has its own.
 type mode struct {
-	name string
-	c    int
-	hold time.Duration
-	open func() (locker, func(), error)
+	group, name string
+	c           int
+	hold, wait  time.Duration
 }
 
 // turn is one cycle that acquired and released the lock.
@@ -48,8 +46,7 @@ type turn struct {
 
 // result is one run's figures.
 type result struct {
-	name           string
-	c              int
+	mode
 	cycles, errors int
 	lastErr        string
 	duration       time.Duration
@@ -61,8 +58,8 @@ func (r result) perSecond() float64 { return float64(r.cycles) / r.duration.Seco
 
 // run runs the mode's cycles on resources named prefix... for d and times
 // each. A cycle cut off by the end of the run is not counted.
-func (m mode) run(ctx context.Context, prefix string, d time.Duration) (result, error) {
-	lock, done, err := m.open()
+func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (result, error) {
+	lock, done, err := l.open(m)
 	if err != nil {
 		return result{}, err
 	}
@@ -70,10 +67,9 @@ func (m mode) run(ctx context.Context, prefix string, d time.Duration) (result, 
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	end, _ := ctx.Deadline()
-	r := result{name: m.name, c: m.c}
+	r := result{mode: m, duration: d}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	start := time.Now()
 	for w := range m.c {
 		wg.Go(func() {
 			// After an error the worker takes a new key: a lock whose release
@@ -83,14 +79,13 @@ func (m mode) run(ctx context.Context, prefix string, d time.Duration) (result, 
 				if m.hold > 0 {
 					res = prefix + "contended"
 				}
-				t := turn{worker: w, start: time.Now()}
-				var err error
-				t.acquired, t.released, err = lockCycle(ctx, lock, res, m.hold)
+				t, err := lockCycle(ctx, lock, res, m.hold)
 				if ctx.Err() != nil || !time.Now().Before(end) {
 					return
 				}
 				mu.Lock()
 				if err == nil {
+					t.worker = w
 					r.turns = append(r.turns, t)
 				} else {
 					r.errors, r.lastErr = r.errors+1, strings.ReplaceAll(err.Error(), "\n", "; ")
@@ -101,7 +96,6 @@ func (m mode) run(ctx context.Context, prefix string, d time.Duration) (result, 
 		})
 	}
 	wg.Wait()
-	r.duration = time.Since(start)
 	for _, t := range r.turns {
 		r.lat = append(r.lat, t.released.Sub(t.start))
 	}
@@ -110,28 +104,29 @@ func (m mode) run(ctx context.Context, prefix string, d time.Duration) (result, 
 	return r, nil
 }
 
-// lockCycle takes the lock on res, holds it for hold and releases it. It
-// returns when the lock was acquired (zero if it was not) and released. The
-// release goes on after ctx ends, so that the next run finds the lock free,
-// and gives up after 5s.
-func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration) (acquired, released time.Time, err error) {
+// lockCycle takes the lock on res, holds it for hold and releases it. The
+// turn says when it started, when the lock was acquired (zero if it was not)
+// and released. The release goes on after ctx ends, so that the next run
+// finds the lock free, and gives up after 5s.
+func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration) (t turn, err error) {
+	t.start = time.Now()
 	unlock, err := lock(ctx, res)
 	if err != nil {
-		return acquired, released, fmt.Errorf("acquire: %w", err)
+		return t, fmt.Errorf("acquire: %w", err)
 	}
-	acquired = time.Now()
+	t.acquired = time.Now()
 	time.Sleep(hold)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := unlock(ctx); err != nil {
-		return acquired, released, fmt.Errorf("release: %w", err)
+		return t, fmt.Errorf("release: %w", err)
 	}
-	return acquired, time.Now(), nil
+	t.released = time.Now()
+	return t, nil
 }
 
 // handoffs are the times from one holder's 204 to the next holder's 201,
-// and the share of acquisitions won by the client that held the lock just
-// before.
+// and the share of acquisitions won by the holder just before.
 func handoffs(turns []turn) (times sample, same float64) {
 	slices.SortFunc(turns, func(a, b turn) int { return a.acquired.Compare(b.acquired) })
 	for i := 1; i < len(turns); i++ {
@@ -155,51 +150,45 @@ type waiting struct {
 	// both say "not acquired"; early timed out before their wait.
 	served, timedOut, early, other int
 	lastErr                        string
-	rssKB, hwmKB                   int64 // the gateway's VmRSS and VmHWM while they wait
+	status                         procfs.ProcStatus // the gateway's, while they wait
 	idleCommands                   float64
 }
 
 // waitMany sends n waiting acquires of one lock that a holder keeps (a tenth
-// of them with a wait of shortWait, the others long enough to be served in
-// turn), reads the gateway's memory and the nodes' commands per second over
-// idle while they wait, then releases the lock and waits until every waiter
-// was served or timed out.
+// with a wait of shortWait, the others long enough to be served in turn),
+// measures the gateway's memory and the nodes' commands/s over idle while
+// they wait, then releases the lock and waits for every waiter.
 func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Duration) (*waiting, error) {
 	r := &waiting{waiters: n, short: n / 10}
-	c, closeConns, err := l.httpClient(n)
-	if err != nil {
-		return nil, err
-	}
-	defer closeConns()
-	holder, err := c.Acquire(ctx, resource, client.AcquireOptions{TTL: 10 * time.Minute})
+	defer l.closeConns()
+	holder, err := l.client.Acquire(ctx, resource, client.AcquireOptions{TTL: 10 * time.Minute})
 	if err != nil {
 		return nil, fmt.Errorf("waiters: the holder's acquire: %w", err)
 	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var sent, shortDone atomic.Int64
+	var wg, shortDone sync.WaitGroup
+	written := make(chan struct{}, n)
+	shortDone.Add(r.short)
 	for i := range n {
 		wg.Go(func() {
-			var once sync.Once
-			wrote := func() { once.Do(func() { sent.Add(1) }) }
+			wrote := sync.OnceFunc(func() { written <- struct{}{} })
 			defer wrote() // also when the request failed before it was written
 			wait := 10 * time.Minute
 			if i < r.short {
 				wait = shortWait
-				defer shortDone.Add(1)
+				defer shortDone.Done()
 			}
 			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }}
-			start := time.Now()
-			acquired, _, err := lockCycle(httptrace.WithClientTrace(ctx, trace),
-				gateway(c, client.AcquireOptions{TTL: 10 * time.Second, Wait: wait}), resource, 0)
+			t, err := lockCycle(httptrace.WithClientTrace(ctx, trace),
+				gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: wait}), resource, 0)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil && i >= r.short:
 				r.served++
-			case acquired.IsZero() && (errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) && i < r.short:
+			case t.acquired.IsZero() && (errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) && i < r.short:
 				r.timedOut++
-				if time.Since(start) < shortWait {
+				if time.Since(t.start) < shortWait {
 					r.early++
 				}
 			default:
@@ -207,35 +196,28 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 				r.lastErr = fmt.Sprintf("waiter %d (wait %v): %v", i, wait, err)
 			}
 		})
-		if i%500 == 499 { // in steps, so that the listen backlog does not overflow
-			if err := await(ctx, func() bool { return sent.Load() == int64(i+1) }); err != nil {
-				return nil, err
+		if i%500 == 499 || i == n-1 { // in steps, so that the listen backlog does not overflow
+			for range i%500 + 1 {
+				<-written
 			}
 		}
 	}
-	if err := await(ctx, func() bool { return sent.Load() == int64(n) && shortDone.Load() == int64(r.short) }); err != nil {
-		return nil, err
-	}
+	shortDone.Wait()
 	if r.idleCommands, err = idleCommands(ctx, l.servers, idle); err != nil {
 		return nil, err
 	}
-	r.rssKB, r.hwmKB = procStatusKB(l.pid, "VmRSS"), procStatusKB(l.pid, "VmHWM")
-	if err := c.Release(ctx, resource, holder.Token); err != nil {
+	p, err := procfs.NewProc(l.pid)
+	if err == nil {
+		r.status, err = p.NewStatus()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("waiters: the gateway's memory: %w", err)
+	}
+	if err := l.client.Release(ctx, resource, holder.Token); err != nil {
 		return nil, fmt.Errorf("waiters: the holder's release: %w", err)
 	}
 	wg.Wait()
 	return r, nil
-}
-
-// await polls cond, a state of another process that announces nothing,
-// until it holds. It gives up after a minute.
-func await(ctx context.Context, cond func() bool) error {
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return fmt.Errorf("waiters: the requests were not sent, or the short waits did not end, within a minute")
-		}
-	}
-	return nil
 }
 
 // idleCommands returns the commands per second that the nodes processed
@@ -254,13 +236,4 @@ func idleCommands(ctx context.Context, nodes []*redistest.Server, d time.Duratio
 		}
 	}
 	return float64(total[1]-total[0]-int64(len(nodes))) / d.Seconds(), nil
-}
-
-// procStatusKB reads a "<n> kB" field of /proc/<pid>/status, 0 if absent.
-func procStatusKB(pid int, field string) (n int64) {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if m := regexp.MustCompile(`(?m)^` + field + `:\s*(\d+) kB`).FindSubmatch(b); m != nil {
-		n, _ = strconv.ParseInt(string(m[1]), 10, 64)
-	}
-	return n
 }

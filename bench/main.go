@@ -35,7 +35,6 @@ type config struct {
 	c           int // workers of the throughput floors
 	duration    time.Duration
 	waiters     int
-	idle        time.Duration
 	nodeTimeout time.Duration
 }
 
@@ -66,15 +65,14 @@ func parse(args []string) (*config, error) {
 	which := fs.String("floors", strings.Join(floors, ","), "comma-separated floors to measure: "+strings.Join(floors, ", "))
 	fs.StringVar(&c.binary, "redlockd", "", "redlockd `binary` to measure (empty: go build ./cmd/redlockd)")
 	fs.IntVar(&c.c, "c", 64, "workers of the throughput floors")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each uncontended mode and the contended run last")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each mode runs, and the window over which idle waiters' Redis commands are counted")
 	fs.IntVar(&c.waiters, "waiters", 10000, "waiters of the waiters floor")
-	fs.DurationVar(&c.idle, "idle", 5*time.Second, "window over which the Redis commands of idle waiters are counted")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.c < 1 || c.waiters < 10 || c.duration <= 0 || c.idle <= 0 || c.nodeTimeout <= 0 {
+	if c.c < 1 || c.waiters < 10 || c.duration <= 0 || c.nodeTimeout <= 0 {
 		return nil, errors.New("-c must be at least 1, --waiters at least 10, durations positive")
 	}
 	c.floors = strings.Split(*which, ",")
@@ -92,10 +90,9 @@ type report struct {
 	waiting *waiting
 }
 
-// measure runs the floors of c, one mode at a time; after an error it
-// returns what it measured before, if anything. Every run locks resources of
-// its own: a lock that a cycle cut off at the end of a run left held holds
-// up no other run.
+// measure runs the floors of c, one mode at a time, each on resources of
+// its own (a lock left held by a cycle cut off at the end of a run holds up
+// no other run); after an error it returns what it measured before.
 func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, err error) {
 	l, err := setup(ctx, c)
 	if err != nil {
@@ -104,22 +101,20 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	defer l.close()
 	rep = &report{}
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
-	var runs []mode
-	if c.runs("latency") {
-		runs = append(runs, l.modes(c, 1)[:2]...)
-	}
-	if c.runs("throughput") {
-		runs = append(runs, l.modes(c, c.c)...)
-	}
-	if c.runs("contended") {
-		runs = append(runs, l.contended())
-	}
-	for i, m := range runs {
-		if ctx.Err() != nil {
-			break
+	for i, m := range []mode{
+		{group: "latency", name: gatewayMode, c: 1},
+		{group: "latency", name: redsyncMode, c: 1},
+		{group: "throughput", name: gatewayMode, c: c.c},
+		{group: "throughput", name: redsyncMode, c: c.c},
+		{group: "throughput", name: batchingMode, c: c.c},
+		{group: "throughput", name: naiveMode, c: c.c},
+		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second},
+	} {
+		if !c.runs(m.group) || ctx.Err() != nil {
+			continue
 		}
 		fmt.Fprintf(progress, "%s at C=%d for %v\n", m.name, m.c, c.duration)
-		r, err := m.run(ctx, fmt.Sprintf("%s%d-", prefix, i), c.duration)
+		r, err := m.run(ctx, l, fmt.Sprintf("%s%d-", prefix, i), c.duration)
 		if err != nil {
 			return rep, err
 		}
@@ -127,7 +122,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	}
 	if c.runs("waiters") && ctx.Err() == nil {
 		fmt.Fprintf(progress, "%d waiters on one lock\n", c.waiters)
-		rep.waiting, err = waitMany(ctx, l, prefix+"waiters", c.waiters, c.idle)
+		rep.waiting, err = waitMany(ctx, l, prefix+"waiters", c.waiters, c.duration)
 	}
 	return rep, cmp.Or(err, ctx.Err())
 }
@@ -140,7 +135,9 @@ func (r *report) print(w io.Writer) bool {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "acquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
-	for _, x := range r.runs {
+	run := map[string]*result{} // by group and name
+	for i, x := range r.runs {
+		run[x.group+": "+x.name] = &r.runs[i]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\n", x.name, x.c, x.cycles, x.errors, x.perSecond(),
 			ms(x.lat.pct(0.5)), ms(x.lat.pct(0.99)), ms(x.lat.pct(1)))
 		if x.lastErr != "" {
@@ -153,24 +150,18 @@ func (r *report) print(w io.Writer) bool {
 		all = all && ok
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "pass", false: "FAIL"}[ok])
 	}
-	find := func(name string, one bool) *result {
-		if i := slices.IndexFunc(r.runs, func(x result) bool { return x.name == name && one == (x.c == 1) }); i >= 0 {
-			return &r.runs[i]
-		}
-		return nil
-	}
 	ratio := func(a, b *result) float64 { return a.perSecond() / max(b.perSecond(), 1e-9) }
-	if g, s := find(gatewayMode, true), find(redsyncMode, true); g != nil && s != nil {
+	if g, s := run["latency: "+gatewayMode], run["latency: "+redsyncMode]; g != nil && s != nil {
 		d := g.lat.pct(0.5) - s.lat.pct(0.5)
 		check("C=1: gateway p50 - redsync p50", ms(d), "<= 0.35ms", d <= 350*time.Microsecond)
 	}
-	if g, s := find(gatewayMode, false), find(redsyncMode, false); g != nil && s != nil {
+	if g, s := run["throughput: "+gatewayMode], run["throughput: "+redsyncMode]; g != nil && s != nil {
 		check(fmt.Sprintf("C=%d: gateway / redsync cycles/s", g.c), fmt.Sprintf("%.2f", ratio(g, s)), ">= 1.4", ratio(g, s) >= 1.4)
 	}
-	if b, n := find(batchingMode, false), find(naiveMode, false); b != nil && n != nil {
+	if b, n := run["throughput: "+batchingMode], run["throughput: "+naiveMode]; b != nil && n != nil {
 		check(fmt.Sprintf("C=%d: library batching / naive cycles/s", b.c), fmt.Sprintf("%.2f", ratio(b, n)), ">= 3", ratio(b, n) >= 3)
 	}
-	if x := find(contendedMode, false); x != nil {
+	if x := run["contended: "+contendedMode]; x != nil {
 		times, same := handoffs(x.turns)
 		p50, p99 := times.pct(0.5), times.pct(0.99)
 		check("contended: hand-off p50", ms(p50), "<= 1ms", len(times) > 0 && p50 <= time.Millisecond)
@@ -178,8 +169,8 @@ func (r *report) print(w io.Writer) bool {
 		check("contended: won by the client that just released", fmt.Sprintf("%.1f%%", 100*same), "<= 10%", same <= 0.1)
 	}
 	if x := r.waiting; x != nil {
-		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.hwmKB>>10, x.rssKB>>10), "<= 450 MB",
-			x.hwmKB > 0 && x.hwmKB <= 450<<10)
+		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
+			x.status.VmHWM > 0 && x.status.VmHWM <= 450<<20)
 		check(fmt.Sprintf("waiters: %d served, %d timed out after %v", x.waiters-x.short, x.short, shortWait),
 			fmt.Sprintf("%d, %d (%d early, %d other)", x.served, x.timedOut, x.early, x.other), "all",
 			x.served == x.waiters-x.short && x.timedOut == x.short && x.early == 0)

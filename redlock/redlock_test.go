@@ -133,7 +133,7 @@ func (cl *cluster) holders(t *testing.T, resource, token string) int {
 	t.Helper()
 	n := 0
 	for _, s := range cl.servers {
-		if !s.Running() {
+		if s.PID() == 0 {
 			continue
 		}
 		v, err := s.Client().Get(context.Background(), "redlockd:lock:/"+resource).Result()

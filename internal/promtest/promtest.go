@@ -3,11 +3,10 @@
 package promtest
 
 import (
-	"fmt"
-	"math"
+	"maps"
+	"slices"
 	"strings"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -31,58 +30,20 @@ func Parse(text string) (Samples, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out Samples
-	for name, f := range families {
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			add := func(suffix string, v float64, extra ...string) {
-				ls := labels
-				if len(extra) == 2 {
-					ls = map[string]string{extra[0]: extra[1]}
-					for k, v := range labels {
-						ls[k] = v
-					}
-				}
-				out = append(out, Sample{Name: name + suffix, Labels: ls, Value: v})
-			}
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				add("", m.GetCounter().GetValue())
-			case dto.MetricType_GAUGE:
-				add("", m.GetGauge().GetValue())
-			case dto.MetricType_UNTYPED:
-				add("", m.GetUntyped().GetValue())
-			case dto.MetricType_HISTOGRAM:
-				h := m.GetHistogram()
-				for _, b := range h.GetBucket() {
-					add("_bucket", float64(b.GetCumulativeCount()), "le", formatFloat(b.GetUpperBound()))
-				}
-				add("_bucket", float64(h.GetSampleCount()), "le", "+Inf")
-				add("_sum", h.GetSampleSum())
-				add("_count", float64(h.GetSampleCount()))
-			case dto.MetricType_SUMMARY:
-				s := m.GetSummary()
-				for _, q := range s.GetQuantile() {
-					add("", q.GetValue(), "quantile", formatFloat(q.GetQuantile()))
-				}
-				add("_sum", s.GetSampleSum())
-				add("_count", float64(s.GetSampleCount()))
-			default:
-				return nil, fmt.Errorf("metric %s: type %v not supported", name, f.GetType())
-			}
+	vec, err := expfmt.ExtractSamples(&expfmt.DecodeOptions{}, slices.Collect(maps.Values(families))...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(Samples, len(vec))
+	for i, s := range vec {
+		labels := map[string]string{}
+		for k, v := range s.Metric {
+			labels[string(k)] = string(v)
 		}
+		delete(labels, model.MetricNameLabel)
+		out[i] = Sample{Name: string(s.Metric[model.MetricNameLabel]), Labels: labels, Value: float64(s.Value)}
 	}
 	return out, nil
-}
-
-func formatFloat(f float64) string {
-	if math.IsInf(f, +1) {
-		return "+Inf"
-	}
-	return fmt.Sprint(f)
 }
 
 // Sum returns the sum of the samples called name whose labels include the

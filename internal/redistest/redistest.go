@@ -25,27 +25,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Binary is the redis-server executable: $REDIS_SERVER, or redis-server in
-// PATH.
+// Binary is the redis-server executable: $REDIS_SERVER, or the one in PATH.
 func Binary() string { return cmp.Or(os.Getenv("REDIS_SERVER"), "redis-server") }
 
 // Config says how to start a server; the zero Config is a plain one.
 type Config struct {
-	// Password is the requirepass or, with User, the user's password.
-	Password string
-	// User is an ACL user with every right; the default user is then off.
-	User string
-	// TLS, if set, makes the server accept TLS connections only.
-	TLS *TLS
-	// Dir is the data directory: a new temporary one if "".
-	Dir string
+	Password string // the requirepass or, with User, the user's password
+	User     string // an ACL user with every right; the default user is then off
+	TLS      *TLS   // if set, the server accepts TLS connections only
+	Dir      string // the data directory: a new temporary one if ""
 	// Args are more redis-server arguments, after the harness's own (later
 	// ones win): nothing is persisted unless they say so.
 	Args []string
 }
 
-// TLS names the PEM files of a TLS-only server: its certificate and key,
-// and the CA its clients trust.
+// TLS names the PEM files of a TLS-only server and of the CA clients trust.
 type TLS struct{ CertFile, KeyFile, CAFile string }
 
 // Server is one redis-server process on 127.0.0.1.
@@ -59,13 +53,13 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // the running process, nil after Kill
 	done   chan struct{} // closed when cmd has exited
-	client *redis.Client // Client's, set once the port is known
+	client *redis.Client
 }
 
 // Start starts a plain server with extra arguments.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	return StartWith(t, Config{Args: extra})
+	return ClusterWith(t, 1, Config{Args: extra})[0]
 }
 
 // StartWith starts a server configured by c.
@@ -80,17 +74,14 @@ func Cluster(t testing.TB, n int, extra ...string) []*Server {
 	return ClusterWith(t, n, Config{Args: extra})
 }
 
-// ClusterWith starts n servers configured by c, at once; the test's cleanup
-// stops them.
+// ClusterWith starts n servers configured by c at once; cleanup stops them.
 func ClusterWith(t testing.TB, n int, c Config) []*Server {
 	t.Helper()
 	out, errs := make([]*Server, n), make([]error, n)
 	var wg sync.WaitGroup
 	for i := range out {
 		c := c
-		if c.Dir == "" {
-			c.Dir = t.TempDir()
-		}
+		c.Dir = cmp.Or(c.Dir, t.TempDir())
 		wg.Go(func() {
 			if out[i], errs[i] = Launch(c); errs[i] == nil {
 				out[i].t = t
@@ -116,8 +107,7 @@ func FreePort() (int, error) {
 }
 
 // Launch starts a server outside a test (the bench tool): c.Dir must be
-// set, and the caller stops the server with Stop. Pause, Resume and Restart
-// are for tests only.
+// set, Stop stops it, and Pause, Resume and Restart are not for it.
 func Launch(c Config) (*Server, error) {
 	s := &Server{Config: c}
 	if c.TLS != nil {
@@ -126,7 +116,7 @@ func Launch(c Config) (*Server, error) {
 			return nil, err
 		}
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem) // without one, awaitOwn fails on the untrusted certificate
+		pool.AppendCertsFromPEM(pem) // without it, spawn fails on the untrusted certificate
 		s.clientTLS = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	}
 	var err error
@@ -144,10 +134,8 @@ func Launch(c Config) (*Server, error) {
 }
 
 // spawn runs redis-server on s.Port and waits until it answers and is this
-// process: another server may answer there, one of another test (packages
-// run in parallel) that took the port between FreePort and the bind, or
-// during a restart; this one then cannot bind. On failure the process is
-// gone and the error has its output.
+// process, not another test's that took the port first (packages run in
+// parallel). On failure the process is gone and the error has its output.
 func (s *Server) spawn() error {
 	port := strconv.Itoa(s.Port)
 	args := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.Dir,
@@ -216,14 +204,12 @@ func (s *Server) URL() string {
 	return u.String()
 }
 
-// Options returns go-redis options for the server, with the credentials
-// and TLS settings.
+// Options are go-redis options for the server, with credentials and TLS.
 func (s *Server) Options() *redis.Options {
 	return &redis.Options{Addr: s.Addr(), Username: s.User, Password: s.Password, TLSConfig: s.clientTLS}
 }
 
-// Client returns the server's go-redis client, closed by Stop, to prepare
-// and look at what is stored.
+// Client is the server's go-redis client, closed by Stop.
 func (s *Server) Client() *redis.Client { return s.client }
 
 // PID is the process id of the running redis-server, 0 after Kill.
@@ -236,11 +222,7 @@ func (s *Server) PID() int {
 	return s.cmd.Process.Pid
 }
 
-// Running reports whether the server runs (it was not killed).
-func (s *Server) Running() bool { return s.PID() != 0 }
-
-// Kill sends SIGKILL and waits until the process is gone. It does nothing
-// if the server does not run.
+// Kill sends SIGKILL, if the server runs, and waits until it is gone.
 func (s *Server) Kill() {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
@@ -253,10 +235,9 @@ func (s *Server) Kill() {
 }
 
 // Pause stops the process (SIGSTOP): its socket still accepts connections
-// but nothing is answered.
+// but nothing is answered. Resume continues it (SIGCONT).
 func (s *Server) Pause() { s.t.Helper(); s.signal(syscall.SIGSTOP) }
 
-// Resume continues a paused process (SIGCONT).
 func (s *Server) Resume() { s.t.Helper(); s.signal(syscall.SIGCONT) }
 
 func (s *Server) signal(sig syscall.Signal) {
