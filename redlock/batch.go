@@ -10,19 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Command batching: every node's fan-out commands go through its client's
-// automatic pipelining (go-redis AsyncAutoPipeline), so concurrent requests
-// share round trips and syscalls, on the gateway's side and on Redis's: with
-// one batch in flight per node, commands that arrive while a batch is out
-// leave together as the next one. A round submits its command to every node
-// without blocking or a goroutine per node; the clients' hooks tell the round
-// when each reply is in (see arrivals), and the caller is woken once, when
-// the last is in or the node timeout has passed.
-//
-// Each batch is bounded by the node timeout and never retried (see newNode).
-// A command still queued when its round gave up is sent all the same: a late
-// SET then holds that node's key for one TTL at most, as a command sent just
-// before a node pauses does too.
+// Command batching: a round submits its command to every node's go-redis
+// automatic pipeline (AsyncAutoPipeline: one batch in flight per node, so
+// concurrent requests share round trips) without a goroutine per node; the
+// clients' hooks tell the round when each reply is in (see arrivals), and the
+// caller wakes once. docs/design.md says what a late command costs.
 
 // maxQueued bounds the commands queued for one node and not yet answered:
 // beyond it a command fails at once (the node is silent for that round).
@@ -72,22 +64,22 @@ type arrivals struct{}
 func (arrivals) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (arrivals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if rc, ok := cmd.(*roundCmd); ok {
-			rc.round.arrive(rc.node)
-		}
-		return err
+		defer arrive(cmd)
+		return next(ctx, cmd)
 	}
 }
 func (arrivals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			if rc, ok := c.(*roundCmd); ok {
-				rc.round.arrive(rc.node)
-			}
+		defer arrive(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func arrive(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if rc, ok := c.(*roundCmd); ok {
+			rc.round.arrive(rc.node)
 		}
-		return err
 	}
 }
 
@@ -145,7 +137,12 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	evals := make([]*redis.Cmd, len(idxs))
 	for j, i := range idxs {
 		if _, ok := rd.took(i); ok && isNoScript(cmds[j].Err()) {
-			evals[j] = c.nodes[i].eval(ctx, script, keys, args)
+			// Bounded by the connection's deadlines: the node timeout.
+			var s redis.Scripter = c.nodes[i].client
+			if c.nodes[i].pipe != nil {
+				s = c.nodes[i].pipe
+			}
+			evals[j] = script.Eval(ctx, s, keys, args...)
 		}
 	}
 	out := make([]reply[T], 0, len(idxs))
@@ -176,16 +173,4 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		out = append(out, reply[T]{node: i, val: v, err: err})
 	}
 	return out
-}
-
-// eval runs script by EVAL on the node: through its pipeline (bounded by the
-// connection's deadlines, the node timeout), or with NoBatching on its own
-// connection, bounded by the node timeout.
-func (n *node) eval(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
-	if n.pipe != nil {
-		return script.Eval(ctx, n.pipe, keys, args...)
-	}
-	ctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
-	defer cancel()
-	return script.Eval(ctx, n.client, keys, args...)
 }

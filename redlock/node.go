@@ -97,13 +97,11 @@ func (n *node) checkUptime(ctx context.Context, cn *redis.Conn) error {
 // may have lost lock keys in its restart), from an INFO server reply received
 // at at: the connection check and the health loop both come here.
 //
-// Redis reports uptime_in_seconds = floor(now) - floor(start), up to 1s more
-// than the real uptime, so a second less is counted: each reply gives an end
-// at + maxTTL - (uptime - 1s) that is no earlier than start + maxTTL. Replies
-// from the same process (same run_id) narrow the end to the earliest they
-// give; a process never seen before adds its own, and the node is
-// quarantined until the latest end of all, so replies handled out of order
-// around a restart never shorten the quarantine of the newer process.
+// uptime_in_seconds is floor(now) - floor(start), up to 1s more than the real
+// uptime, so a second less is counted: each reply gives an end no earlier
+// than start + maxTTL. Replies of one process (run_id) narrow its end to the
+// earliest; the node is quarantined until the latest end of all processes,
+// so replies handled out of order never shorten a newer process's.
 func (n *node) noteInfo(info string, at time.Time) error {
 	up, err := uptime(info)
 	if err != nil {

@@ -21,12 +21,11 @@ import (
 )
 
 // An API keys file is JSON, {"keys":[{"name":"ci","namespace":"ci",
-// "sha256":"<hex>"}]}: it stores the SHA-256 of each key, never the key. A
-// request presents its key as "Authorization: Bearer <key>"; the server
-// hashes it and compares the hash with every entry in constant time, without
-// stopping at a match, so the time taken says nothing about which entry (if
-// any) matched. The key's namespace is then the request's: the same resource
-// name in two namespaces is two independent locks.
+// "sha256":"<hex>"}]}: the SHA-256 of each key, never the key. The hash of a
+// request's "Authorization: Bearer <key>" is compared with every entry in
+// constant time, so the time taken says nothing about which entry matched.
+// The key's namespace is the request's: the same name in two namespaces is
+// two independent locks.
 
 // Errors of authentication, mapped by problemFor to 401 unauthorized: no
 // Authorization header, or one that is not "Bearer <key>" of a known key.

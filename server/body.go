@@ -46,12 +46,10 @@ var bodyFields = map[string]map[string]string{
 	"PATCH /locks/{resource}": {"ttl_ms": jsonInteger},
 }
 
-// strictJSON checks request bodies before the generated decoder runs: the
-// Content-Type, if any, must be application/json, and a non-empty body must
-// be one JSON object, in UTF-8, with only known, distinct members of the
-// right types and nothing after it. It runs after routing, so it knows the
-// operation. The body is decoded here once: the generated decoder binds the
-// value decodedBody carries instead of reading the body again.
+// strictJSON checks a request body after routing, before the generated
+// decoder: Content-Type, if any, application/json; a non-empty body one JSON
+// object in UTF-8 with only known, distinct members of the right types and
+// nothing after it. The generated decoder binds the value decoded here.
 func (s *Server) strictJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fields, ok := bodyFields[r.Method+" "+chi.RouteContext(r.Context()).RoutePattern()]; ok {

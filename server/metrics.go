@@ -20,12 +20,10 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// Metrics are the Prometheus metrics of a Server and of its coordinator, in a
-// registry of their own (not the global one). Create them with NewMetrics
-// before the coordinator, so that its hooks (ObserveWait, ObserveNodeCommand)
-// can feed them, and give them to one Server in Config.Metrics, which serves
-// them at GET /metrics. Labels never hold tokens, keys or credentials: routes
-// are patterns, nodes are host:port.
+// Metrics are the Prometheus metrics of a Server and its coordinator, in a
+// registry of their own. Create them before the coordinator, whose hooks
+// (ObserveWait, ObserveNodeCommand) feed them, and give them to one Server
+// (Config.Metrics). Labels never hold tokens, keys or credentials.
 type Metrics struct {
 	reg *prometheus.Registry
 

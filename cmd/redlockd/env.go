@@ -10,11 +10,9 @@ import (
 // Unknown REDLOCKD_* environment variables.
 //
 // A misspelt variable is otherwise ignored: REDLOCKD_API_KEYS_FIEL would run
-// a gateway without authentication. So serve and run report each one by
-// name (never its value) with the known name closest to it. serve refuses to
-// start (exit 64) when it looks like a security setting not in effect: a
-// gateway less protected than its operator asked for is worse than none.
-// Any other is a warning: a leftover variable must not stop a gateway.
+// a gateway without authentication. serve and run name each (never its value)
+// with the known name closest to it; serve refuses to start (exit 64) when it
+// looks like a security setting not in effect, and warns of any other.
 
 // otherEnv are the REDLOCKD_* names of something other than serve's flags,
 // with what they belong to: run; run's command (a gateway or a nested run

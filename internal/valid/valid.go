@@ -3,7 +3,10 @@
 // client, which must not import redlock (it would link go-redis).
 package valid
 
-import "strings"
+import (
+	"regexp"
+	"strconv"
+)
 
 // MaxName is the longest resource or namespace name; MinToken and MaxToken
 // bound a client-chosen token's length.
@@ -17,36 +20,13 @@ const (
 // characters of [A-Za-z0-9._:-], other than "." and "..". (HTTP clients
 // normalise those away as path segments, so a lock named so could not be
 // released through a URL.)
-func Name(s string) bool {
-	return s != "." && s != ".." && chars(s, 1, MaxName, &nameChars)
-}
+func Name(s string) bool { return s != "." && s != ".." && nameRe.MatchString(s) }
 
 // Token reports whether s is a valid client-chosen token: 22–128
 // characters of [A-Za-z0-9_-].
-func Token(s string) bool { return chars(s, MinToken, MaxToken, &tokenChars) }
+func Token(s string) bool { return tokenRe.MatchString(s) }
 
-// nameChars and tokenChars are the bytes names and tokens may have.
-var nameChars, tokenChars = charSet("._:-"), charSet("_-")
-
-// charSet returns the set of the ASCII letters, digits and bytes of extra.
-func charSet(extra string) (set [256]bool) {
-	for c := range 256 {
-		set[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, byte(c)) >= 0
-	}
-	return set
-}
-
-// chars reports whether s is min to max bytes of set. (The gateway checks
-// a name and often a token on every request: a table lookup per byte, no
-// regexp.)
-func chars(s string, min, max int, set *[256]bool) bool {
-	if len(s) < min || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !set[s[i]] {
-			return false
-		}
-	}
-	return true
-}
+var (
+	nameRe  = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,` + strconv.Itoa(MaxName) + `}$`)
+	tokenRe = regexp.MustCompile(`^[A-Za-z0-9_-]{` + strconv.Itoa(MinToken) + `,` + strconv.Itoa(MaxToken) + `}$`)
+)
