@@ -57,6 +57,16 @@ func withCountHooks(cl *cluster) []*countHook {
 	return hooks
 }
 
+// cycle acquires and releases a lock of its own.
+func cycle(t *testing.T, c *Coordinator) error {
+	res := uniq(t)
+	l, err := c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	return c.Release(t.Context(), "", res, l.Token)
+}
+
 // TestBatching: concurrent requests share round trips: 32 goroutines
 // acquiring and releasing distinct locks send their commands to each node in
 // far fewer batches than commands, and every request succeeds.
@@ -67,13 +77,7 @@ func TestBatching(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for range 20 {
-				res := uniq(t)
-				l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
+				if err := cycle(t, cl.c); err != nil {
 					t.Error(err)
 					return
 				}
@@ -108,12 +112,7 @@ func TestNodeCommandDurations(t *testing.T) {
 			}
 		}})
 	// Scripts loaded first, so that no NOSCRIPT fallback counts.
-	res := uniq(t)
-	l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
+	if err := cycle(t, cl.c); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -124,13 +123,7 @@ func TestNodeCommandDurations(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			res := uniq(t)
-			l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
+			if err := cycle(t, cl.c); err != nil {
 				t.Error(err)
 			}
 		})
