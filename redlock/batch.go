@@ -18,7 +18,7 @@ import (
 
 // maxQueued bounds the commands queued for one node and not yet answered:
 // beyond it a command fails at once (the node is silent for that round).
-const maxQueued = 4096
+var maxQueued = 4096 // a variable for tests
 
 // round collects the answers of the nodes to one command: when each came,
 // and one wake-up of the caller once the last is in.

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,5 +172,51 @@ func TestScriptCacheFlushed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestPausedNodeQueueCapped: a paused node costs bounded memory: once its
+// queue holds maxQueued commands, a round's command to it fails at once
+// (the node counts as silent) instead of queueing, and the other nodes
+// still make the quorum.
+func TestPausedNodeQueueCapped(t *testing.T) {
+	defer func(old int) { maxQueued = old }(maxQueued)
+	maxQueued = 16
+	var full atomic.Int64
+	cl := newCluster(t, 3, Options{NodeTimeout: time.Second, OnNodeCommand: func(_ string, _ time.Duration, err error) {
+		if errors.Is(err, redis.ErrAutoPipelineQueueFull) {
+			full.Add(1)
+		}
+	}})
+	if err := cycle(t, cl.c); err != nil { // connections and scripts first
+		t.Fatal(err)
+	}
+	hooks := withCountHooks(cl)
+	cl.servers[0].Pause()
+	defer cl.servers[0].Resume()
+	const n = 32
+	var wg sync.WaitGroup
+	var fast atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			start := time.Now()
+			l, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{TTL: 10 * time.Second})
+			if err != nil || l.Locked != 2 {
+				t.Errorf("acquire with node 0 paused = %+v, %v; want 2 nodes", l, err)
+			}
+			if time.Since(start) < 500*time.Millisecond {
+				fast.Add(1)
+			}
+		})
+		// One acquire at a time reaches the healthy nodes, whose queues
+		// never fill; node 0's grows by one each.
+		eventually(t, 5*time.Second, "the acquire reached nodes 1 and 2", func() bool {
+			return hooks[1].cmds.Load() > int64(i) && hooks[2].cmds.Load() > int64(i)
+		})
+	}
+	wg.Wait()
+	if got, want := full.Load(), int64(n-maxQueued); got < want-1 || got > want || fast.Load() < want-1 {
+		t.Fatalf("%d commands refused by node 0's full queue, %d acquires answered before the node timeout; want about %d of each",
+			got, fast.Load(), want)
 	}
 }
