@@ -351,6 +351,27 @@ func TestRunLockLostRefused(t *testing.T) {
 	}
 }
 
+// TestRunKilled: when `redlockd run` itself is killed (SIGKILL, nothing of
+// it runs any more), CMD gets SIGTERM from the kernel (the parent-death
+// signal), rather than running on without the lock being extended.
+func TestRunKilled(t *testing.T) {
+	g := startGateway(t, startCluster(t, 3))
+	p := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--", "sh", "-c",
+		`trap 'echo got-TERM; exit 0' TERM; echo "pid $$"; echo ready; while :; do sleep 0.1; done`)
+	p.waitLine("ready", 30*time.Second)
+	first, _, _ := strings.Cut(p.out.String(), "\n")
+	pid, err := strconv.Atoi(strings.TrimPrefix(first, "pid "))
+	if err != nil {
+		t.Fatalf("CMD's pid: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // if the test failed, CMD still runs
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLine("got-TERM", 10*time.Second)
+	p.wantExit(128+int(syscall.SIGKILL), 10*time.Second)
+}
+
 // wantHeldFor checks every 100ms for d that resource is held with fence and
 // that nobody else can take it.
 func wantHeldFor(t *testing.T, g *Gateway, res string, fence int64, d time.Duration) {
