@@ -327,12 +327,7 @@ func TestRunLockLostRefused(t *testing.T) {
 	res := resourceName(t)
 	p := runProc(t, nil, "run", "--url", g.URL, "--resource", res, "--ttl", "3s", "--grace", "1s", "--", "sh", "-c",
 		`trap '' TERM; echo "pid $$"; echo ready; while :; do sleep 0.1; done`)
-	p.waitLine("ready", 30*time.Second)
-	first, _, _ := strings.Cut(p.out.String(), "\n")
-	pid, err := strconv.Atoi(strings.TrimPrefix(first, "pid "))
-	if err != nil {
-		t.Fatalf("CMD's pid: %v", err)
-	}
+	pid := readyCommand(t, p)
 	start := time.Now()
 	for _, n := range nodes {
 		if err := n.Client().FlushAll(context.Background()).Err(); err != nil {
@@ -351,6 +346,19 @@ func TestRunLockLostRefused(t *testing.T) {
 	}
 }
 
+// readyCommand waits for a CMD that prints "pid <pid>" and then "ready",
+// and returns its pid.
+func readyCommand(t *testing.T, p *proc) int {
+	t.Helper()
+	p.waitLine("ready", 30*time.Second)
+	first, _, _ := strings.Cut(p.out.String(), "\n")
+	pid, err := strconv.Atoi(strings.TrimPrefix(first, "pid "))
+	if err != nil {
+		t.Fatalf("CMD's pid: %v", err)
+	}
+	return pid
+}
+
 // TestRunKilled: when `redlockd run` itself is killed (SIGKILL, nothing of
 // it runs any more), CMD gets SIGTERM from the kernel (the parent-death
 // signal), rather than running on without the lock being extended.
@@ -358,12 +366,7 @@ func TestRunKilled(t *testing.T) {
 	g := startGateway(t, startCluster(t, 3))
 	p := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--", "sh", "-c",
 		`trap 'echo got-TERM; exit 0' TERM; echo "pid $$"; echo ready; while :; do sleep 0.1; done`)
-	p.waitLine("ready", 30*time.Second)
-	first, _, _ := strings.Cut(p.out.String(), "\n")
-	pid, err := strconv.Atoi(strings.TrimPrefix(first, "pid "))
-	if err != nil {
-		t.Fatalf("CMD's pid: %v", err)
-	}
+	pid := readyCommand(t, p)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // if the test failed, CMD still runs
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
