@@ -80,6 +80,7 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	st := cl.c.Status(t.Context())
 	if st[0].Up || !strings.Contains(st[0].Err, "injected") || !st[1].Up {
 		t.Fatalf("after a failed request: %+v", st)
@@ -88,6 +89,7 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Err != "" {
 		t.Fatalf("after an answered request: %+v", st)
 	}
@@ -98,6 +100,7 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if st := cl.c.Status(t.Context()); st[0].Up || !strings.HasPrefix(st[0].Err, "OOM") {
 		t.Fatalf("after a refusal: %+v", st)
 	}
@@ -105,9 +108,11 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if _, err := cl.c.Inspect(t.Context(), "", uniq(t)); !errors.Is(err, ErrNotHeld) {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if st := cl.c.Status(t.Context()); st[0].Up {
 		t.Fatalf("an answer between ticks showed a refusing node up: %+v", st)
 	}
@@ -268,6 +273,7 @@ func TestReplicaBetweenTicks(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err) // two of three nodes
 	}
+	cl.settle()
 	if !n.quarantined(time.Now()) || cl.c.Status(t.Context())[0].Err != errReplica {
 		t.Fatalf("a READONLY answer: quarantined %v, status %+v", n.quarantined(time.Now()), cl.c.Status(t.Context())[0])
 	}
