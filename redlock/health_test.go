@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -490,5 +491,38 @@ func TestNoteInfo(t *testing.T) {
 	}
 	if got := infoField(info("abc", 1), "run_id"); got != "abc" {
 		t.Fatalf("runID = %q", got)
+	}
+}
+
+// delayHook holds every health check (a pipeline of PING, INFO, INFO, SET)
+// for a while: a node that answers, but late.
+type delayHook struct{ delay atomic.Int64 }
+
+func (h *delayHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *delayHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 4 && cmds[0].Name() == "ping" {
+			time.Sleep(time.Duration(h.delay.Load()))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestSlowNode: a node whose health check answers within the node timeout
+// but takes at least half of it is up and slow; once fast again, not slow.
+func TestSlowNode(t *testing.T) {
+	cl := newCluster(t, 3, Options{NodeTimeout: 400 * time.Millisecond, HealthInterval: time.Hour})
+	h := &delayHook{}
+	cl.c.nodes[0].client.AddHook(h)
+	h.delay.Store(int64(250 * time.Millisecond))
+	cl.c.nodes[0].check(t.Context())
+	if st := cl.c.Status(t.Context()); !st[0].Up || !st[0].Slow || st[1].Slow {
+		t.Fatalf("with node 0 answering late: %+v", st)
+	}
+	h.delay.Store(0)
+	cl.c.nodes[0].check(t.Context())
+	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Slow {
+		t.Fatalf("with node 0 fast again: %+v", st)
 	}
 }
