@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,5 +222,37 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 	if got, want := full.Load(), int64(n-maxQueued); got < want-1 || got > want+2 || fast.Load() != n {
 		t.Fatalf("%d commands refused by node 0's full queue, want about %d; %d of %d acquires answered before the node timeout",
 			got, want, fast.Load(), n)
+	}
+}
+
+// TestStragglersEnd: rounds decided without a paused node leave its
+// commands, and a goroutine per round, to finish in the background; none of
+// them outlives the node timeout by much: the goroutines end, and once the
+// node resumes its queue drains.
+func TestStragglersEnd(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	cl := newCluster(t, 3, Options{NodeTimeout: timeout})
+	if err := cycle(t, cl.c); err != nil { // connections and scripts first
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+	cl.servers[0].Pause()
+	for range 100 {
+		start := time.Now()
+		if err := cycle(t, cl.c); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el >= timeout {
+			t.Fatalf("a cycle with a paused node took %v: it waited for the node (timeout %v)", el, timeout)
+		}
+	}
+	if n := runtime.NumGoroutine(); n < base+10 {
+		t.Fatalf("%d goroutines, %d before: the rounds' stragglers are not awaited in the background", n, base)
+	}
+	eventually(t, 5*timeout, "the stragglers' goroutines end", func() bool { return runtime.NumGoroutine() <= base+5 })
+	cl.servers[0].Resume()
+	cl.settle()
+	if q := cl.c.nodes[0].pipe.Len(); q != 0 {
+		t.Fatalf("node 0's queue holds %d commands after it resumed", q)
 	}
 }
