@@ -84,7 +84,7 @@ func measureGray(ctx context.Context, l *lab, c *config, prefix string, progress
 func (l *lab) gray(ctx context.Context, proxies []*toxiproxy.Proxy, d time.Duration, c *config, prefix string, progress io.Writer) (runs []result, down grayResult, err error) {
 	for i, s := range scenarios {
 		fmt.Fprintf(progress, "%s at C=%d for %v\n", grayName(d, s.name), c.grayClients, c.duration)
-		pause(l.servers[:s.paused])
+		kill(l.servers[:s.paused], syscall.SIGSTOP)
 		for _, p := range proxies[s.paused : s.paused+s.slow] {
 			for _, stream := range []string{"upstream", "downstream"} { // a round trip of 2d
 				toxic := fmt.Sprintf(`{"type":"latency","stream":%q,"attributes":{"latency":%d}}`, stream, d.Milliseconds())
@@ -106,7 +106,7 @@ func (l *lab) gray(ctx context.Context, proxies []*toxiproxy.Proxy, d time.Durat
 	}
 	down = grayResult{nodeTimeout: d, tries: 20}
 	fmt.Fprintf(progress, "%s: %d acquires\n", grayName(d, "3 of 5 paused"), down.tries)
-	pause(l.servers[:3])
+	kill(l.servers[:3], syscall.SIGSTOP)
 	defer heal(l.servers, proxies)
 	for i := range down.tries {
 		start := time.Now()
@@ -121,27 +121,22 @@ func (l *lab) gray(ctx context.Context, proxies []*toxiproxy.Proxy, d time.Durat
 	return runs, down, ctx.Err()
 }
 
-// pause stops the nodes' processes (SIGSTOP): their sockets still accept
-// connections, and nothing is answered.
-func pause(nodes []*redistest.Server) {
+// kill sends sig to the nodes' processes that run (pid 0 would be this
+// process group): SIGSTOP pauses a node, whose socket still accepts
+// connections while nothing is answered; SIGCONT resumes it.
+func kill(nodes []*redistest.Server, sig syscall.Signal) {
 	for _, n := range nodes {
-		kill(n, syscall.SIGSTOP)
+		if pid := n.PID(); pid > 0 {
+			_ = syscall.Kill(pid, sig)
+		}
 	}
 }
 
-// heal resumes every node (SIGCONT), so that none is killed while stopped,
-// and removes every toxic.
+// heal resumes every node, so that none is killed while stopped, and
+// removes every toxic.
 func heal(nodes []*redistest.Server, proxies []*toxiproxy.Proxy) {
-	for i, p := range proxies {
-		kill(nodes[i], syscall.SIGCONT)
+	kill(nodes, syscall.SIGCONT)
+	for _, p := range proxies {
 		p.Toxics.ResetToxics(context.Background())
-	}
-}
-
-// kill sends sig to the node's process if it runs (pid 0 would be this
-// process group).
-func kill(n *redistest.Server, sig syscall.Signal) {
-	if pid := n.PID(); pid > 0 {
-		_ = syscall.Kill(pid, sig)
 	}
 }

@@ -63,7 +63,7 @@ func main() {
 }
 
 func parse(args []string) (*config, error) {
-	c := &config{}
+	c := &config{grayTimeouts: []time.Duration{50 * time.Millisecond, 200 * time.Millisecond}}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	which := fs.String("floors", strings.Join(floors, ","), "comma-separated floors to measure: "+strings.Join(floors, ", "))
 	fs.StringVar(&c.binary, "redlockd", "", "redlockd `binary` to measure (empty: go build ./cmd/redlockd)")
@@ -72,17 +72,9 @@ func parse(args []string) (*config, error) {
 	fs.IntVar(&c.waiters, "waiters", 10000, "waiters of the waiters floor")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
 	fs.IntVar(&c.grayClients, "gray-clients", 16, "workers of the gray floors")
-	grayTimeouts := fs.String("gray-node-timeouts", "50ms,200ms", "comma-separated node timeouts of the gray floors' gateways")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	for _, s := range strings.Split(*grayTimeouts, ",") {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("--gray-node-timeouts: %q is not a positive duration", s)
-		}
-		c.grayTimeouts = append(c.grayTimeouts, d)
 	}
 	if c.c < 1 || c.grayClients < 1 || c.waiters < 10 || c.duration <= 0 || c.nodeTimeout <= 0 {
 		return nil, errors.New("-c and --gray-clients must be at least 1, --waiters at least 10, durations positive")
@@ -210,7 +202,7 @@ func (r *report) print(w io.Writer) bool {
 		limit := g.nodeTimeout + 25*time.Millisecond
 		check(fmt.Sprintf("gray %v, 3 of 5 paused: acquire's 503 p50, max", g.nodeTimeout),
 			fmt.Sprintf("%s, %s (%d of %d tries)", ms(g.to503.pct(0.5)), ms(g.to503.pct(1)), len(g.to503), g.tries), "max <= "+ms(limit),
-			len(g.to503) == g.tries && g.to503.pct(1) <= limit)
+			g.tries > 0 && len(g.to503) == g.tries && g.to503.pct(1) <= limit)
 		if g.lastErr != "" {
 			fmt.Fprintf(tw, "  the last other answer: %s\n", g.lastErr)
 		}
