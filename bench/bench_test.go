@@ -7,8 +7,9 @@ import (
 )
 
 // TestSmoke runs every mode briefly, so that the tool cannot rot: each
-// completes cycles without errors, every waiter is served or times out
-// after its wait, and the floors table is printed. The figures themselves
+// completes cycles without errors (with a paused or slow minority too),
+// every waiter is served or times out after its wait, the acquires with 3
+// of 5 nodes paused get 503, and the floors table is printed. The figures themselves
 // are not checked: a short run on a shared machine says nothing about them.
 func TestSmoke(t *testing.T) {
 	// A generous node timeout: under -race, the in-process library is slow.
@@ -16,13 +17,14 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.grayTimeouts = c.grayTimeouts[:1]
 	var progress bytes.Buffer
 	rep, err := measure(t.Context(), c, &progress)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if len(rep.runs) != 7 || rep.runs[6].name != contendedMode || rep.waiting == nil {
-		t.Fatalf("runs %d (want 6 and the contended one), waiters %v", len(rep.runs), rep.waiting)
+	if len(rep.runs) != 7+len(scenarios) || rep.runs[6].name != contendedMode || rep.waiting == nil || len(rep.gray) != 1 {
+		t.Fatalf("runs %d (want 6, the contended one and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
 	}
 	for _, r := range rep.runs {
 		if r.cycles == 0 || r.errors != 0 {
@@ -32,10 +34,14 @@ func TestSmoke(t *testing.T) {
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
 	}
+	if g := rep.gray[0]; len(g.to503) != g.tries {
+		t.Errorf("3 of 5 paused: %d of %d acquires got 503, the last other: %s", len(g.to503), g.tries, g.lastErr)
+	}
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
-		"hand-off p99", "peak RSS", "Redis commands/s while they wait"} {
+		"hand-off p99", "peak RSS", "Redis commands/s while they wait",
+		"gray 50ms, 2 of 5 slow: p50, p99, cycles/s over healthy", "gray 50ms, 3 of 5 paused: acquire's 503"} {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())
 		}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/client"
 	"github.com/redlockd/redlockd/internal/redistest"
 	"github.com/redlockd/redlockd/redlock"
@@ -28,11 +31,16 @@ import (
 type lab struct {
 	servers     []*redistest.Server
 	nodes       []string // host:port
-	pid         int      // the gateway's process
 	stops       []func() // kill the processes by PID, the gateway first
 	nodeTimeout time.Duration
-	// client is the Go client of the gateway, on a net/http client that
-	// keeps a connection per worker or waiter alive; closeConns closes them.
+	dir, bin    string // the temporary directory, the redlockd binary
+	maxWaiters  int
+	tr          *http.Transport
+	// The gateway: its process and address, and its Go client on tr, a
+	// net/http transport that keeps a connection per worker or waiter
+	// alive; closeConns closes them.
+	pid        int
+	addr       string
 	client     *client.Client
 	closeConns func()
 }
@@ -47,7 +55,7 @@ func (l *lab) close() {
 func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = max(c.c, c.waiters), max(c.c, c.waiters)
-	l := &lab{nodeTimeout: c.nodeTimeout, closeConns: tr.CloseIdleConnections}
+	l := &lab{nodeTimeout: c.nodeTimeout, maxWaiters: c.waiters, tr: tr, closeConns: tr.CloseIdleConnections}
 	defer func() {
 		if err != nil {
 			l.close()
@@ -59,63 +67,88 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && c.runs("waiters") && rl.Max < uint64(c.waiters)+1000 {
 		return nil, fmt.Errorf("open files limit %d (ulimit -Hn) is below %d: raise it or lower --waiters", rl.Max, c.waiters+1000)
 	}
-	dir, err := os.MkdirTemp("", "redlockd-bench-")
-	if err != nil {
+	if l.dir, err = os.MkdirTemp("", "redlockd-bench-"); err != nil {
 		return nil, err
 	}
-	l.stops = append(l.stops, func() { os.RemoveAll(dir) })
+	l.stops = append(l.stops, func() { os.RemoveAll(l.dir) })
 	for range 5 {
-		s, err := redistest.Launch(redistest.Config{Dir: dir})
+		s, err := redistest.Launch(redistest.Config{Dir: l.dir})
 		if err != nil {
 			return nil, err
 		}
 		l.stops = slices.Insert(l.stops, 0, s.Stop)
 		l.servers, l.nodes = append(l.servers, s), append(l.nodes, s.Addr())
 	}
-	bin := c.binary
-	if bin == "" {
-		bin = filepath.Join(dir, "redlockd")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/redlockd/redlockd/cmd/redlockd").CombinedOutput(); err != nil {
+	if l.bin = c.binary; l.bin == "" {
+		l.bin = filepath.Join(l.dir, "redlockd")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", l.bin, "github.com/redlockd/redlockd/cmd/redlockd").CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build ./cmd/redlockd (run bench in the module, or give --redlockd): %v\n%s", err, out)
 		}
 	}
+	stop, err := l.serve(ctx, l.nodes, c.nodeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	l.stops = slices.Insert(l.stops, 0, stop)
+	return l, nil
+}
+
+// serve starts a gateway on nodes (host:port) with the node timeout d,
+// makes it l's gateway once every node is up, and returns how to kill it.
+func (l *lab) serve(ctx context.Context, nodes []string, d time.Duration) (stop func(), err error) {
 	port, err := redistest.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	l.client, _ = client.New("http://"+addr, client.Options{HTTPClient: &http.Client{Transport: tr}}) // fails only on a bad URL
+	l.addr = fmt.Sprintf("127.0.0.1:%d", port)
+	l.client, _ = client.New("http://"+l.addr, client.Options{HTTPClient: &http.Client{Transport: l.tr}}) // fails only on a bad URL
 	// Long TTLs and waits, and room for the waiters and their connections.
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--redis", "redis://"+strings.Join(l.nodes, ",redis://"),
-		"--restart-quarantine", "off", "--node-timeout", c.nodeTimeout.String(), "--max-ttl", "10m", "--max-wait", "10m",
-		"--max-waiters", strconv.Itoa(c.waiters+100), "--max-connections", strconv.Itoa(c.waiters+1000))
+	cmd := exec.Command(l.bin, "serve", "--listen", l.addr, "--redis", "redis://"+strings.Join(nodes, ",redis://"),
+		"--restart-quarantine", "off", "--node-timeout", d.String(), "--max-ttl", "10m", "--max-wait", "10m",
+		"--max-waiters", strconv.Itoa(l.maxWaiters+100), "--max-connections", strconv.Itoa(l.maxWaiters+1000))
 	// Only the flags configure it.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "REDLOCKD_") })
-	logPath := filepath.Join(dir, "redlockd.log") // with the access log, a line per request
+	logPath := filepath.Join(l.dir, fmt.Sprintf("redlockd-%d.log", port)) // with the access log, a line per request
 	if cmd.Stderr, err = os.Create(logPath); err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	// Ready when a quorum of nodes is reached, which only /readyz tells;
-	// never once it exited.
-	ready, notReady := context.WithTimeout(ctx, 15*time.Second)
-	defer notReady()
+	// Never ready once it exited.
+	running, exit := context.WithCancel(ctx)
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); notReady(); close(exited) }()
-	l.stops = slices.Insert(l.stops, 0, func() { _ = cmd.Process.Kill(); <-exited })
+	go func() { _ = cmd.Wait(); exit(); close(exited) }()
+	stop = func() { _ = cmd.Process.Kill(); <-exited }
 	l.pid = cmd.Process.Pid
-	for ; ready.Err() == nil; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+	if err := l.ready(running); err != nil {
+		stop()
+		log, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("the gateway did not get ready: %v\n%s", err, log)
+	}
+	return stop, nil
+}
+
+// ready waits, for 15s at most, until the gateway's /readyz shows every
+// node up: only /readyz tells.
+func (l *lab) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for ; ; time.Sleep(20 * time.Millisecond) {
+		var r api.ReadyResponse
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.addr+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&r)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return l, nil
-			}
+		}
+		if err == nil && resp.StatusCode == http.StatusOK && !slices.ContainsFunc(r.Nodes, func(n api.NodeStatus) bool { return !n.Up }) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("/readyz: %v: %+v", cmp.Or(err, ctx.Err()), r.Nodes)
 		}
 	}
-	log, _ := os.ReadFile(logPath)
-	return nil, fmt.Errorf("the gateway did not get ready:\n%s", log)
 }
 
 // The names of the modes, which the floors compare.

@@ -27,7 +27,7 @@ import (
 )
 
 // floors are the groups of floors that --floors selects.
-var floors = []string{"latency", "throughput", "contended", "waiters"}
+var floors = []string{"latency", "throughput", "contended", "waiters", "gray"}
 
 type config struct {
 	binary      string // the redlockd binary to start; "": go build ./cmd/redlockd
@@ -36,6 +36,9 @@ type config struct {
 	duration    time.Duration
 	waiters     int
 	nodeTimeout time.Duration
+	// The gray floors' workers, and the node timeouts of their gateways.
+	grayClients  int
+	grayTimeouts []time.Duration
 }
 
 func (c *config) runs(floor string) bool { return slices.Contains(c.floors, floor) }
@@ -60,7 +63,7 @@ func main() {
 }
 
 func parse(args []string) (*config, error) {
-	c := &config{}
+	c := &config{grayTimeouts: []time.Duration{50 * time.Millisecond, 200 * time.Millisecond}}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	which := fs.String("floors", strings.Join(floors, ","), "comma-separated floors to measure: "+strings.Join(floors, ", "))
 	fs.StringVar(&c.binary, "redlockd", "", "redlockd `binary` to measure (empty: go build ./cmd/redlockd)")
@@ -68,12 +71,13 @@ func parse(args []string) (*config, error) {
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each mode runs, and the window over which idle waiters' Redis commands are counted")
 	fs.IntVar(&c.waiters, "waiters", 10000, "waiters of the waiters floor")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
+	fs.IntVar(&c.grayClients, "gray-clients", 16, "workers of the gray floors")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.c < 1 || c.waiters < 10 || c.duration <= 0 || c.nodeTimeout <= 0 {
-		return nil, errors.New("-c must be at least 1, --waiters at least 10, durations positive")
+	if c.c < 1 || c.grayClients < 1 || c.waiters < 10 || c.duration <= 0 || c.nodeTimeout <= 0 {
+		return nil, errors.New("-c and --gray-clients must be at least 1, --waiters at least 10, durations positive")
 	}
 	c.floors = strings.Split(*which, ",")
 	for _, f := range c.floors {
@@ -88,6 +92,7 @@ func parse(args []string) (*config, error) {
 type report struct {
 	runs    []result
 	waiting *waiting
+	gray    []grayResult
 }
 
 // measure runs the floors of c, one mode at a time, each on resources of
@@ -119,6 +124,13 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 			return rep, err
 		}
 		rep.runs = append(rep.runs, r)
+	}
+	if c.runs("gray") && ctx.Err() == nil {
+		var runs []result
+		runs, rep.gray, err = measureGray(ctx, l, c, prefix+"gray-", progress)
+		if rep.runs = append(rep.runs, runs...); err != nil {
+			return rep, err
+		}
 	}
 	if c.runs("waiters") && ctx.Err() == nil {
 		fmt.Fprintf(progress, "%d waiters on one lock\n", c.waiters)
@@ -175,6 +187,25 @@ func (r *report) print(w io.Writer) bool {
 			fmt.Sprintf("%d, %d (%d early, %d other)", x.served, x.timedOut, x.early, x.other), "all",
 			x.served == x.waiters-x.short && x.timedOut == x.short && x.early == 0)
 		check("waiters: Redis commands/s while they wait", fmt.Sprintf("%.1f", x.idleCommands), "<= 100", x.idleCommands <= 100)
+	}
+	over := func(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
+	for _, g := range r.gray {
+		h := run["gray: "+grayName(g.nodeTimeout, scenarios[0].name)]
+		for _, s := range scenarios[1:] {
+			if x := run["gray: "+grayName(g.nodeTimeout, s.name)]; h != nil && x != nil {
+				p50, p99, thr := over(x.lat.pct(0.5), h.lat.pct(0.5)), over(x.lat.pct(0.99), h.lat.pct(0.99)), ratio(x, h)
+				check(fmt.Sprintf("gray %v, %s: p50, p99, cycles/s over healthy", g.nodeTimeout, s.name),
+					fmt.Sprintf("%.2f, %.2f, %.2f (%d errors)", p50, p99, thr, x.errors), "<= 1.5, <= 3, >= 0.6",
+					h.cycles > 0 && x.cycles > 0 && x.errors == 0 && p50 <= 1.5 && p99 <= 3 && thr >= 0.6)
+			}
+		}
+		limit := g.nodeTimeout + 25*time.Millisecond
+		check(fmt.Sprintf("gray %v, 3 of 5 paused: acquire's 503 p50, max", g.nodeTimeout),
+			fmt.Sprintf("%s, %s (%d of %d tries)", ms(g.to503.pct(0.5)), ms(g.to503.pct(1)), len(g.to503), g.tries), "max <= "+ms(limit),
+			g.tries > 0 && len(g.to503) == g.tries && g.to503.pct(1) <= limit)
+		if g.lastErr != "" {
+			fmt.Fprintf(tw, "  the last other answer: %s\n", g.lastErr)
+		}
 	}
 	return all
 }
