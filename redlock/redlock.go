@@ -270,7 +270,10 @@ type acqTally struct {
 	anyExisting        bool       // a grant, voting or not, of a token that held the lock already
 	pttls              []int64
 	answered           []int // nodes that answered (the fence commit goes to them)
-	undo               []int // nodes that answered and whose SET may have landed: all but refusals
+	granted            []int // nodes that granted, voting or not
+	skipped            bool  // the fence was not written back (see outcome)
+	undo               []int // nodes that granted (a chosen token: newly)
+	failed             []int // nodes that answered with an error: their SET may have landed
 	errs               []error
 }
 
@@ -281,7 +284,7 @@ func (t *acqTally) add(r reply[acqReply]) bool {
 		t.bad++
 		t.errs = append(t.errs, r.err)
 		if !r.silent && !t.a.chosen {
-			t.undo = append(t.undo, r.node)
+			t.failed = append(t.failed, r.node)
 		}
 		return t.decided()
 	case !r.val.ok:
@@ -289,6 +292,7 @@ func (t *acqTally) add(r reply[acqReply]) bool {
 		t.pttls = append(t.pttls, r.val.pttl)
 	default:
 		t.minFence, t.maxFence = min(t.minFence, r.val.fence), max(t.maxFence, r.val.fence)
+		t.granted = append(t.granted, r.node)
 		t.anyExisting = t.anyExisting || r.val.existing
 		if !t.a.chosen || !r.val.existing {
 			t.undo = append(t.undo, r.node) // a chosen token undoes only what it newly set
@@ -327,7 +331,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, minFence: math.MaxInt64}
 	_, rd := runScript(ctx, c, c.idxs, scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, parseAcquire, t.add)
 	lock, err := a.outcome(ctx, start, t)
-	rd.stragglers(func(late []reply[acqReply], silent []int) { a.finish(err == nil, lock.Fence, late, silent) })
+	rd.stragglers(func(late []reply[acqReply], silent []int) { a.finish(err == nil, lock.Fence, t, late, silent) })
 	return lock, err
 }
 
@@ -341,12 +345,12 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 		}
 		// When every node that answered newly granted the lock with the same
 		// fence, the counters of a quorum hold it already: nothing to write
-		// back. (A node that grants later has it written back then; see
-		// finish.) A chosen token's fence is always written back, so that a
-		// re-acquire can tell its records from those of a failed attempt (see
-		// keptFence).
+		// back before answering (finish may write it back later). A chosen
+		// token's fence is always written back, so that a re-acquire can tell
+		// its records from those of a failed attempt (see keptFence).
 		held := t.yes
-		if t.minFence != t.maxFence || t.anyExisting || a.chosen {
+		t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
+		if !t.skipped {
 			held = c.commit(ctx, a.keys, a.token, t.answered, fence)
 		}
 		validity := c.validity(a.ttl, start)
@@ -359,11 +363,16 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 			}, nil
 		}
 	}
-	// Failed: undo, before returning, what the nodes that answered may hold,
-	// so that the caller's next round finds them free; the rest is undone
-	// in the background (finish).
+	// Failed: undo, before returning, what the nodes that granted hold, so
+	// that the caller's next round finds them free. Nodes that failed (a
+	// timeout, a dropped connection) may hold it too, but may well fail
+	// again: they are undone in the background, as are the nodes still
+	// silent (finish).
 	if len(t.undo) > 0 {
 		a.undo(context.WithoutCancel(ctx), t.undo)
+	}
+	if len(t.failed) > 0 {
+		go a.undo(context.WithoutCancel(ctx), t.failed)
 	}
 	if t.yes > 0 && len(t.pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -379,19 +388,28 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 // finish deals with the answers of an acquire round that came after its
 // outcome, and with the nodes still silent at the end of the node timeout.
 // After a success, a late grant that recorded another fence gets the fence
-// written back, so that every record of the lock has it. After a failure (or when the caller gave up),
+// written back. If the write-back was skipped and a node may yet run its SET
+// and record a fence of its own (it failed, is silent, or answered late with
+// another fence), the fence is written back to every node that granted:
+// extend and inspect believe it over any tentative fence (see fenceChoice).
+// After a failure (or when the caller gave up),
 // whatever may have landed is undone: late grants, and with a random token
 // also late errors and silent nodes, whose SET may still run when a paused
 // node resumes (then the undo may run before it, and the key lives one TTL:
 // see docs/safety.md). A late grant of a lock that succeeded is harmless:
 // it holds the same token, and stale keys alone never make a quorum.
-func (a *attempt) finish(ok bool, fence int64, late []reply[acqReply], silent []int) {
+func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqReply], silent []int) {
 	var grants, undo []int
+	odd := t.bad > 0 || len(silent) > 0
 	for _, r := range late {
+		odd = odd || r.err != nil
 		switch {
 		case r.err == nil && r.val.ok:
 			if r.val.fence != fence {
 				grants = append(grants, r.node)
+			}
+			if t.skipped {
+				t.granted = append(t.granted, r.node)
 			}
 			if !a.chosen || !r.val.existing {
 				undo = append(undo, r.node)
@@ -402,6 +420,9 @@ func (a *attempt) finish(ok bool, fence int64, late []reply[acqReply], silent []
 	}
 	ctx := context.Background()
 	if ok {
+		if t.skipped && (odd || len(grants) > 0) {
+			grants = t.granted
+		}
 		if len(grants) > 0 {
 			a.c.commit(ctx, a.keys, a.token, grants, fence)
 		}
@@ -604,14 +625,14 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			return Lock{}, unavailable(errs)
 		}
 		f, certain := fence.value(c.quorum)
-		locked := t.yes
 		if !certain {
-			// Some of the records were made by a late SET (see
-			// fenceChoice): write back the greatest, as an acquire would.
-			locked = c.commit(ctx, keys, token, held, f)
+			// A late SET recorded another fence (see fenceChoice), and too
+			// few nodes answered to tell which is the lock's: the lock is
+			// extended, but its fence is not known. Never a different one.
+			return Lock{}, unavailable(append(errs, errFenceUnknown))
 		}
 		// The quorum holds: put the lock back where it vanished.
-		locked += c.reassert(ctx, keys, token, absent, ttl, f, owner)
+		locked := t.yes + c.reassert(ctx, keys, token, absent, ttl, f, owner)
 		validity := c.validity(ttl, start)
 		if locked < c.quorum || validity <= 0 {
 			return Lock{}, unavailable(errs)
@@ -775,9 +796,11 @@ func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 // paused node may run the SET when it resumes). So a tentative fence is
 // certain when it is the only one seen, or when a quorum agree on it (the
 // late nodes are a minority); otherwise Extend waits for more answers and,
-// if none makes it certain, writes the greatest back to a quorum, which
-// keeps fences in order: every later acquire reads a counter at least as
-// high.
+// if none makes it certain, fails as unavailable (the lock was extended; a
+// retry tells), never answering another fence than the acquire's. The
+// acquire writes the fence back in the background whenever a node may run
+// its SET late (see finish), and a written-back fence wins, so this takes a
+// late SET and an extend within about the node timeout of the acquire.
 type fenceChoice struct {
 	committed int64
 	tentative []int64
@@ -790,6 +813,9 @@ func (f *fenceChoice) add(committed bool, v int64) {
 		f.tentative = append(f.tentative, v)
 	}
 }
+
+// errFenceUnknown: an extend could not tell the lock's fence (see fenceChoice).
+var errFenceUnknown = errors.New("the nodes that answered record different fencing tokens and too few answered to tell the lock's: retry")
 
 // value returns the fence, and whether it is certain given a quorum q.
 func (f *fenceChoice) value(q int) (int64, bool) {
