@@ -327,7 +327,7 @@ func TestRestartQuarantine(t *testing.T) {
 	restarted := time.Now()
 	nodes[0].Restart()
 	sleepUntilFraction(100 * time.Millisecond)
-	for range 3 {
+	for range 3 { // the gateway reconnects to node 0 here; four others vote
 		lock(t, gw, resourceName(t), "")
 	}
 	r = gw.do(t, http.MethodGet, "/readyz", "")
