@@ -153,6 +153,7 @@ func TestBadInput(t *testing.T) {
 		{name: "PatchArray", method: "PATCH", path: H, body: `[40000]`, hdr: goodTok, want: []outcome{invalid}},
 	}
 
+	waitHolders(t, nodes, held, tok, 5) // the snapshot sees no late write
 	before := keySnapshot(t, nodes)
 	if !containsLockKey(before, held) {
 		t.Fatalf("held lock key not in the snapshot:\n%s", before)

@@ -54,9 +54,10 @@ func TestContract(t *testing.T) {
 		r := inspect(t, gw, res)
 		wantStatus(t, r, http.StatusOK)
 		if r.JSON["held"] != true || r.str(t, "owner") != "me" || r.num(t, "fencing_token") != a.num(t, "fencing_token") ||
-			r.num(t, "held_nodes") != 3 || r.num(t, "remaining_ms") <= 0 || r.str(t, "resource") != res {
+			r.num(t, "remaining_ms") <= 0 || r.str(t, "resource") != res {
 			t.Errorf("held lock: %s", r.Body)
 		}
+		wantCount(t, r, "held_nodes", 2, 3)
 		wantNoSecret(t, r, a.str(t, "token"))
 
 		wantStatus(t, release(t, gw, res, a.str(t, "token")), http.StatusNoContent)
@@ -135,6 +136,7 @@ func TestContract(t *testing.T) {
 	t.Run("DotNames", func(t *testing.T) {
 		held := resourceName(t)
 		tok := lock(t, gw, held, `{"ttl_ms":30000}`).str(t, "token")
+		waitHolders(t, nodes, held, tok, 3) // the snapshot sees no late write
 		before := keySnapshot(t, nodes)
 		for _, name := range []string{".", "..", "%2E", "%2e", "%2e%2e", "%2E%2E", ".%2E", "%2e."} {
 			path := "/locks/" + name

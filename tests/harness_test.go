@@ -127,6 +127,16 @@ func holders(t testing.TB, nodes []*RedisNode, resource, token string) []int {
 	return out
 }
 
+// waitHolders waits until exactly n live nodes hold resource's lock key with
+// token: a round is decided at the quorum, so right after a 201 or 204 the
+// slowest nodes may not have the key (or its delete) yet.
+func waitHolders(t testing.TB, nodes []*RedisNode, resource, token string, n int) {
+	t.Helper()
+	eventually(t, 5*time.Second, fmt.Sprintf("the token on %d nodes", n), func() bool {
+		return len(holders(t, nodes, resource, token)) == n
+	})
+}
+
 // ---------------------------------------------------------------------------
 // the gateway
 
@@ -502,6 +512,16 @@ func wantProblem(t testing.TB, r *Resp, status int, kind string) {
 	}
 	if s := string(r.Body); strings.Contains(s, "goroutine ") || strings.Contains(s, ".go:") {
 		t.Errorf("%s %s: problem body looks like it leaks internals: %s", r.Method, r.Path, r.Body)
+	}
+}
+
+// wantCount checks the locked_nodes or held_nodes of r: a round is decided
+// at the quorum, so the count is at least the quorum and at most the nodes
+// that can vote (up, not paused, not quarantined).
+func wantCount(t testing.TB, r *Resp, key string, quorum, voting int64) {
+	t.Helper()
+	if got := r.num(t, key); got < quorum || got > voting {
+		t.Errorf("%s %s: %s %d, want %d to %d (the quorum to the voting nodes)", r.Method, r.Path, key, got, quorum, voting)
 	}
 }
 

@@ -177,29 +177,25 @@ func TestProxyFaults(t *testing.T) {
 			p.SetBandwidth(0)
 		}
 	}
-	// allFive waits until every node votes again after a fault.
+	// allFive waits until /readyz shows every node up again after a fault.
 	allFive := func(t *testing.T) {
 		t.Helper()
-		eventually(t, 5*time.Second, "all 5 nodes vote again", func() bool {
-			res := resourceName(t)
-			a := lock(t, gw, res, `{"ttl_ms":1000}`)
-			release(t, gw, res, a.str(t, "token"))
-			return a.num(t, "locked_nodes") == 5
+		eventually(t, 5*time.Second, "/readyz shows all 5 nodes up", func() bool {
+			return countUp(gw.do(t, http.MethodGet, "/readyz", "")) == 5
 		})
 	}
 
 	t.Run("LatencyBelowTimeout", func(t *testing.T) {
 		defer heal()
-		ps[0].SetLatency(15 * time.Millisecond) // 30 ms round trip < 100 ms timeout
+		ps[0].SetLatency(40 * time.Millisecond) // 80 ms round trip < 100 ms timeout
 		res := resourceName(t)
 		a := lock(t, gw, res, `{"ttl_ms":5000}`)
-		if got := a.num(t, "locked_nodes"); got != 5 {
-			t.Errorf("locked_nodes %d with a slow-but-in-time node, want 5", got)
+		// The round is decided by the fast quorum: the slow node costs no
+		// validity, and still gets the lock.
+		if v := a.num(t, "validity_ms"); v <= 5000-50-2-80 {
+			t.Errorf("validity_ms %d, want > ttl - drift - the slow node's 80 ms round trip", v)
 		}
-		// The gateway waited for the slow node: validity reflects it.
-		if v := a.num(t, "validity_ms"); v > 5000-50-30 {
-			t.Errorf("validity_ms %d, want ≤ ttl - drift - 30 ms round trip", v)
-		}
+		waitHolders(t, nodes, res, a.str(t, "token"), 5)
 		// The health loop measures the node's latency.
 		eventually(t, 5*time.Second, "/readyz shows the slow node's latency", func() bool {
 			m := readyNode(t, gw.do(t, http.MethodGet, "/readyz", ""), ps[0].Addr())
@@ -218,12 +214,10 @@ func TestProxyFaults(t *testing.T) {
 		a := acquire(t, gw, res, `{"ttl_ms":5000}`)
 		wantStatus(t, a, http.StatusCreated)
 		wantWithin(t, a, proxyFast)
-		if got := a.num(t, "locked_nodes"); got != 3 {
-			t.Errorf("locked_nodes %d with two nodes slower than the timeout, want 3", got)
-		}
-		// Elapsed time runs to the timeout of the slowest node considered.
-		if v := a.num(t, "validity_ms"); v > 5000-50-2-proxyTimeout.Milliseconds() {
-			t.Errorf("validity_ms %d, want ≤ ttl - drift - node timeout", v)
+		wantCount(t, a, "locked_nodes", 3, 3) // the slow nodes answer after the decision
+		// The round did not wait for the slow nodes, nor for the timeout.
+		if v := a.num(t, "validity_ms"); v <= 5000-50-2-proxyTimeout.Milliseconds() {
+			t.Errorf("validity_ms %d, want > ttl - drift - node timeout", v)
 		}
 		tok := a.str(t, "token")
 		b := acquire(t, gw, res, "")
@@ -257,24 +251,32 @@ func TestProxyFaults(t *testing.T) {
 
 	t.Run("Bandwidth", func(t *testing.T) {
 		defer heal()
-		ps[2].SetBandwidth(1000) // 1 MB/s: no effect on small commands
-		res := resourceName(t)
-		a := lock(t, gw, res, `{"ttl_ms":5000}`)
-		if got := a.num(t, "locked_nodes"); got != 5 {
-			t.Errorf("locked_nodes %d at 1 MB/s, want 5", got)
-		}
-		wantStatus(t, release(t, gw, res, a.str(t, "token")), http.StatusNoContent)
+		// 1 MB/s: no effect on small commands. With nodes 0 and 1 cut off,
+		// node 2's vote decides: a node slower than the timeout never
+		// counts, so a 201 shows it answers in time.
+		ps[2].SetBandwidth(1000)
+		ps[0].Cut()
+		ps[1].Cut()
+		eventually(t, 5*time.Second, "a lock decided by node 2 at 1 MB/s", func() bool {
+			res := resourceName(t)
+			a := acquire(t, gw, res, `{"ttl_ms":5000}`)
+			if a.Status != http.StatusCreated {
+				return false
+			}
+			wantStatus(t, release(t, gw, res, a.str(t, "token")), http.StatusNoContent)
+			return true
+		})
+		heal()
+		allFive(t)
 		// 1 KB/s: a command of 150 bytes or more takes 150 ms or more,
 		// beyond the timeout.
 		ps[2].SetBandwidth(1)
 		ps[4].SetBandwidth(1)
-		res = resourceName(t)
-		a = acquire(t, gw, res, `{"ttl_ms":5000}`)
+		res := resourceName(t)
+		a := acquire(t, gw, res, `{"ttl_ms":5000}`)
 		wantStatus(t, a, http.StatusCreated)
 		wantWithin(t, a, proxyFast)
-		if got := a.num(t, "locked_nodes"); got != 3 {
-			t.Errorf("locked_nodes %d with two nodes at 1 KB/s, want 3", got)
-		}
+		wantCount(t, a, "locked_nodes", 3, 3)
 		d := release(t, gw, res, a.str(t, "token"))
 		wantStatus(t, d, http.StatusNoContent)
 		wantWithin(t, d, proxyFast)
@@ -308,9 +310,7 @@ func TestProxyFaults(t *testing.T) {
 			}
 		}
 		heal()
-		eventually(t, 5*time.Second, "/readyz shows all nodes up again", func() bool {
-			return countUp(gw.do(t, http.MethodGet, "/readyz", "")) == 5
-		})
+		allFive(t)
 		wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
 	})
 
@@ -318,6 +318,8 @@ func TestProxyFaults(t *testing.T) {
 		defer heal()
 		res := resourceName(t)
 		tok := lock(t, gw, res, `{"ttl_ms":10000}`).str(t, "token")
+		// The lock must outlive the release below on the live nodes 0, 4.
+		waitHolders(t, nodes, res, tok, 5)
 		for _, i := range []int{1, 2, 3} {
 			ps[i].Cut()
 		}

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -187,15 +186,8 @@ func TestTLS(t *testing.T) {
 	a := doWith(t, c, http.MethodPost, base+"/locks/"+res, `{"ttl_ms":10000}`)
 	wantStatus(t, a, http.StatusCreated)
 	tok := a.str(t, "token")
-	if got := a.num(t, "locked_nodes"); got != 3 {
-		t.Errorf("locked_nodes %d, want 3", got)
-	}
-	for i, n := range nodes {
-		v, err := n.Client().Get(context.Background(), lockKey(res)).Result()
-		if err != nil || v != tok {
-			t.Errorf("node %d (%s): lock key %q, %v; want the token", i, n.Addr, v, err)
-		}
-	}
+	wantCount(t, a, "locked_nodes", 2, 3)
+	waitHolders(t, nodes, res, tok, 3) // every node, whatever its auth
 	ready := doWith(t, c, http.MethodGet, base+"/readyz", "")
 	wantStatus(t, ready, http.StatusOK)
 	if countUp(ready) != 3 {
@@ -213,10 +205,8 @@ func TestTLS(t *testing.T) {
 		g2 := startProcess(t, []string{"SSL_CERT_FILE=" + ca.File}, "serve", "--listen", "127.0.0.1:0",
 			"--restart-quarantine", "off", "--redis", strings.Join(urls, ","))
 		g2.waitReady(t)
-		r := lock(t, g2, resourceName(t), "")
-		if got := r.num(t, "locked_nodes"); got != 3 {
-			t.Errorf("locked_nodes %d, want 3", got)
-		}
+		res := resourceName(t)
+		waitHolders(t, nodes, res, lock(t, g2, res, "").str(t, "token"), 3) // every node trusts the CA
 		g2.Stop()
 		checkNoSecrets(t, g2.Stderr(), "stderr", nodes[1].Password, nodes[2].Password)
 	})
