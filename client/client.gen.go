@@ -155,7 +155,10 @@ type NodeStatus struct {
 
 	// QuarantinedUntil End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
 	QuarantinedUntil *string `json:"quarantined_until"`
-	Up               bool    `json:"up"`
+
+	// Slow Up, but its last health check took at least half the node timeout: a gray failure that requests no longer feel (a round is decided without the slowest nodes), shown so that operators do. A node that answers later than the node timeout, or not at all (paused), is down.
+	Slow bool `json:"slow"`
+	Up   bool `json:"up"`
 }
 
 // Problem defines model for Problem.

@@ -122,17 +122,17 @@ func TestLifecycle(t *testing.T) {
 	if l.Start.Before(before) || l.Start.After(after) || !l.Until.Equal(l.Start.Add(l.Validity)) {
 		t.Errorf("Start %v not within the call or Until %v != Start+Validity", l.Start, l.Until)
 	}
-	if l.ExpiresAt.IsZero() || l.Nodes != 5 || l.Quorum != 3 || l.Locked != 5 {
-		t.Errorf("ExpiresAt %v nodes %d quorum %d locked %d, want set/5/3/5", l.ExpiresAt, l.Nodes, l.Quorum, l.Locked)
+	if l.ExpiresAt.IsZero() || l.Nodes != 5 || l.Quorum != 3 || l.Locked < 3 || l.Locked > 5 {
+		t.Errorf("ExpiresAt %v nodes %d quorum %d locked %d, want set/5/3/3..5", l.ExpiresAt, l.Nodes, l.Quorum, l.Locked)
 	}
 
 	info, err := c.Inspect(ctx, res)
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
 	}
-	if info.Resource != res || !info.Held || info.Owner != "test@host" || info.Fence != l.Fence || info.HeldNodes != 5 ||
+	if info.Resource != res || !info.Held || info.Owner != "test@host" || info.Fence != l.Fence || info.HeldNodes < 3 ||
 		info.Remaining <= 0 || info.Remaining > 10*time.Second {
-		t.Errorf("Inspect = %+v, want held, owner test@host, fence %d, 5 nodes, remaining in (0, 10s]", info, l.Fence)
+		t.Errorf("Inspect = %+v, want held, owner test@host, fence %d, at least 3 nodes, remaining in (0, 10s]", info, l.Fence)
 	}
 
 	e, err := c.Extend(ctx, res, l.Token, 20*time.Second)

@@ -86,6 +86,7 @@ func TestBatching(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	cl.settle()
 	for i, h := range hooks {
 		cmds, batches := h.cmds.Load(), h.batches.Load()
 		if cmds < 32*20*2 {
@@ -116,6 +117,7 @@ func TestNodeCommandDurations(t *testing.T) {
 	if err := cycle(t, cl.c); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	mu.Lock()
 	clear(took)
 	mu.Unlock()
@@ -130,6 +132,7 @@ func TestNodeCommandDurations(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	cl.settle() // the slow node answers after the rounds were decided
 	mu.Lock()
 	defer mu.Unlock()
 	slow := cl.c.nodes[2].addr
@@ -165,8 +168,8 @@ func TestScriptCacheFlushed(t *testing.T) {
 			}
 			res := uniq(t)
 			l, err := cl.c.Acquire(t.Context(), res, AcquireOptions{TTL: 10 * time.Second})
-			if err != nil || l.Locked != 3 {
-				t.Fatalf("naive %v: acquire after SCRIPT FLUSH = %+v, %v; want 3 nodes", naive, l, err)
+			if err != nil || l.Locked < 2 {
+				t.Fatalf("naive %v: acquire after SCRIPT FLUSH = %+v, %v; want a quorum", naive, l, err)
 			}
 			if err := cl.c.Release(t.Context(), "", res, l.Token); err != nil {
 				t.Fatal(err)
@@ -177,8 +180,8 @@ func TestScriptCacheFlushed(t *testing.T) {
 
 // TestPausedNodeQueueCapped: a paused node costs bounded memory: once its
 // queue holds maxQueued commands, a round's command to it fails at once
-// (the node counts as silent) instead of queueing, and the other nodes
-// still make the quorum.
+// instead of queueing; and no request waits for it: the other nodes make
+// the quorum, and every acquire answers before the node timeout.
 func TestPausedNodeQueueCapped(t *testing.T) {
 	defer func(old int) { maxQueued = old }(maxQueued)
 	maxQueued = 16
@@ -201,7 +204,7 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 		wg.Go(func() {
 			start := time.Now()
 			l, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{TTL: 10 * time.Second})
-			if err != nil || l.Locked != 2 {
+			if err != nil || l.Locked < 2 {
 				t.Errorf("acquire with node 0 paused = %+v, %v; want 2 nodes", l, err)
 			}
 			if time.Since(start) < 500*time.Millisecond {
@@ -215,8 +218,8 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got, want := full.Load(), int64(n-maxQueued); got < want-1 || got > want || fast.Load() < want-1 {
-		t.Fatalf("%d commands refused by node 0's full queue, %d acquires answered before the node timeout; want about %d of each",
-			got, fast.Load(), want)
+	if got, want := full.Load(), int64(n-maxQueued); got < want-1 || got > want+2 || fast.Load() != n {
+		t.Fatalf("%d commands refused by node 0's full queue, want about %d; %d of %d acquires answered before the node timeout",
+			got, want, fast.Load(), n)
 	}
 }

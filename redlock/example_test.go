@@ -36,7 +36,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("acquired on", lock.Locked, "of", lock.Nodes, "nodes, fence", lock.Fence)
+	fmt.Println("acquired on a quorum:", lock.Locked >= lock.Quorum, "fence", lock.Fence)
 
 	_, err = c.Acquire(ctx, "nightly-report", redlock.AcquireOptions{})
 	fmt.Println("second acquire held:", errors.Is(err, redlock.ErrLockHeld))
@@ -55,7 +55,7 @@ func Example() {
 	err = c.Release(ctx, "", "nightly-report", redlock.NewToken())
 	fmt.Println("released by a stranger:", errors.Is(err, redlock.ErrLockExpired))
 	// Output:
-	// acquired on 3 of 3 nodes, fence 1
+	// acquired on a quorum: true fence 1
 	// second acquire held: true
 	// extended: true 20s
 	// released: true

@@ -148,6 +148,7 @@ func TestReleaseIdempotent(t *testing.T) {
 	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
 		t.Fatalf("retried release while another holds the lock err = %v, want nil", err)
 	}
+	cl.settle()
 	if got := cl.holders(t, res, other.Token); got != 5 {
 		t.Fatalf("the retried release touched the new holder's lock: holders %d", got)
 	}

@@ -73,6 +73,7 @@ func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
 		out[i] = NodeStatus{Addr: n.addr, QuarantinedUntil: n.quarantineEnd(now)}
 		if h := n.health.Load(); h != nil {
 			out[i].Up, out[i].Latency, out[i].Err = h.up, h.latency, h.err
+			out[i].Slow = h.up && h.latency >= n.opts.NodeTimeout/2
 			out[i].Uptime, out[i].Checked = h.uptime, h.at
 		} else {
 			out[i].Err = "not checked yet" // ctx ended before the first check

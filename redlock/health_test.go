@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,7 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	st := cl.c.Status(t.Context())
 	if st[0].Up || !strings.Contains(st[0].Err, "injected") || !st[1].Up {
 		t.Fatalf("after a failed request: %+v", st)
@@ -88,6 +90,7 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Err != "" {
 		t.Fatalf("after an answered request: %+v", st)
 	}
@@ -98,6 +101,7 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if st := cl.c.Status(t.Context()); st[0].Up || !strings.HasPrefix(st[0].Err, "OOM") {
 		t.Fatalf("after a refusal: %+v", st)
 	}
@@ -105,9 +109,11 @@ func TestHealthRequestsUpdateStatus(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if _, err := cl.c.Inspect(t.Context(), "", uniq(t)); !errors.Is(err, ErrNotHeld) {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if st := cl.c.Status(t.Context()); st[0].Up {
 		t.Fatalf("an answer between ticks showed a refusing node up: %+v", st)
 	}
@@ -268,6 +274,7 @@ func TestReplicaBetweenTicks(t *testing.T) {
 	if _, err := cl.c.Acquire(t.Context(), uniq(t), AcquireOptions{}); err != nil {
 		t.Fatal(err) // two of three nodes
 	}
+	cl.settle()
 	if !n.quarantined(time.Now()) || cl.c.Status(t.Context())[0].Err != errReplica {
 		t.Fatalf("a READONLY answer: quarantined %v, status %+v", n.quarantined(time.Now()), cl.c.Status(t.Context())[0])
 	}
@@ -484,5 +491,38 @@ func TestNoteInfo(t *testing.T) {
 	}
 	if got := infoField(info("abc", 1), "run_id"); got != "abc" {
 		t.Fatalf("runID = %q", got)
+	}
+}
+
+// delayHook holds every health check (a pipeline of PING, INFO, INFO, SET)
+// for a while: a node that answers, but late.
+type delayHook struct{ delay atomic.Int64 }
+
+func (h *delayHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *delayHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 4 && cmds[0].Name() == "ping" {
+			time.Sleep(time.Duration(h.delay.Load()))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestSlowNode: a node whose health check answers within the node timeout
+// but takes at least half of it is up and slow; once fast again, not slow.
+func TestSlowNode(t *testing.T) {
+	cl := newCluster(t, 3, Options{NodeTimeout: 400 * time.Millisecond, HealthInterval: time.Hour})
+	h := &delayHook{}
+	cl.c.nodes[0].client.AddHook(h)
+	h.delay.Store(int64(250 * time.Millisecond))
+	cl.c.nodes[0].check(t.Context())
+	if st := cl.c.Status(t.Context()); !st[0].Up || !st[0].Slow || st[1].Slow {
+		t.Fatalf("with node 0 answering late: %+v", st)
+	}
+	h.delay.Store(0)
+	cl.c.nodes[0].check(t.Context())
+	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Slow {
+		t.Fatalf("with node 0 fast again: %+v", st)
 	}
 }

@@ -38,8 +38,12 @@ type Info struct {
 
 // NodeStatus is the health of one node as seen by Status.
 type NodeStatus struct {
-	Addr    string // host:port, never with credentials
-	Up      bool
+	Addr string // host:port, never with credentials
+	Up   bool
+	// Slow: up, but the last health check took at least half the node
+	// timeout. Requests do not wait for it (a round is decided at the
+	// quorum), so only Status shows it.
+	Slow    bool
 	Latency time.Duration
 	// QuarantinedUntil is non-zero while the node does not vote (restart
 	// quarantine, or that of a replica made master again).

@@ -208,7 +208,7 @@ func releaseKeys(keys []string, token string) []string {
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.released, 0}, (*redis.Cmd).Int64)
+	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.released, 0}, (*redis.Cmd).Int64, nil)
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
@@ -244,85 +244,113 @@ type acqReply struct {
 	pttl      int64 // the other holder's remaining TTL, when !ok
 }
 
-// run is one round: SET NX PX on every node in parallel, then the fence
-// commit. On failure it releases what this round may have set.
+func parseAcquire(cmd *redis.Cmd) (acqReply, error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return acqReply{}, err
+	}
+	switch {
+	case len(v) == 4 && toInt(v[0]) == 1:
+		return acqReply{ok: true, fence: toInt(v[1])}, nil
+	case len(v) == 5 && toInt(v[0]) == 1:
+		return acqReply{ok: true, fence: toInt(v[1]), existing: true, committed: toInt(v[3]) == 1, counter: toInt(v[4])}, nil
+	case len(v) == 2 && toInt(v[0]) == 0:
+		return acqReply{pttl: toInt(v[1])}, nil
+	}
+	return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)
+}
+
+// acqTally counts the answers of an acquire round.
+type acqTally struct {
+	votes
+	a                  *attempt
+	newFence           int64      // the greatest fence of a fresh node, or counter+1 of an existing one
+	minFence, maxFence int64      // over every grant, voting or not
+	existing           []acqReply // voting nodes where the token held the lock already
+	anyExisting        bool       // a grant, voting or not, of a token that held the lock already
+	pttls              []int64
+	answered           []int // nodes that answered (the fence commit goes to them)
+	undo               []int // nodes that answered and whose SET may have landed: all but refusals
+	errs               []error
+}
+
+func (t *acqTally) add(r reply[acqReply]) bool {
+	c := t.a.c
+	switch {
+	case r.err != nil:
+		t.bad++
+		t.errs = append(t.errs, r.err)
+		if !r.silent && !t.a.chosen {
+			t.undo = append(t.undo, r.node)
+		}
+		return t.decided()
+	case !r.val.ok:
+		t.no++
+		t.pttls = append(t.pttls, r.val.pttl)
+	default:
+		t.minFence, t.maxFence = min(t.minFence, r.val.fence), max(t.maxFence, r.val.fence)
+		t.anyExisting = t.anyExisting || r.val.existing
+		if !t.a.chosen || !r.val.existing {
+			t.undo = append(t.undo, r.node) // a chosen token undoes only what it newly set
+		}
+		switch {
+		case c.nodes[r.node].quarantined(time.Now()):
+			// its SET landed but it does not vote: undo it on failure
+			t.bad++
+			t.errs = append(t.errs, c.nodes[r.node].fail(errQuarantined))
+		case r.val.existing:
+			t.yes++
+			t.existing = append(t.existing, r.val)
+			t.newFence = max(t.newFence, r.val.counter+1)
+		default:
+			t.yes++
+			t.newFence = max(t.newFence, r.val.fence)
+		}
+	}
+	t.answered = append(t.answered, r.node)
+	if !t.decided() || t.yes < t.q || len(t.existing) == 0 {
+		return t.decided()
+	}
+	// A re-acquire waits until whether it keeps its fence is certain.
+	_, n := committedFence(t.existing)
+	pending := t.n - t.yes - t.no - t.bad
+	return n >= t.q || n+pending < t.q
+}
+
+// run is one round: the acquire script on every node, decided at the
+// quorum, then the fence commit if needed. On failure it releases what this
+// round may have set.
 func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	replies := runScript(ctx, c, c.idxs, scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, func(cmd *redis.Cmd) (acqReply, error) {
-		v, err := cmd.Slice()
-		if err != nil {
-			return acqReply{}, err
-		}
-		switch {
-		case len(v) == 4 && toInt(v[0]) == 1:
-			return acqReply{ok: true, fence: toInt(v[1])}, nil
-		case len(v) == 5 && toInt(v[0]) == 1:
-			return acqReply{ok: true, fence: toInt(v[1]), existing: true, committed: toInt(v[3]) == 1, counter: toInt(v[4])}, nil
-		case len(v) == 2 && toInt(v[0]) == 0:
-			return acqReply{pttl: toInt(v[1])}, nil
-		}
-		return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)
-	})
-	var (
-		ok              int
-		newFence        int64 // the greatest fence of a fresh node, or counter+1 of an existing one
-		minFence        int64 = math.MaxInt64
-		maxFence        int64
-		existing        []acqReply // voting nodes where the token held the lock already
-		pttls           []int64
-		answered, fresh []int
-		undo            []int // nodes whose SET may have landed: all but those that refused
-		errs            []error
-	)
-	now := time.Now()
-	for _, r := range replies {
-		quarantined := c.nodes[r.node].quarantined(now)
-		if r.err != nil || r.val.ok {
-			undo = append(undo, r.node)
-		}
-		switch {
-		case r.err != nil:
-			errs = append(errs, r.err)
-			continue
-		case r.val.ok && quarantined:
-			// its SET landed but it does not vote: undo it on failure
-			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
-			if !r.val.existing {
-				fresh = append(fresh, r.node)
-			}
-		case r.val.ok && r.val.existing:
-			ok++
-			existing = append(existing, r.val)
-			newFence = max(newFence, r.val.counter+1)
-			minFence, maxFence = min(minFence, r.val.fence), max(maxFence, r.val.fence)
-		case r.val.ok:
-			ok++
-			newFence = max(newFence, r.val.fence)
-			minFence, maxFence = min(minFence, r.val.fence), max(maxFence, r.val.fence)
-			fresh = append(fresh, r.node)
-		default:
-			pttls = append(pttls, r.val.pttl)
-		}
-		answered = append(answered, r.node)
-	}
-	if ok >= c.quorum {
-		fence, kept := newFence, keptFence(existing, c.quorum)
+	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, minFence: math.MaxInt64}
+	_, rd := runScript(ctx, c, c.idxs, scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, parseAcquire, t.add)
+	lock, err := a.outcome(ctx, start, t)
+	rd.stragglers(func(late []reply[acqReply], silent []int) { a.finish(err == nil, lock.Fence, late, silent) })
+	return lock, err
+}
+
+// outcome makes the lock from an acquire round's answers, or undoes them.
+func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lock, error) {
+	c := a.c
+	if t.yes >= c.quorum {
+		fence, kept := t.newFence, keptFence(t.existing, c.quorum)
 		if kept > 0 {
 			fence = kept // idempotent re-acquire keeps its fencing token
 		}
-		// When every node newly granted the lock with the same fence,
-		// every counter and record already holds it: nothing to write
-		// back. A chosen token's fence is always written back, so that a
-		// re-acquire can tell its records from those of a failed attempt
-		// (see keptFence).
-		committed, held := ok, ok
-		if ok < len(c.nodes) || minFence != maxFence || len(existing) > 0 || a.chosen {
-			committed, held = a.commit(ctx, answered, fence)
+		// When every node that answered newly granted the lock with the same
+		// fence, the counters of a quorum hold it already: nothing to write
+		// back. (A node that grants later has it written back then; see
+		// finish.) A chosen token's fence is always written back, so that a
+		// re-acquire can tell its records from those of a failed attempt (see
+		// keptFence).
+		held := t.yes
+		if t.minFence != t.maxFence || t.anyExisting || a.chosen {
+			held = c.commit(ctx, a.keys, a.token, t.answered, fence)
 		}
 		validity := c.validity(a.ttl, start)
-		if committed >= c.quorum && held >= c.quorum && validity > 0 {
+		if held >= c.quorum && validity > 0 {
 			c.stats.acquired.Add(1)
 			return Lock{
 				Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Owner: a.owner,
@@ -331,37 +359,60 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 			}, nil
 		}
 	}
-	// Failed: undo. A random token is ours alone: release it wherever its SET
-	// may have landed. A caller-chosen token may hold the lock from an
-	// earlier call: only undo what this round newly set.
-	if a.chosen {
-		undo = fresh
+	// Failed: undo, before returning, what the nodes that answered may hold,
+	// so that the caller's next round finds them free; the rest is undone
+	// in the background (finish).
+	if len(t.undo) > 0 {
+		a.undo(context.WithoutCancel(ctx), t.undo)
 	}
-	// Nodes that answered are undone before returning, so that the caller's
-	// next request finds them free. After a last round, silent nodes are
-	// undone in the background, so the caller waits for them once, not twice.
-	var later []int
-	if a.last && !a.chosen {
-		answeredBy := func(i int) bool { return slices.Contains(answered, i) }
-		later = slices.DeleteFunc(slices.Clone(undo), answeredBy)
-		undo = slices.DeleteFunc(undo, func(i int) bool { return !answeredBy(i) })
-	}
-	undoCtx := context.WithoutCancel(ctx)
-	if len(undo) > 0 {
-		a.undo(undoCtx, undo)
-	}
-	if len(later) > 0 {
-		go a.undo(undoCtx, later)
-	}
-	if ok > 0 && len(pttls) < c.quorum {
+	if t.yes > 0 && len(t.pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
 	}
-	if ok+len(errs) < c.quorum {
+	if t.refused() {
 		c.stats.held.Add(1)
-		return Lock{}, &HeldError{Remaining: freeIn(pttls, len(c.nodes), c.quorum)}
+		return Lock{}, &HeldError{Remaining: freeIn(t.pttls, len(c.nodes), c.quorum)}
 	}
 	c.stats.unavailable.Add(1)
-	return Lock{}, unavailable(errs)
+	return Lock{}, unavailable(t.errs)
+}
+
+// finish deals with the answers of an acquire round that came after its
+// outcome, and with the nodes still silent at the end of the node timeout.
+// After a success, a late grant that recorded another fence gets the fence
+// written back, so that every record of the lock has it. After a failure (or when the caller gave up),
+// whatever may have landed is undone: late grants, and with a random token
+// also late errors and silent nodes, whose SET may still run when a paused
+// node resumes (then the undo may run before it, and the key lives one TTL:
+// see docs/safety.md). A late grant of a lock that succeeded is harmless:
+// it holds the same token, and stale keys alone never make a quorum.
+func (a *attempt) finish(ok bool, fence int64, late []reply[acqReply], silent []int) {
+	var grants, undo []int
+	for _, r := range late {
+		switch {
+		case r.err == nil && r.val.ok:
+			if r.val.fence != fence {
+				grants = append(grants, r.node)
+			}
+			if !a.chosen || !r.val.existing {
+				undo = append(undo, r.node)
+			}
+		case r.err != nil && !a.chosen:
+			undo = append(undo, r.node)
+		}
+	}
+	ctx := context.Background()
+	if ok {
+		if len(grants) > 0 {
+			a.c.commit(ctx, a.keys, a.token, grants, fence)
+		}
+		return
+	}
+	if !a.chosen {
+		undo = append(undo, silent...)
+	}
+	if len(undo) > 0 {
+		a.undo(ctx, undo)
+	}
 }
 
 // keptFence is the fence an idempotent re-acquire keeps, or 0 when it is a
@@ -374,8 +425,15 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 // records were made by an attempt that failed (a SET that landed late on a
 // paused node records only the node's tentative fence), gets a new fence.
 func keptFence(existing []acqReply, quorum int) int64 {
-	var f int64
-	n := 0
+	if f, n := committedFence(existing); n >= quorum {
+		return f
+	}
+	return 0
+}
+
+// committedFence returns the greatest fence written back beside the token's
+// lock on the nodes of existing, and on how many of them.
+func committedFence(existing []acqReply) (f int64, n int) {
 	for _, r := range existing {
 		switch {
 		case !r.committed:
@@ -385,27 +443,27 @@ func keptFence(existing []acqReply, quorum int) int64 {
 			n++
 		}
 	}
-	if f == 0 || n < quorum {
-		return 0
-	}
-	return f
+	return f, n
 }
 
-// commit writes the chosen fence back to every node that answered, so that
-// any later quorum reads a counter at least this high. It returns how many
-// nodes took it and on how many the token holds the lock.
-func (a *attempt) commit(ctx context.Context, idxs []int, fence int64) (committed, held int) {
-	replies := runScript(ctx, a.c, idxs, scriptCommit, a.keys, []any{a.token, fence}, (*redis.Cmd).Int64)
-	now := time.Now()
-	for _, r := range replies {
-		if r.err == nil && !a.c.nodes[r.node].quarantined(now) {
-			committed++
-			if r.val == 1 {
-				held++
-			}
+// commit writes fence back to the nodes idxs, beside token's lock, so that
+// any later quorum reads a counter at least this high; decided at the
+// quorum, it returns on how many voting nodes it was written and the token
+// holds the lock.
+func (c *Coordinator) commit(ctx context.Context, keys []string, token string, idxs []int, fence int64) (held int) {
+	t := &votes{n: len(idxs), q: c.quorum}
+	runScript(ctx, c, idxs, scriptCommit, keys[:3], []any{token, fence}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
+		switch {
+		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
+			t.bad++
+		case r.val == 1:
+			t.yes++
+		default:
+			t.no++
 		}
-	}
-	return committed, held
+		return t.decided()
+	})
+	return t.yes
 }
 
 // freeIn estimates when a lock held on the nodes with these remaining TTLs
@@ -450,29 +508,34 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	}
 	keys := releaseKeys(c.keys(namespace, resource), token)
 	keep := c.opts.MaxTTL.Milliseconds()
-	replies := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.released, keep}, (*redis.Cmd).Int64)
-	var matched, other int
+	t := votes{n: len(c.nodes), q: c.quorum}
+	var other int
 	var errs []error
-	now := time.Now()
-	for _, r := range replies {
+	runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.released, keep}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
 		switch {
 		case r.err != nil:
+			t.bad++
 			errs = append(errs, r.err)
 		case r.val == 1 || r.val == 2:
 			// Released now, or by this token within max TTL (a retry
 			// of a release whose answer was lost).
-			matched++
-		case c.nodes[r.node].quarantined(now):
+			t.yes++
+		case c.nodes[r.node].quarantined(time.Now()):
 			// It may have lost the lock in its restart: its "no" proves nothing.
+			t.bad++
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 		case r.val == -1:
+			t.no++
 			other++
+		default:
+			t.no++
 		}
-	}
+		return t.decided()
+	})
 	switch {
-	case matched >= c.quorum:
+	case t.yes >= c.quorum:
 		return nil
-	case matched+len(errs) < c.quorum:
+	case t.refused():
 		return c.notOwner(other)
 	}
 	return unavailable(errs)
@@ -500,66 +563,107 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	}
 	keys := c.keys(namespace, resource)
 	start := time.Now()
-	replies := runScript(ctx, c, c.idxs, scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, func(cmd *redis.Cmd) (extReply, error) {
-		v, err := cmd.Slice()
-		if err != nil || len(v) == 0 {
-			return extReply{}, errors.Join(err, errors.New("empty extend reply"))
-		}
-		r := extReply{state: toInt(v[0])}
-		if r.state == 1 && len(v) == 4 {
-			r.fence, r.committed, r.owner = recorded(v[1:])
-		}
-		return r, nil
-	})
-	var extended, other int
-	var absent []int
+	t := votes{n: len(c.nodes), q: c.quorum}
+	var other int
+	var held, absent []int
 	var errs []error
 	var fence fenceChoice
 	var owner string
-	now := time.Now()
-	for _, r := range replies {
+	_, rd := runScript(ctx, c, c.idxs, scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, parseExtend, func(r reply[extReply]) bool {
 		switch {
 		case r.err != nil:
+			t.bad++
 			errs = append(errs, r.err)
-		case c.nodes[r.node].quarantined(now):
+		case c.nodes[r.node].quarantined(time.Now()):
+			t.bad++
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
 			if r.val.state == 0 {
 				absent = append(absent, r.node) // put it back, though it does not vote
 			}
 		case r.val.state == 1:
-			extended++
+			t.yes++
+			held = append(held, r.node)
 			fence.add(r.val.committed, r.val.fence)
 			owner = r.val.owner
 		case r.val.state == 0:
+			t.no++
 			absent = append(absent, r.node)
 		default:
+			t.no++
 			other++
 		}
-	}
-	if extended >= c.quorum && c.validity(ttl, start) > 0 {
-		fence := fence.value()
-		if len(absent) > 0 {
-			// The quorum holds: put the lock back where it vanished.
-			rs := runScript(ctx, c, absent, scriptReassert, keys, []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64)
-			now := time.Now()
-			for _, r := range rs {
-				if r.err == nil && r.val == 1 && !c.nodes[r.node].quarantined(now) {
-					extended++
-				}
+		// A success waits until its fence is certain, or every node answered.
+		_, certain := fence.value(c.quorum)
+		return t.decided() && (t.yes < c.quorum || certain || t.yes+t.no+t.bad == t.n)
+	})
+	lock, err := func() (Lock, error) {
+		if t.yes < c.quorum || c.validity(ttl, start) <= 0 {
+			if t.refused() {
+				return Lock{}, c.notOwner(other)
+			}
+			return Lock{}, unavailable(errs)
+		}
+		f, certain := fence.value(c.quorum)
+		locked := t.yes
+		if !certain {
+			// Some of the records were made by a late SET (see
+			// fenceChoice): write back the greatest, as an acquire would.
+			locked = c.commit(ctx, keys, token, held, f)
+		}
+		// The quorum holds: put the lock back where it vanished.
+		locked += c.reassert(ctx, keys, token, absent, ttl, f, owner)
+		validity := c.validity(ttl, start)
+		if locked < c.quorum || validity <= 0 {
+			return Lock{}, unavailable(errs)
+		}
+		return Lock{
+			Namespace: namespace, Resource: resource, Token: token, Fence: f, Owner: owner,
+			TTL: ttl, Validity: validity, Start: start, Until: start.Add(validity),
+			Nodes: len(c.nodes), Quorum: c.quorum, Locked: locked,
+		}, nil
+	}()
+	rd.stragglers(func(late []reply[extReply], _ []int) {
+		var absent []int
+		for _, r := range late {
+			if r.err == nil && r.val.state == 0 {
+				absent = append(absent, r.node)
 			}
 		}
-		if validity := c.validity(ttl, start); validity > 0 {
-			return Lock{
-				Namespace: namespace, Resource: resource, Token: token, Fence: fence, Owner: owner,
-				TTL: ttl, Validity: validity, Start: start, Until: start.Add(validity),
-				Nodes: len(c.nodes), Quorum: c.quorum, Locked: extended,
-			}, nil
+		if err == nil {
+			c.reassert(context.Background(), keys, token, absent, ttl, lock.Fence, lock.Owner)
+		}
+	})
+	return lock, err
+}
+
+func parseExtend(cmd *redis.Cmd) (extReply, error) {
+	v, err := cmd.Slice()
+	if err != nil || len(v) == 0 {
+		return extReply{}, errors.Join(err, errors.New("empty extend reply"))
+	}
+	r := extReply{state: toInt(v[0])}
+	if r.state == 1 && len(v) == 4 {
+		r.fence, r.committed, r.owner = recorded(v[1:])
+	}
+	return r, nil
+}
+
+// reassert puts token's lock back on the nodes idxs, where it vanished (a
+// restarted node), while a quorum holds it; it never overwrites another
+// token. It returns on how many voting nodes the token holds it now.
+func (c *Coordinator) reassert(ctx context.Context, keys []string, token string, idxs []int, ttl time.Duration, fence int64, owner string) int {
+	if len(idxs) == 0 {
+		return 0
+	}
+	rs, _ := runScript(ctx, c, idxs, scriptReassert, keys[:3], []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64, nil)
+	n := 0
+	now := time.Now()
+	for _, r := range rs {
+		if r.err == nil && r.val == 1 && !c.nodes[r.node].quarantined(now) {
+			n++
 		}
 	}
-	if extended+len(errs) < c.quorum {
-		return Lock{}, c.notOwner(other)
-	}
-	return Lock{}, unavailable(errs)
+	return n
 }
 
 // Inspect tells who holds the lock (never the token). The lock is held when
@@ -576,7 +680,16 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		committed   bool
 		owner       string
 	}
-	replies := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
+	type group struct {
+		count int
+		fence fenceChoice
+		info  Info
+	}
+	groups := map[string]*group{}
+	best := &group{}
+	var errs []error
+	answers := 0
+	runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
 		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			return state{}, nil
@@ -588,43 +701,43 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		s.token, _ = v[0].(string)
 		s.fence, s.committed, s.owner = recorded(v[2:])
 		return s, nil
-	})
-	type group struct {
-		count int
-		fence fenceChoice
-		info  Info
-	}
-	groups := map[string]*group{}
-	best := &group{}
-	var errs []error
-	now := time.Now()
-	for _, r := range replies {
-		if r.err == nil && c.nodes[r.node].quarantined(now) {
+	}, func(r reply[state]) bool {
+		answers++
+		if r.err == nil && c.nodes[r.node].quarantined(time.Now()) {
 			r.err = c.nodes[r.node].fail(errQuarantined)
 		}
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			errs = append(errs, r.err)
-			continue
+		case r.val.token != "":
+			g := groups[r.val.token]
+			if g == nil {
+				g = &group{info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(r.val.pttl) * time.Millisecond}}
+				groups[r.val.token] = g
+			}
+			g.count++
+			g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
+			g.fence.add(r.val.committed, r.val.fence)
+			g.info.Owner = r.val.owner
+			if g.count > best.count {
+				best = g
+			}
 		}
-		if r.val.token == "" {
-			continue
+		// Decided when a token holds a quorum (and its fence is certain, see
+		// fenceChoice), or none can (no token holds more than best) and
+		// whether too many failed to tell is certain.
+		pending := len(c.nodes) - answers
+		if best.count >= c.quorum {
+			_, certain := best.fence.value(c.quorum)
+			return certain || pending == 0
 		}
-		g := groups[r.val.token]
-		if g == nil {
-			g = &group{info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(r.val.pttl) * time.Millisecond}}
-			groups[r.val.token] = g
-		}
-		g.count++
-		g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
-		g.fence.add(r.val.committed, r.val.fence)
-		g.info.Fence, g.info.Owner = g.fence.value(), r.val.owner
-		if g.count > best.count {
-			best = g
-		}
-	}
+		return best.count+pending < c.quorum &&
+			(best.count+len(errs) >= c.quorum || best.count+len(errs)+pending < c.quorum)
+	})
 	switch {
 	case best.count >= c.quorum:
 		best.info.HeldNodes = best.count
+		best.info.Fence, _ = best.fence.value(c.quorum)
 		return best.info, nil
 	case best.count+len(errs) >= c.quorum:
 		return Info{}, unavailable(errs)
@@ -652,24 +765,50 @@ func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 
 // fenceChoice picks the fence recorded beside a lock from several nodes'
 // records: the chosen fence (written back by commit.lua) wherever a node has
-// it, else the nodes' tentative fences, which are all equal when the write-
-// back was skipped. A node that missed the write-back keeps its own tentative
-// fence and must not be believed over the chosen one.
-type fenceChoice struct{ committed, tentative int64 }
+// it, else the nodes' tentative fences. A node that missed the write-back
+// keeps its own tentative fence and must not be believed over the chosen one.
+//
+// The write-back is skipped when every node that answered the acquire round
+// before it was decided granted with the same fence, F; those nodes, a
+// quorum, record F. A node that granted later may record another tentative
+// fence (it is written back when it answers within the node timeout, but a
+// paused node may run the SET when it resumes). So a tentative fence is
+// certain when it is the only one seen, or when a quorum agree on it (the
+// late nodes are a minority); otherwise Extend waits for more answers and,
+// if none makes it certain, writes the greatest back to a quorum, which
+// keeps fences in order: every later acquire reads a counter at least as
+// high.
+type fenceChoice struct {
+	committed int64
+	tentative []int64
+}
 
 func (f *fenceChoice) add(committed bool, v int64) {
 	if committed {
 		f.committed = max(f.committed, v)
 	} else {
-		f.tentative = max(f.tentative, v)
+		f.tentative = append(f.tentative, v)
 	}
 }
 
-func (f fenceChoice) value() int64 {
+// value returns the fence, and whether it is certain given a quorum q.
+func (f *fenceChoice) value(q int) (int64, bool) {
 	if f.committed > 0 {
-		return f.committed
+		return f.committed, true
 	}
-	return f.tentative
+	vs := slices.Clone(f.tentative)
+	slices.Sort(vs)
+	for i, j := 0, 0; i < len(vs); i = j {
+		for j = i; j < len(vs) && vs[j] == vs[i]; j++ {
+		}
+		if j-i >= q {
+			return vs[i], true
+		}
+	}
+	if len(vs) == 0 {
+		return 0, true
+	}
+	return vs[len(vs)-1], vs[0] == vs[len(vs)-1]
 }
 
 // recorded reads the 'fence', 'nf' and 'owner' fields of a lock's record:

@@ -121,6 +121,17 @@ func newCluster(t testing.TB, n int, opts Options, quarantine ...bool) *cluster 
 	return cl
 }
 
+// settle waits until every command sent to the nodes so far has its answer
+// (a round is decided at the quorum, the rest answer later): a PING through
+// each node's automatic pipeline, one ordered stream, comes after them.
+func (cl *cluster) settle() {
+	for _, n := range cl.c.nodes {
+		if n.pipe != nil {
+			_ = n.pipe.Ping(context.Background()).Err()
+		}
+	}
+}
+
 // setDown marks the nodes in mask as down (bit i = node i).
 func (cl *cluster) setDown(mask int) {
 	for i, h := range cl.hooks {
@@ -128,9 +139,11 @@ func (cl *cluster) setDown(mask int) {
 	}
 }
 
-// holders counts nodes whose lock key holds token (any token if token is "").
+// holders counts nodes whose lock key holds token (any token if token is ""),
+// once every command sent so far has its answer (see settle).
 func (cl *cluster) holders(t *testing.T, resource, token string) int {
 	t.Helper()
+	cl.settle()
 	n := 0
 	for _, s := range cl.servers {
 		if s.PID() == 0 {
@@ -152,7 +165,7 @@ func TestAcquireRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Token) != 22 || l.Locked != 5 || l.Quorum != 3 || l.Nodes != 5 || l.Fence < 1 {
+	if len(l.Token) != 22 || l.Locked < 3 || l.Quorum != 3 || l.Nodes != 5 || l.Fence < 1 {
 		t.Fatalf("lock = %+v", l)
 	}
 	if maxV := 5*time.Second - 50*time.Millisecond - 2*time.Millisecond; l.Validity <= 0 || l.Validity > maxV {
@@ -175,7 +188,7 @@ func TestAcquireRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Owner != "job-1" || info.Fence != l.Fence || info.HeldNodes != 5 || info.Remaining <= 0 {
+	if info.Owner != "job-1" || info.Fence != l.Fence || info.HeldNodes < 3 || info.Remaining <= 0 {
 		t.Fatalf("info = %+v", info)
 	}
 
@@ -253,7 +266,7 @@ func TestExtend(t *testing.T) {
 		if err != nil {
 			t.Fatalf("extend: %v", err)
 		}
-		if e.Token != l.Token || e.Fence != l.Fence || e.Owner != "o" || e.Locked != 5 || e.Validity <= 0 {
+		if e.Token != l.Token || e.Fence != l.Fence || e.Owner != "o" || e.Locked < 3 || e.Validity <= 0 {
 			t.Fatalf("extended = %+v, lock = %+v", e, l)
 		}
 	}
@@ -266,9 +279,11 @@ func TestExtend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Locked != 5 || cl.holders(t, res, l.Token) != 5 {
-		t.Fatalf("extend did not re-assert: locked %d, holders %d", e.Locked, cl.holders(t, res, l.Token))
+	// Re-asserted in the round, or in the background when node 0 answered late.
+	if e.Locked < 3 {
+		t.Fatalf("extend = %+v", e)
 	}
+	eventually(t, 2*time.Second, "the re-assert", func() bool { return cl.holders(t, res, l.Token) == 5 })
 	if f, _ := c0.HGet(ctx, "redlockd:meta:/"+res, "fence").Int64(); f != l.Fence {
 		t.Fatalf("re-asserted fence = %d, want %d", f, l.Fence)
 	}
@@ -344,8 +359,8 @@ func TestQuorumMasks(t *testing.T) {
 				cl.setDown(mask)
 				l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
 				if up >= quorum {
-					if err != nil || l.Locked != up {
-						t.Fatalf("mask %b: acquire = %+v, %v; want locked %d", mask, l, err, up)
+					if err != nil || l.Locked < quorum || l.Locked > up {
+						t.Fatalf("mask %b: acquire = %+v, %v; want locked %d..%d", mask, l, err, quorum, up)
 					}
 				} else {
 					if !errors.Is(err, ErrQuorumUnavailable) || errors.Is(err, ErrLockHeld) {
@@ -545,18 +560,20 @@ func TestFenceSurvivesRestart(t *testing.T) {
 		cl.servers[i%5].Restart()
 	}
 	// Skewed counters (one node far ahead, as after naive per-node INCR)
-	// still give a fence above every one handed out.
+	// still give a fence above every one handed out: the greatest of the
+	// quorum that decided the round (1001 if node 2 was in it).
 	if err := cl.servers[2].Client().Set(ctx, "redlockd:fence:/"+res, 1000, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
-	if err != nil || l.Fence != 1001 {
-		t.Fatalf("acquire = %+v, %v; want fence 1001", l, err)
+	if err != nil || l.Fence <= last {
+		t.Fatalf("acquire = %+v, %v; want a fence above %d", l, err, last)
 	}
+	last = l.Fence
 	cl.c.Release(ctx, "", res, l.Token)
 	cl.servers[2].Restart()
 	l, err = cl.c.Acquire(ctx, res, AcquireOptions{})
-	if err != nil || l.Fence <= 1001 {
+	if err != nil || l.Fence <= last {
 		t.Fatalf("after the ahead node restarted: %+v, %v", l, err)
 	}
 }
@@ -722,7 +739,7 @@ func TestRestartQuarantine(t *testing.T) {
 	waitQuarantineOver(t, cl.c, 5*time.Second)
 	res := uniq(t)
 	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
-	if err != nil || l.Locked != 3 {
+	if err != nil || l.Locked < 2 {
 		t.Fatalf("acquire after quarantine = %+v, %v", l, err)
 	}
 	// A node that restarts empty is caught when its connection is re-made,
@@ -741,12 +758,11 @@ func TestRestartQuarantine(t *testing.T) {
 		t.Fatalf("acquire with a restarted node = %+v, %v; want 2 voting", l2, err)
 	}
 	// The quarantined node still holds the re-asserted key, and release reaches it.
-	if got := cl.holders(t, res, l.Token); got != 3 {
-		t.Fatalf("holders = %d, want 3 (re-asserted on the restarted node)", got)
-	}
+	eventually(t, 2*time.Second, "the re-assert on the restarted node", func() bool { return cl.holders(t, res, l.Token) == 3 })
 	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle()
 	if got := cl.holders(t, res, ""); got != 0 {
 		t.Fatalf("release left %d keys", got)
 	}
@@ -800,9 +816,10 @@ func TestFenceOfSilentNode(t *testing.T) {
 	cl.hooks[4].lost.Store(true)
 	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
 	cl.hooks[4].lost.Store(false)
-	if err != nil || l.Locked != 4 || l.Fence != 1 {
-		t.Fatalf("acquire = %+v, %v; want fence 1 on 4 nodes", l, err)
+	if err != nil || l.Locked < 3 || l.Fence != 1 {
+		t.Fatalf("acquire = %+v, %v; want fence 1 on a quorum", l, err)
 	}
+	cl.settle()
 	if got := cl.holders(t, res, l.Token); got != 5 {
 		keys, _ := cl.servers[4].Client().Keys(ctx, "*").Result()
 		t.Fatalf("the lost reply's SET did not land: holders %d; node 4 keys %v", got, keys)
@@ -815,12 +832,13 @@ func TestFenceOfSilentNode(t *testing.T) {
 	if err != nil || info.Fence != l.Fence {
 		t.Fatalf("inspect = %+v, %v; want fence %d", info, err, l.Fence)
 	}
+	// Every node that answered granted with fence 1, so it was not written
+	// back: a re-acquire with the token (a generated token is valid as a
+	// client token too) cannot tell its records from a failed attempt's, and
+	// is a new acquisition, with a greater fence (see keptFence).
 	again, err := cl.c.Acquire(ctx, res, AcquireOptions{Token: l.Token})
-	if err == nil || !errors.Is(err, ErrInvalid) {
-		// a generated token is 22 chars: valid as a client token too
-		if err != nil || again.Fence != l.Fence {
-			t.Fatalf("idempotent re-acquire = %+v, %v; want fence %d", again, err, l.Fence)
-		}
+	if err != nil || again.Fence <= l.Fence {
+		t.Fatalf("re-acquire = %+v, %v; want a fence above %d", again, err, l.Fence)
 	}
 }
 

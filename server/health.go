@@ -32,6 +32,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		ns := api.NodeStatus{
 			Addr:      n.Addr,
 			Up:        n.Up,
+			Slow:      n.Slow,
 			LatencyMs: math.Round(float64(n.Latency)/float64(time.Millisecond)*1000) / 1000,
 		}
 		if !n.Up && n.Err != "" {

@@ -27,6 +27,7 @@ func TestReadyz(t *testing.T) {
 	down := redlock.NodeStatus{Addr: "b:6379", Err: "connection refused"}
 	quarantined := redlock.NodeStatus{Addr: "c:6379", Up: true, Latency: time.Millisecond, QuarantinedUntil: later}
 	pastQuarantine := redlock.NodeStatus{Addr: "d:6379", Up: true, QuarantinedUntil: time.Now().Add(-time.Second)}
+	slow := redlock.NodeStatus{Addr: "e:6379", Up: true, Slow: true, Latency: 40 * time.Millisecond}
 
 	for name, tc := range map[string]struct {
 		nodes  []redlock.NodeStatus
@@ -36,6 +37,7 @@ func TestReadyz(t *testing.T) {
 		"bare quorum":          {[]redlock.NodeStatus{up, down, up, down, pastQuarantine}, 200},
 		"too few up":           {[]redlock.NodeStatus{up, down, up, down, down}, 503},
 		"quarantine not votes": {[]redlock.NodeStatus{up, quarantined, up, quarantined, down}, 503},
+		"slow votes":           {[]redlock.NodeStatus{up, slow, slow, down, down}, 200},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(t)
@@ -51,7 +53,7 @@ func TestReadyz(t *testing.T) {
 			}
 			for i, n := range got.Nodes {
 				want := tc.nodes[i]
-				if n.Addr != want.Addr || n.Up != want.Up {
+				if n.Addr != want.Addr || n.Up != want.Up || n.Slow != want.Slow {
 					t.Errorf("node %d: got %+v, want %+v", i, n, want)
 				}
 				if want.QuarantinedUntil.After(time.Now()) != (n.QuarantinedUntil != nil) {
@@ -66,8 +68,8 @@ func TestReadyz(t *testing.T) {
 		f.StatusFn = func(context.Context) []redlock.NodeStatus { return []redlock.NodeStatus{up, quarantined} }
 		_, h := newHandler(f, nil)
 		w := serve(t, h, request{method: "GET", target: "/readyz"})
-		exp := `{"nodes":[{"addr":"a:6379","latency_ms":0.21,"quarantined_until":null,"up":true},` +
-			`{"addr":"c:6379","latency_ms":1,"quarantined_until":"` + later.UTC().Format(timeLayout) + `","up":true}],"quorum":3,"status":"unready"}` + "\n"
+		exp := `{"nodes":[{"addr":"a:6379","latency_ms":0.21,"quarantined_until":null,"slow":false,"up":true},` +
+			`{"addr":"c:6379","latency_ms":1,"quarantined_until":"` + later.UTC().Format(timeLayout) + `","slow":false,"up":true}],"quorum":3,"status":"unready"}` + "\n"
 		if got := w.Body.String(); got != exp {
 			t.Errorf("got  %s\nwant %s", got, exp)
 		}

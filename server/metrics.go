@@ -183,12 +183,15 @@ type nodeCollector struct{ locker Locker }
 var (
 	nodeUpDesc = prometheus.NewDesc("redlockd_node_up",
 		"1 if the node's last health check (PING, INFO and a write) succeeded and no command failed on it since, else 0; by node host:port.", []string{"node"}, nil)
+	nodeSlowDesc = prometheus.NewDesc("redlockd_node_slow",
+		"1 if the node is up but its last health check took at least half the node timeout (requests do not wait for it), else 0; by node host:port.", []string{"node"}, nil)
 	nodeQuarantinedDesc = prometheus.NewDesc("redlockd_node_quarantined",
 		"1 while the node is in quarantine (it does not vote: it restarted, or was a replica, within max TTL), else 0; by node host:port.", []string{"node"}, nil)
 )
 
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nodeUpDesc
+	ch <- nodeSlowDesc
 	ch <- nodeQuarantinedDesc
 }
 
@@ -198,6 +201,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, n := range c.locker.Status(ctx) {
 		ch <- prometheus.MustNewConstMetric(nodeUpDesc, prometheus.GaugeValue, boolValue(n.Up), n.Addr)
+		ch <- prometheus.MustNewConstMetric(nodeSlowDesc, prometheus.GaugeValue, boolValue(n.Slow), n.Addr)
 		ch <- prometheus.MustNewConstMetric(nodeQuarantinedDesc, prometheus.GaugeValue, boolValue(n.QuarantinedUntil.After(now)), n.Addr)
 	}
 }

@@ -77,7 +77,7 @@ func TestMetrics(t *testing.T) {
 	before := scrape(t, h)
 	for _, name := range []string{
 		"redlockd_acquisitions_total", "redlockd_lock_operation_duration_seconds_count", "redlockd_waiters",
-		"redlockd_wait_duration_seconds_count", "redlockd_node_up", "redlockd_node_quarantined", "redlockd_quorum",
+		"redlockd_wait_duration_seconds_count", "redlockd_node_up", "redlockd_node_slow", "redlockd_node_quarantined", "redlockd_quorum",
 		"redlockd_acquire_rounds_total", "redlockd_split_votes_total", "go_goroutines", "process_cpu_seconds_total",
 	} {
 		if _, ok := metricValue(before, name); !ok {
