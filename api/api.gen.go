@@ -111,7 +111,7 @@ type LockInfo struct {
 	// Held Whether a token holds the lock on a quorum of nodes.
 	Held bool `json:"held"`
 
-	// HeldNodes Number of nodes that hold the lock. Only when held.
+	// HeldNodes Nodes known to hold the lock when the read was decided (at least the quorum; the read does not wait for slower nodes). Only when held.
 	HeldNodes *int `json:"held_nodes,omitempty"`
 
 	// Owner The holder's `owner` text (empty if it gave none). Only when held.
@@ -130,11 +130,13 @@ type LockResponse struct {
 	ExpiresAt string `json:"expires_at"`
 
 	// FencingToken Strictly greater than every fencing token returned before for this resource.
-	FencingToken int64  `json:"fencing_token"`
-	LockedNodes  int    `json:"locked_nodes"`
-	Nodes        int    `json:"nodes"`
-	Quorum       int    `json:"quorum"`
-	Resource     string `json:"resource"`
+	FencingToken int64 `json:"fencing_token"`
+
+	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
+	LockedNodes int    `json:"locked_nodes"`
+	Nodes       int    `json:"nodes"`
+	Quorum      int    `json:"quorum"`
+	Resource    string `json:"resource"`
 
 	// Token The lock's identity; send it as `Lock-Token` to extend or release.
 	Token string `json:"token"`
