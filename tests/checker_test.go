@@ -199,11 +199,12 @@ type faultEvent struct {
 	At    time.Duration
 	Kind  string // kill restart pause resume cut blackhole restore latency bandwidth heal
 	Nodes []int
-	Arg   int // latency in ms, bandwidth in KB/s
+	Arg   int    // latency in ms each way, bandwidth in KB/s
+	Label string // what the fault is counted as, when not its Kind
 }
 
 func (e faultEvent) String() string {
-	s := fmt.Sprintf("%v %s n%v", e.At.Round(time.Millisecond), e.Kind, e.Nodes)
+	s := fmt.Sprintf("%v %s n%v", e.At.Round(time.Millisecond), cmp.Or(e.Label, e.Kind), e.Nodes)
 	if e.Arg != 0 {
 		s += " " + strconv.Itoa(e.Arg)
 	}
@@ -221,16 +222,20 @@ func (e faultEvent) begins() bool {
 }
 
 // safeSchedule draws a fault schedule that stays within the assumptions of
-// the safety claims: at any time at most a minority (2 of 5) of the nodes
-// is faulty, a restarted node counting as faulty until its quarantine is
+// the safety claims: at any time at most N - quorum (2 of 5) of the nodes
+// are faulty, a restarted node counting as faulty until its quarantine is
 // over; now and then, with no other fault on, a majority is paused briefly
-// (which costs availability, not safety).
-func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL time.Duration, proxies bool) []faultEvent {
+// (which costs availability, not safety). Gray failures are among the
+// faults: 2 nodes paused at once, and latency on 1 or 2 nodes with a round
+// trip well above or just below nodeTimeout (the gateway's).
+func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL, nodeTimeout time.Duration, proxies bool) []faultEvent {
 	var evs []faultEvent
 	busy := make([]time.Duration, n) // faulty until
+	maxFaulty := n - (n/2 + 1)
 	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 	end := d - 300*time.Millisecond
 	clip := func(t time.Duration) time.Duration { return min(t, end) }
+	pending := -1 // a 2-node fault drawn while another fault was on: it comes next
 	for t := 300 * time.Millisecond; ; {
 		t += span(50*time.Millisecond, 550*time.Millisecond)
 		if t >= end {
@@ -243,13 +248,34 @@ func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL time.Duration, 
 			}
 		}
 		faulty := n - len(free)
-		if faulty >= (n-1)/2 {
+		k := pending
+		if k < 0 {
+			k = rng.IntN(120)
+		}
+		if !proxies && k >= 65 && k < 117 {
+			k = rng.IntN(65) // no proxy: process faults only
+		}
+		m := 1 // nodes the fault takes
+		if k >= 53 && k < 60 || k >= 105 && k < 109 {
+			m = 2
+		}
+		if faulty+m > maxFaulty {
+			if m == 2 {
+				pending = k // else the others leave two nodes free too seldom
+			}
 			continue
 		}
+		pending = -1
 		node := free[rng.IntN(len(free))]
-		k := rng.IntN(100)
-		if !proxies && k >= 55 && k < 95 {
-			k = rng.IntN(55) // no proxy: process faults only
+		// take picks m free nodes, faulty until the given time.
+		take := func(until time.Duration) []int {
+			ns := make([]int, m)
+			for i, j := range rng.Perm(len(free))[:m] {
+				ns[i] = free[j]
+				busy[free[j]] = until
+			}
+			slices.Sort(ns)
+			return ns
 		}
 		switch {
 		case k < 20: // crash and immediate restart, empty
@@ -259,11 +285,15 @@ func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL time.Duration, 
 			up := clip(t + span(100*time.Millisecond, 800*time.Millisecond))
 			evs = append(evs, faultEvent{At: t, Kind: "kill", Nodes: []int{node}}, faultEvent{At: up, Kind: "restart", Nodes: []int{node}})
 			busy[node] = up + maxTTL + 1500*time.Millisecond
-		case k < 50: // SIGSTOP / SIGCONT
+		case k < 53: // SIGSTOP / SIGCONT
 			back := clip(t + span(100*time.Millisecond, 1500*time.Millisecond))
 			evs = append(evs, faultEvent{At: t, Kind: "pause", Nodes: []int{node}}, faultEvent{At: back, Kind: "resume", Nodes: []int{node}})
 			busy[node] = back + 100*time.Millisecond
-		case k < 55 && faulty == 0: // a majority paused briefly
+		case k < 60: // a gray minority: 2 nodes paused at once
+			back := clip(t + span(300*time.Millisecond, 2*time.Second))
+			ns := take(back + 100*time.Millisecond)
+			evs = append(evs, faultEvent{At: t, Kind: "pause", Nodes: ns}, faultEvent{At: back, Kind: "resume", Nodes: ns})
+		case k < 65 && faulty == 0: // a majority paused briefly
 			perm := rng.Perm(n)[:n/2+1]
 			slices.Sort(perm)
 			back := clip(t + span(100*time.Millisecond, 600*time.Millisecond))
@@ -271,26 +301,35 @@ func safeSchedule(rng *rand.Rand, d time.Duration, n int, maxTTL time.Duration, 
 			for _, i := range perm {
 				busy[i] = back + 100*time.Millisecond
 			}
-		case k < 55:
+		case k < 65:
 			continue
-		case k < 70: // connections reset, new ones too
+		case k < 80: // connections reset, new ones too
 			back := clip(t + span(100*time.Millisecond, 1500*time.Millisecond))
 			evs = append(evs, faultEvent{At: t, Kind: "cut", Nodes: []int{node}}, faultEvent{At: back, Kind: "restore", Nodes: []int{node}})
 			busy[node] = back + 100*time.Millisecond
-		case k < 78: // partition: nothing comes back
+		case k < 88: // partition: nothing comes back
 			back := clip(t + span(100*time.Millisecond, time.Second))
 			evs = append(evs, faultEvent{At: t, Kind: "blackhole", Nodes: []int{node}}, faultEvent{At: back, Kind: "restore", Nodes: []int{node}})
 			busy[node] = back + 100*time.Millisecond
-		case k < 88: // latency each way, sometimes beyond the node timeout
+		case k < 98: // latency each way, sometimes beyond the node timeout
 			back := clip(t + span(300*time.Millisecond, 2*time.Second))
 			evs = append(evs, faultEvent{At: t, Kind: "latency", Nodes: []int{node}, Arg: 5 + rng.IntN(120)},
 				faultEvent{At: back, Kind: "heal", Nodes: []int{node}})
 			busy[node] = back + 100*time.Millisecond
-		case k < 95: // thin pipe
+		case k < 105: // thin pipe
 			back := clip(t + span(300*time.Millisecond, 2*time.Second))
 			evs = append(evs, faultEvent{At: t, Kind: "bandwidth", Nodes: []int{node}, Arg: 1 + rng.IntN(20)},
 				faultEvent{At: back, Kind: "heal", Nodes: []int{node}})
 			busy[node] = back + 100*time.Millisecond
+		case k < 117: // a gray minority: 2 (k < 109) or 1 node slow, the round trip 1.5-3x or 0.6-0.9x the node timeout
+			rtt, label := 1.5+1.5*rng.Float64(), "latency>timeout"
+			if rng.IntN(2) == 0 {
+				rtt, label = 0.6+0.3*rng.Float64(), "latency<timeout"
+			}
+			back := clip(t + span(300*time.Millisecond, 2*time.Second))
+			ns := take(back + 100*time.Millisecond)
+			evs = append(evs, faultEvent{At: t, Kind: "latency", Nodes: ns, Arg: int(rtt * float64(nodeTimeout.Milliseconds()) / 2), Label: label},
+				faultEvent{At: back, Kind: "heal", Nodes: ns})
 		default: // restart right after a pause: a node stopped holding locks comes back empty
 			evs = append(evs, faultEvent{At: t, Kind: "pause", Nodes: []int{node}},
 				faultEvent{At: clip(t + span(50*time.Millisecond, 500*time.Millisecond)), Kind: "restart", Nodes: []int{node}})
@@ -579,7 +618,7 @@ func minTime(a, b time.Time) time.Time {
 // apply carries out one fault event.
 func (c *contention) apply(t *testing.T, e faultEvent) {
 	t.Helper()
-	label := e.Kind
+	label := cmp.Or(e.Label, e.Kind)
 	if e.Kind == "restart" && c.nodes[e.Nodes[0]].PID() == 0 {
 		label = "" // a killed node coming back (empty): part of its "kill"
 	}
@@ -619,8 +658,11 @@ func (c *contention) apply(t *testing.T, e faultEvent) {
 		if e.Kind == "restart" {
 			label = "crash+restart" // killed and started again, empty, at once
 		}
-		if len(e.Nodes) > 1 {
+		switch {
+		case len(e.Nodes) > len(c.nodes)/2:
 			label += " (majority)"
+		case len(e.Nodes) > 1:
+			label += fmt.Sprintf(" x%d", len(e.Nodes))
 		}
 		c.count("fault "+label, 1)
 		c.count("faults", 1)
@@ -732,22 +774,23 @@ func soakDuration(t *testing.T, def time.Duration) time.Duration {
 
 // TestMutualExclusion is the checker run: 5 nodes behind fault proxies,
 // restart quarantine on, 12 clients on 5 resources, and a seeded schedule of
-// kills, immediate restarts, pauses (sometimes of a majority), cuts,
-// partitions, latency and thin pipes on a minority of nodes at a time. No
-// two holders may overlap and fencing tokens must increase.
+// kills, immediate restarts, pauses (of 1 or 2 nodes, sometimes briefly of a
+// majority), cuts, partitions, latency (on 1 or 2 nodes, also just below and
+// well above the node timeout) and thin pipes on a minority of nodes at a
+// time. No two holders may overlap and fencing tokens must increase.
 func TestMutualExclusion(t *testing.T) {
 	const maxTTL = time.Second
 	c := &contention{
 		Nodes: 5, Proxies: true,
 		Flags: []string{"--restart-quarantine", "on", "--max-ttl", maxTTL.String(), "--default-ttl", maxTTL.String(),
-			"--node-timeout", "100ms"},
+			"--node-timeout", proxyTimeout.String()},
 		Clients: 12, Resources: 5,
 		TTL: [2]int{200, 800}, Waits: []int{0, 0, 50, 200},
 		Duration: soakDuration(t, 20*time.Second),
 		Seed:     soakSeed(t),
 	}
 	c.Schedule = func(rng *rand.Rand, d time.Duration) []faultEvent {
-		return safeSchedule(rng, d, c.Nodes, maxTTL, c.Proxies)
+		return safeSchedule(rng, d, c.Nodes, maxTTL, proxyTimeout, c.Proxies)
 	}
 	vs := c.run(t)
 	if len(vs) > 0 {
