@@ -26,7 +26,8 @@ const (
 // answer and that none waited for a slow node: acquire (201, a fencing token
 // above the last), a second acquire (409 lock-held), extend (200, same
 // fence), inspect (held, same fence), a release with a stranger's token
-// (409), release (204), and the retried release (204).
+// (409), a waiting acquire, release (204) and its retry (204), and the
+// waiter handed the lock at once (201, a greater fencing token).
 func grayCycles(t *testing.T, gw *Gateway, what string) {
 	t.Helper()
 	res := resourceName(t)
@@ -62,11 +63,34 @@ func grayCycles(t *testing.T, gw *Gateway, what string) {
 		s := release(t, gw, res, "stranger-token-0123456789abcdef")
 		rs = append(rs, s)
 		wantProblem(t, s, http.StatusConflict, "not-owner")
-		for range 2 {
+		// A waiter is handed the lock as soon as it is released.
+		waiter := make(chan *Resp, 1)
+		go func() {
+			r, err := gw.try(http.MethodPost, "/locks/"+res, fmt.Sprintf(`{"ttl_ms":30000,"wait_ms":%d}`, 2*grayTimeout.Milliseconds()))
+			if err != nil {
+				r = &Resp{Body: []byte(err.Error())}
+			}
+			waiter <- r
+		}()
+		eventually(t, grayFast, "the acquire waits", func() bool { return scrapeMetrics(t, gw).value("redlockd_waiters") == 1 })
+		released := time.Now()
+		for range 2 { // the second is a retry: 204 again, and the waiter's lock stays
 			d := release(t, gw, res, tok)
 			rs = append(rs, d)
 			wantStatus(t, d, http.StatusNoContent)
 		}
+		w := <-waiter
+		if took := time.Since(released); took > grayFast {
+			t.Errorf("%s: the waiter got the lock %v after the release", what, took)
+		}
+		wantStatus(t, w, http.StatusCreated)
+		if f := w.num(t, "fencing_token"); f <= last {
+			t.Errorf("%s: the waiter's fencing_token %d, want above %d", what, f, last)
+		} else {
+			last = f
+		}
+		rs = append(rs, release(t, gw, res, w.str(t, "token")))
+		wantStatus(t, rs[len(rs)-1], http.StatusNoContent)
 		for _, r := range rs {
 			wantWithin(t, r, grayFast)
 		}
@@ -95,7 +119,8 @@ func TestGrayPaused(t *testing.T) {
 }
 
 // TestGraySlow: 1 and then 2 of 5 nodes behind a latency just below the
-// node timeout, and then above it, cost no request that latency.
+// node timeout, and then above it, cost no request that latency; /readyz
+// shows them slow, and then down.
 func TestGraySlow(t *testing.T) {
 	nodes := startCluster(t, 5)
 	ps := startProxies(t, nodes)
@@ -115,6 +140,12 @@ func TestGraySlow(t *testing.T) {
 			}
 			grayCycles(t, gw, fmt.Sprintf("%d slow, %s", slow, c.name))
 		}
+		// Operators see what requests no longer feel: /readyz shows node 4
+		// slow while it answers within the node timeout, down beyond it.
+		eventually(t, 4*grayTimeout, "/readyz shows node 4 "+c.name, func() bool {
+			n := readyNode(t, gw.do(t, http.MethodGet, "/readyz", ""), ps[4].Addr())
+			return n["up"] == (c.latency < grayTimeout/2) && n["slow"] == (c.latency < grayTimeout/2)
+		})
 		for _, p := range ps {
 			p.SetLatency(0)
 		}
