@@ -81,6 +81,7 @@ func TestReacquireIgnoresStaleRecords(t *testing.T) {
 	if err := cl.c.Release(ctx, "", res, v.Token); err != nil {
 		t.Fatal(err)
 	}
+	cl.settle() // V's release done everywhere
 	// A failed attempt of T: node 0 existing, nodes 1 and 2 silent, 3 and 4
 	// down; its SETs land late on 1 and 2.
 	cl.setDown(0b11110)
@@ -112,14 +113,7 @@ func TestReleaseIdempotent(t *testing.T) {
 	cl := newCluster(t, 5, Options{MaxTTL: time.Second, DefaultTTL: time.Second})
 	ctx := t.Context()
 	res := uniq(t)
-	// Load the scripts on every node first: a lost NOSCRIPT would hide the EVAL.
-	warm, err := cl.c.Acquire(ctx, uniq(t), AcquireOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.c.Release(ctx, "", warm.Resource, warm.Token); err != nil {
-		t.Fatal(err)
-	}
+	cl.c.Warm(ctx, time.Second) // the scripts loaded: a lost NOSCRIPT would hide the EVAL
 	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
 	if err != nil {
 		t.Fatal(err)

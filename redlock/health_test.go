@@ -513,6 +513,7 @@ func (h *delayHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // but takes at least half of it is up and slow; once fast again, not slow.
 func TestSlowNode(t *testing.T) {
 	cl := newCluster(t, 3, Options{NodeTimeout: 400 * time.Millisecond, HealthInterval: time.Hour})
+	cl.c.Status(t.Context()) // the health loop's first check is over: this test runs the next ones
 	h := &delayHook{}
 	cl.c.nodes[0].client.AddHook(h)
 	h.delay.Store(int64(250 * time.Millisecond))

@@ -766,17 +766,23 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	return Info{}, ErrNotHeld
 }
 
-// Warm opens every node's connections in parallel, each bounded by timeout,
-// so that the first requests do not pay for dialling (and a restarted node's
-// quarantine is known before them). Nodes that do not answer are tried again
-// on every request.
+// Warm opens every node's connections and loads the scripts, in parallel,
+// each node bounded by timeout, so that the first requests do not pay for
+// dialling or a NOSCRIPT (and a restarted node's quarantine is known before
+// them). Nodes that do not answer are tried again on every request.
 func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			if n.client.Ping(ctx).Err() == nil && n.pipe != nil {
+			if n.client.Ping(ctx).Err() != nil {
+				return
+			}
+			for _, s := range scripts {
+				_ = s.Load(ctx, n.client).Err()
+			}
+			if n.pipe != nil {
 				_ = n.pipe.Ping(ctx).Err()
 			}
 		})

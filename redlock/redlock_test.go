@@ -806,13 +806,7 @@ func TestFenceOfSilentNode(t *testing.T) {
 	if err := cl.servers[4].Client().Set(ctx, "redlockd:fence:/"+res, 100, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// Load the scripts on every node first: a lost NOSCRIPT would hide the EVAL.
-	warm, err := cl.c.Acquire(ctx, uniq(t), AcquireOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.c.Extend(ctx, "", warm.Resource, warm.Token, 0)
-	cl.c.Inspect(ctx, "", warm.Resource)
+	cl.c.Warm(ctx, time.Second) // the scripts loaded: a lost NOSCRIPT would hide the EVAL
 	cl.hooks[4].lost.Store(true)
 	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
 	cl.hooks[4].lost.Store(false)

@@ -17,6 +17,7 @@ var (
 	scriptExtend   = loadScript("extend.lua")
 	scriptReassert = loadScript("reassert.lua")
 	scriptInspect  = loadScript("inspect.lua")
+	scripts        = []*redis.Script{scriptAcquire, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect}
 )
 
 func loadScript(name string) *redis.Script {
