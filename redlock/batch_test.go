@@ -114,14 +114,7 @@ func TestNodeCommandDurations(t *testing.T) {
 				took[node] = append(took[node], d)
 			}
 		}})
-	// Scripts loaded first, so that no NOSCRIPT fallback counts.
-	if err := cycle(t, cl.c); err != nil {
-		t.Fatal(err)
-	}
-	cl.settle()
-	mu.Lock()
-	clear(took)
-	mu.Unlock()
+	cl.c.Warm(t.Context(), time.Second) // scripts loaded: no NOSCRIPT fallback counts
 	hooks := withCountHooks(cl)
 	hooks[2].delay.Store(int64(40 * time.Millisecond))
 	var wg sync.WaitGroup
@@ -192,9 +185,7 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 			full.Add(1)
 		}
 	}})
-	if err := cycle(t, cl.c); err != nil { // connections and scripts first
-		t.Fatal(err)
-	}
+	cl.c.Warm(t.Context(), time.Second) // connections and scripts first
 	hooks := withCountHooks(cl)
 	cl.servers[0].Pause()
 	defer cl.servers[0].Resume()
@@ -232,9 +223,7 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 func TestStragglersEnd(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	cl := newCluster(t, 3, Options{NodeTimeout: timeout})
-	if err := cycle(t, cl.c); err != nil { // connections and scripts first
-		t.Fatal(err)
-	}
+	cl.c.Warm(t.Context(), time.Second) // connections and scripts first
 	base := runtime.NumGoroutine()
 	cl.servers[0].Pause()
 	for range 100 {
