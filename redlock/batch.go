@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,9 +19,10 @@ import (
 // With batching on (the default) the commands go through each node's
 // go-redis automatic pipeline (AsyncAutoPipeline: one batch in flight per
 // node, so concurrent requests share round trips) without a goroutine per
-// node; a client hook (arrivals) hands each reply to its round as it comes,
-// in the pipeline's goroutine, where the round's tally counts it, and the
-// caller wakes once, when the tally says the round is decided.
+// node; a client hook (arrivals) tells the round when each reply is in, and
+// the caller wakes once enough nodes answered to decide (the quorum, or
+// the refusals that rule one out), reads them and counts them (its tally);
+// more often only when those did not decide.
 
 // maxQueued bounds the commands queued for one node and not yet answered:
 // beyond it a command fails at once (the node is silent for that round).
@@ -35,14 +36,6 @@ type reply[T any] struct {
 	silent bool // no answer when the caller took its outcome (err says why)
 }
 
-// Per node of a round: waiting for its answer, running the script by EVAL
-// after a NOSCRIPT, answered.
-const (
-	waiting = iota
-	evaluating
-	answered
-)
-
 // round is one script sent to several nodes.
 type round[T any] struct {
 	c      *Coordinator
@@ -52,34 +45,28 @@ type round[T any] struct {
 	keys   []string
 	args   []any
 	parse  func(*redis.Cmd) (T, error)
-	// tally counts each answer that comes before the decision, in arrival
-	// order, under mu, and reports whether the outcome is certain; nil
-	// awaits every node.
-	tally func(reply[T]) bool
-
-	mu       sync.Mutex
-	state    []int      // per node index (see waiting)
-	got      []reply[T] // the answers counted by tally
-	late     []reply[T] // the answers that came after the caller had its outcome
-	pending  int        // nodes not answered yet
-	detached bool       // the caller has its outcome: later answers are late
-	done     bool       // decided is closed
-	decided  chan struct{}
-	all      chan struct{} // closed when every node answered
+	cmds   []roundCmd     // by position in idxs
+	evals  []*redis.Cmd   // per node: the EVAL after a NOSCRIPT, if any
+	at     []atomic.Int64 // per node: 1 + nanoseconds from start to its answer; 0 until then
+	seen   []bool         // per node: its answer was counted (by the caller, or as a straggler)
+	count  atomic.Int32   // answers so far
+	need   int32          // answers before the caller first looks: the fewest that can decide
+	wake   chan struct{}  // the caller looks again (capacity 1)
+	all    chan struct{}  // closed when every node answered
 }
 
 // roundCmd is one node's command in a round.
 type roundCmd struct {
 	*redis.Cmd
-	round interface {
-		arrive(node int, cmd *redis.Cmd, eval bool)
-	}
-	node int
+	round interface{ arrive(node int) }
+	node  int
 }
 
-// arrivals is the hook of every node's client that hands a round each of
-// its replies: go-redis runs a batch of one command through the process
-// hooks, and a larger one through the pipeline hooks.
+// arrivals is the hook of every node's client that tells a round when a
+// node's command has its reply: go-redis runs a batch of one command through
+// the process hooks, and a larger one through the pipeline hooks. It never
+// reads a result: in the pipeline's goroutine each read costs go-redis a
+// look at the goroutine's id.
 type arrivals struct{}
 
 func (arrivals) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -99,7 +86,7 @@ func (arrivals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 func arrive(cmds ...redis.Cmder) {
 	for _, c := range cmds {
 		if rc, ok := c.(*roundCmd); ok {
-			rc.round.arrive(rc.node, rc.Cmd, false)
+			rc.round.arrive(rc.node)
 		}
 	}
 }
@@ -110,18 +97,23 @@ func isNoScript(err error) bool {
 }
 
 // runScript runs script on every node in idxs, with the keys and arguments
-// of that node, and returns the answers counted by tally (see round) once
-// it is decided, the node timeout is over or ctx ends; the nodes still
-// silent then are counted as failed, unless the round was decided. The
-// returned round tells what came later (see stragglers). With
+// of that node, and returns the answers counted by tally once it says the
+// round is decided (nil: once every node answered), the node timeout is over
+// or ctx ends; the nodes still silent then are counted as failed, unless the
+// round was decided. tally runs in the caller's goroutine, which wakes when
+// enough nodes answered to decide, and again as more answer if they did not.
+// The caller must then call stragglers on the returned round. With
 // Options.NoBatching each node gets its own goroutine and round trip.
 func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *redis.Script,
 	keys []string, args []any, parse func(*redis.Cmd) (T, error), tally func(reply[T]) bool) ([]reply[T], *round[T]) {
-	r := &round[T]{c: c, idxs: idxs, start: time.Now(), script: script, keys: keys, args: args, parse: parse, tally: tally,
-		state: make([]int, len(c.nodes)), pending: len(idxs), decided: make(chan struct{}), all: make(chan struct{})}
+	n := len(c.nodes)
+	r := &round[T]{c: c, idxs: idxs, start: time.Now(), script: script, keys: keys, args: args, parse: parse,
+		cmds: make([]roundCmd, len(idxs)), evals: make([]*redis.Cmd, n), at: make([]atomic.Int64, n), seen: make([]bool, n),
+		need: int32(max(1, min(c.quorum, len(idxs)-c.quorum+1))), wake: make(chan struct{}, 1), all: make(chan struct{})}
+	if tally == nil {
+		r.need = int32(len(idxs))
+	}
 	if len(idxs) == 0 {
-		r.done = true
-		close(r.decided)
 		close(r.all)
 	}
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
@@ -130,98 +122,120 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
-	cmds := make([]roundCmd, len(idxs))
 	for j, i := range idxs {
 		// A command outlives its caller (the pipeline ignores contexts once
 		// a command is queued): its answer still counts for the node.
-		cmds[j] = roundCmd{Cmd: redis.NewCmd(context.WithoutCancel(ctx), cmdArgs...), round: r, node: i}
-		n := c.nodes[i]
+		r.cmds[j] = roundCmd{Cmd: redis.NewCmd(context.WithoutCancel(ctx), cmdArgs...), round: r, node: i}
+		nd := c.nodes[i]
 		if c.opts.NoBatching {
 			go func() {
 				nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.NodeTimeout)
 				defer cancel()
-				_ = n.client.Process(nctx, &cmds[j])
-				r.arrive(i, cmds[j].Cmd, false)
+				_ = nd.client.Process(nctx, &r.cmds[j])
+				r.arrive(i)
 			}()
-		} else if err := n.pipe.Process(ctx, &cmds[j]); err != nil {
-			cmds[j].SetErr(err) // refused without being queued (a full queue, a closed client)
-			r.arrive(i, cmds[j].Cmd, false)
+		} else if err := nd.pipe.Process(ctx, &r.cmds[j]); err != nil {
+			r.cmds[j].SetErr(err) // refused without being queued (a full queue, a closed client)
+			r.arrive(i)
 		}
 	}
 	timer := time.NewTimer(c.opts.NodeTimeout)
-	select {
-	case <-r.decided:
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	timer.Stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.detached = true
-	if !r.done {
-		err := cmp.Or(ctx.Err(), context.DeadlineExceeded)
-		for _, i := range idxs {
-			if r.state[i] != answered {
-				r.count(reply[T]{node: i, err: c.nodes[i].fail(err), silent: true})
+	defer timer.Stop()
+	var got []reply[T]
+	for decided := false; !decided; {
+		over := false
+		select {
+		case <-r.wake:
+		case <-timer.C:
+			over = true
+		case <-ctx.Done():
+			over = true
+		}
+		answered := 0
+		for j, i := range idxs {
+			if r.seen[i] || r.at[i].Load() == 0 {
+				answered += boolInt(r.seen[i])
+				continue
+			}
+			rep, ok := r.reply(j, i)
+			if !ok {
+				continue // its script runs again by EVAL
+			}
+			answered++
+			got = append(got, rep)
+			if tally != nil && tally(rep) {
+				decided = true
+				break
 			}
 		}
+		if answered == len(idxs) {
+			decided = true
+		}
+		if over && !decided {
+			err := cmp.Or(ctx.Err(), context.DeadlineExceeded)
+			for _, i := range idxs {
+				if !r.seen[i] {
+					rep := reply[T]{node: i, err: c.nodes[i].fail(err), silent: true}
+					got = append(got, rep)
+					if tally != nil {
+						tally(rep)
+					}
+				}
+			}
+			decided = true
+		}
 	}
-	return r.got, r
+	return got, r
 }
 
-// count hands a reply to the tally; under mu.
-func (r *round[T]) count(rep reply[T]) {
-	r.got = append(r.got, rep)
-	if r.tally != nil && r.tally(rep) && !r.done {
-		r.done = true
-		close(r.decided)
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// arrive records that node's command has its reply (the first time only),
+// and wakes the caller once enough nodes answered to decide.
+func (r *round[T]) arrive(node int) {
+	if !r.at[node].CompareAndSwap(0, 1+int64(time.Since(r.start))) {
+		return
+	}
+	switch n := r.count.Add(1); {
+	case int(n) == len(r.idxs):
+		close(r.all)
+		fallthrough
+	case n >= r.need:
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// arrive takes node's answer cmd. After a NOSCRIPT (the node lost its
-// script cache) the script runs again by EVAL, whose answer is the node's
-// (eval). Only the first answer of a node counts.
-func (r *round[T]) arrive(node int, cmd *redis.Cmd, eval bool) {
-	r.mu.Lock()
-	if r.state[node] == answered || (!eval && r.state[node] == evaluating) {
-		r.mu.Unlock()
-		return
+// reply reads node's answer (j is its position in idxs), notes it for the
+// node's health and OnNodeCommand, and marks it seen; after a NOSCRIPT it
+// starts the EVAL instead and reports false.
+func (r *round[T]) reply(j, node int) (reply[T], bool) {
+	cmd := r.cmds[j].Cmd
+	if e := r.evals[node]; e != nil {
+		cmd = e
+	} else if isNoScript(cmd.Err()) {
+		r.at[node].Store(0)                // the EVAL's answer arrives anew
+		r.c.bg.Go(func() { r.eval(node) }) // rare
+		return reply[T]{}, false
 	}
-	if !eval && isNoScript(cmd.Err()) {
-		r.state[node] = evaluating
-		r.mu.Unlock()
-		go r.eval(node) // rare: not worth a place in the pipeline's goroutine
-		return
-	}
-	r.state[node] = answered
-	r.mu.Unlock()
-
+	r.seen[node] = true
 	n := r.c.nodes[node]
-	took := time.Since(r.start)
 	n.noteReply(context.Background(), cmd.Err())
 	v, err := r.parse(cmd)
 	if h := r.c.opts.OnNodeCommand; h != nil {
-		h(n.addr, took, err)
+		h(n.addr, time.Duration(r.at[node].Load()-1), err)
 	}
 	if err != nil {
 		err = n.fail(err)
 	}
-	rep := reply[T]{node: node, val: v, err: err}
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.detached {
-		r.late = append(r.late, rep)
-	} else {
-		r.count(rep)
-	}
-	if r.pending--; r.pending == 0 {
-		close(r.all)
-		if !r.done {
-			r.done = true
-			close(r.decided)
-		}
-	}
+	return reply[T]{node: node, val: v, err: err}, true
 }
 
 // eval runs the round's script by EVAL on node, bounded by the node timeout.
@@ -235,40 +249,50 @@ func (r *round[T]) eval(node int) {
 	}
 	cmd := r.script.Eval(ctx, s, r.keys, r.args...)
 	_ = cmd.Err() // awaits the reply
-	r.arrive(node, cmd, true)
+	r.evals[node] = cmd
+	r.arrive(node)
 }
 
-// stragglers calls f, from a goroutine of its own, with the answers that
-// came after the caller had its outcome and the nodes still silent at the
-// end of the node timeout (counted from the round's start), once every node
-// answered or the node timeout is over; not at all when every node had
-// answered before the outcome. A paused node's command may still run when
-// the node resumes: f decides what to undo.
+// stragglers hands the nodes not counted by the caller to a goroutine of
+// their own, which waits until every node answered or the node timeout
+// (from the round's start) is over, notes the late answers for the nodes'
+// health and OnNodeCommand, and calls f (if not nil) with them and with the
+// nodes still silent. A paused node's command may still run when it
+// resumes: f decides what to undo. Nothing when every node was counted.
 func (r *round[T]) stragglers(f func(late []reply[T], silent []int)) {
-	r.mu.Lock()
-	if r.pending == 0 && len(r.late) == 0 {
-		r.mu.Unlock()
+	done := true
+	for _, i := range r.idxs {
+		done = done && r.seen[i]
+	}
+	if done {
 		return
 	}
-	r.mu.Unlock()
-	go func() {
+	r.c.bg.Go(func() {
 		timer := time.NewTimer(r.c.opts.NodeTimeout - time.Since(r.start))
 		defer timer.Stop()
 		select {
 		case <-r.all:
 		case <-timer.C:
 		}
-		r.mu.Lock()
-		late := r.late
+		var late []reply[T]
 		var silent []int
-		for _, i := range r.idxs {
-			if r.state[i] != answered {
+		for j, i := range r.idxs {
+			switch {
+			case r.seen[i]:
+			case r.at[i].Load() == 0:
 				silent = append(silent, i)
+			default:
+				if rep, ok := r.reply(j, i); ok {
+					late = append(late, rep)
+				} else {
+					silent = append(silent, i) // its EVAL is too late to wait for
+				}
 			}
 		}
-		r.mu.Unlock()
-		f(late, silent)
-	}()
+		if f != nil {
+			f(late, silent)
+		}
+	})
 }
 
 // votes is the tally of most rounds: nodes that said yes, that said no, and

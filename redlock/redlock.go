@@ -26,6 +26,10 @@ type Coordinator struct {
 	stats    counters
 	idxs     []int  // every node's index: read-only
 	released string // the channel of release announcements
+	// bg counts the work left to the background: stragglers of rounds
+	// (see batch.go), each bounded by about the node timeout. Close waits
+	// for it.
+	bg sync.WaitGroup
 }
 
 // New returns a Coordinator over one client per node, made from the given
@@ -76,6 +80,7 @@ func (c *Coordinator) Options() Options { return c.opts }
 
 // Close closes every node's client.
 func (c *Coordinator) Close() error {
+	c.bg.Wait()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
 		n.stopHealth()
@@ -208,7 +213,8 @@ func releaseKeys(keys []string, token string) []string {
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.released, 0}, (*redis.Cmd).Int64, nil)
+	_, rd := runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.released, 0}, (*redis.Cmd).Int64, nil)
+	rd.stragglers(nil)
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
@@ -372,7 +378,7 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 		a.undo(context.WithoutCancel(ctx), t.undo)
 	}
 	if len(t.failed) > 0 {
-		go a.undo(context.WithoutCancel(ctx), t.failed)
+		c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), t.failed) })
 	}
 	if t.yes > 0 && len(t.pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -473,7 +479,7 @@ func committedFence(existing []acqReply) (f int64, n int) {
 // holds the lock.
 func (c *Coordinator) commit(ctx context.Context, keys []string, token string, idxs []int, fence int64) (held int) {
 	t := &votes{n: len(idxs), q: c.quorum}
-	runScript(ctx, c, idxs, scriptCommit, keys[:3], []any{token, fence}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
+	_, rd := runScript(ctx, c, idxs, scriptCommit, keys[:3], []any{token, fence}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
 		switch {
 		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
 			t.bad++
@@ -484,6 +490,7 @@ func (c *Coordinator) commit(ctx context.Context, keys []string, token string, i
 		}
 		return t.decided()
 	})
+	rd.stragglers(nil)
 	return t.yes
 }
 
@@ -532,7 +539,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	t := votes{n: len(c.nodes), q: c.quorum}
 	var other int
 	var errs []error
-	runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.released, keep}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
+	_, rd := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.released, keep}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++
@@ -553,6 +560,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 		}
 		return t.decided()
 	})
+	rd.stragglers(nil)
 	switch {
 	case t.yes >= c.quorum:
 		return nil
@@ -586,7 +594,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	start := time.Now()
 	t := votes{n: len(c.nodes), q: c.quorum}
 	var other int
-	var held, absent []int
+	var absent []int
 	var errs []error
 	var fence fenceChoice
 	var owner string
@@ -603,7 +611,6 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			}
 		case r.val.state == 1:
 			t.yes++
-			held = append(held, r.node)
 			fence.add(r.val.committed, r.val.fence)
 			owner = r.val.owner
 		case r.val.state == 0:
@@ -676,7 +683,8 @@ func (c *Coordinator) reassert(ctx context.Context, keys []string, token string,
 	if len(idxs) == 0 {
 		return 0
 	}
-	rs, _ := runScript(ctx, c, idxs, scriptReassert, keys[:3], []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64, nil)
+	rs, rd := runScript(ctx, c, idxs, scriptReassert, keys[:3], []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64, nil)
+	rd.stragglers(nil)
 	n := 0
 	now := time.Now()
 	for _, r := range rs {
@@ -710,7 +718,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	best := &group{}
 	var errs []error
 	answers := 0
-	runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
+	_, rd := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
 		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
 			return state{}, nil
@@ -755,6 +763,7 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		return best.count+pending < c.quorum &&
 			(best.count+len(errs) >= c.quorum || best.count+len(errs)+pending < c.quorum)
 	})
+	rd.stragglers(nil)
 	switch {
 	case best.count >= c.quorum:
 		best.info.HeldNodes = best.count
