@@ -217,6 +217,16 @@ func (a *attempt) undo(ctx context.Context, idxs []int) {
 	rd.stragglers(nil)
 }
 
+// abandon undoes, in the background, what the rounds of a waiting acquire
+// that ends without the lock may have left on any node (late grants of its
+// random token: see outcome). A chosen token may be retried by its caller,
+// so its keys are left to expire.
+func (a *attempt) abandon(ctx context.Context) {
+	if !a.chosen {
+		a.c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), a.c.idxs) })
+	}
+}
+
 // jitter returns a duration uniformly in [d/2, 3d/2).
 func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
@@ -372,12 +382,16 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 	// Failed: undo, before returning, what the nodes that granted hold, so
 	// that the caller's next round finds them free. Nodes that failed (a
 	// timeout, a dropped connection) may hold it too, but may well fail
-	// again: they are undone in the background, as are the nodes still
-	// silent (finish).
+	// again, and are not waited for. An undo that could run after the next
+	// round of the same token would delete what that round took (its grant
+	// of an existing key), so they, late grants and silent nodes are undone
+	// in the background only after a last round of a random token (here and
+	// in finish); a waiting acquire's next rounds count them as grants, and
+	// one that ends without the lock undoes its token everywhere (contend).
 	if len(t.undo) > 0 {
 		a.undo(context.WithoutCancel(ctx), t.undo)
 	}
-	if len(t.failed) > 0 {
+	if len(t.failed) > 0 && a.last {
 		c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), t.failed) })
 	}
 	if t.yes > 0 && len(t.pttls) < c.quorum {
@@ -398,12 +412,12 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 // and record a fence of its own (it failed, is silent, or answered late with
 // another fence), the fence is written back to every node that granted:
 // extend and inspect believe it over any tentative fence (see fenceChoice).
-// After a failure (or when the caller gave up),
-// whatever may have landed is undone: late grants, and with a random token
-// also late errors and silent nodes, whose SET may still run when a paused
-// node resumes (then the undo may run before it, and the key lives one TTL:
-// see docs/safety.md). A late grant of a lock that succeeded is harmless:
-// it holds the same token, and stale keys alone never make a quorum.
+// After a failed last round of a random token (see outcome), whatever may
+// have landed is undone: late grants and errors, and silent nodes, whose SET
+// may still run when a paused node resumes (then the undo may run before
+// it, and the key lives one TTL: see docs/safety.md). A late grant of a
+// lock that succeeded is harmless: it holds the same token, and stale keys
+// alone never make a quorum.
 func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqReply], silent []int) {
 	var grants, undo []int
 	odd := t.bad > 0 || len(silent) > 0
@@ -417,10 +431,8 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 			if t.skipped {
 				t.granted = append(t.granted, r.node)
 			}
-			if !a.chosen || !r.val.existing {
-				undo = append(undo, r.node)
-			}
-		case r.err != nil && !a.chosen:
+			undo = append(undo, r.node)
+		case r.err != nil:
 			undo = append(undo, r.node)
 		}
 	}
@@ -434,9 +446,10 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 		}
 		return
 	}
-	if !a.chosen {
-		undo = append(undo, silent...)
+	if a.chosen || !a.last {
+		return
 	}
+	undo = append(undo, silent...)
 	if len(undo) > 0 {
 		a.undo(ctx, undo)
 	}
@@ -638,16 +651,19 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			// extended, but its fence is not known. Never a different one.
 			return Lock{}, unavailable(append(errs, errFenceUnknown))
 		}
-		// The quorum holds: put the lock back where it vanished.
-		locked := t.yes + c.reassert(ctx, keys, token, absent, ttl, f, owner)
+		// The quorum holds: put the lock back where it vanished, in the
+		// background (it decides nothing).
+		if len(absent) > 0 {
+			c.bg.Go(func() { c.reassert(context.WithoutCancel(ctx), keys, token, absent, ttl, f, owner) })
+		}
 		validity := c.validity(ttl, start)
-		if locked < c.quorum || validity <= 0 {
+		if validity <= 0 {
 			return Lock{}, unavailable(errs)
 		}
 		return Lock{
 			Namespace: namespace, Resource: resource, Token: token, Fence: f, Owner: owner,
 			TTL: ttl, Validity: validity, Start: start, Until: start.Add(validity),
-			Nodes: len(c.nodes), Quorum: c.quorum, Locked: locked,
+			Nodes: len(c.nodes), Quorum: c.quorum, Locked: t.yes,
 		}, nil
 	}()
 	rd.stragglers(func(late []reply[extReply], _ []int) {
@@ -678,21 +694,12 @@ func parseExtend(cmd *redis.Cmd) (extReply, error) {
 
 // reassert puts token's lock back on the nodes idxs, where it vanished (a
 // restarted node), while a quorum holds it; it never overwrites another
-// token. It returns on how many voting nodes the token holds it now.
-func (c *Coordinator) reassert(ctx context.Context, keys []string, token string, idxs []int, ttl time.Duration, fence int64, owner string) int {
-	if len(idxs) == 0 {
-		return 0
+// token.
+func (c *Coordinator) reassert(ctx context.Context, keys []string, token string, idxs []int, ttl time.Duration, fence int64, owner string) {
+	if len(idxs) > 0 {
+		_, rd := runScript(ctx, c, idxs, scriptReassert, keys[:3], []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64, nil)
+		rd.stragglers(nil)
 	}
-	rs, rd := runScript(ctx, c, idxs, scriptReassert, keys[:3], []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64, nil)
-	rd.stragglers(nil)
-	n := 0
-	now := time.Now()
-	for _, r := range rs {
-		if r.err == nil && r.val == 1 && !c.nodes[r.node].quarantined(now) {
-			n++
-		}
-	}
-	return n
 }
 
 // Inspect tells who holds the lock (never the token). The lock is held when

@@ -105,9 +105,11 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		if sleep > 0 {
 			done, werr := c.pause(ctx, w, sleep, deadline)
 			if werr != nil {
+				a.abandon(ctx)
 				return Lock{}, errors.Join(err, werr)
 			}
 			if done {
+				a.abandon(ctx)
 				return Lock{}, err
 			}
 		}
@@ -117,6 +119,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			return lock, nil
 		}
 		if ctx.Err() != nil {
+			a.abandon(ctx)
 			return Lock{}, errors.Join(err, ctx.Err())
 		}
 		sleep = jitter(c.opts.RetryDelay) // split votes, silent nodes
