@@ -125,6 +125,7 @@ func TestReleaseIdempotent(t *testing.T) {
 	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrQuorumUnavailable) {
 		t.Fatalf("release with lost replies err = %v", err)
 	}
+	cl.settle() // every node's command met the fault
 	for _, h := range cl.hooks {
 		h.lost.Store(false)
 	}

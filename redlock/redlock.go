@@ -218,12 +218,16 @@ func (a *attempt) undo(ctx context.Context, idxs []int) {
 }
 
 // abandon undoes, in the background, what the rounds of a waiting acquire
-// that ends without the lock may have left on any node (late grants of its
-// random token: see outcome). A chosen token may be retried by its caller,
-// so its keys are left to expire.
+// that ends without the lock may have left (late grants of its random
+// token: see outcome and cleanup). A chosen token may be retried by its
+// caller, so its keys are left to expire.
 func (a *attempt) abandon(ctx context.Context) {
-	if !a.chosen {
-		a.c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), a.c.idxs) })
+	a.mu.Lock()
+	a.over = true
+	dirty := slices.Compact(slices.Sorted(slices.Values(a.dirty)))
+	a.mu.Unlock()
+	if len(dirty) > 0 && !a.chosen {
+		a.c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), dirty) })
 	}
 }
 
@@ -249,6 +253,12 @@ type attempt struct {
 	waiting bool
 	ttl     time.Duration
 	owner   string
+	// Nodes where a failed round of a random token may have left it (it
+	// failed, was silent, or granted late), to undo once no later round can
+	// run (see outcome); over once a waiting acquire ended without the lock.
+	mu    sync.Mutex
+	dirty []int
+	over  bool
 }
 
 type acqReply struct {
@@ -391,8 +401,8 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 	if len(t.undo) > 0 {
 		a.undo(context.WithoutCancel(ctx), t.undo)
 	}
-	if len(t.failed) > 0 && a.last {
-		c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), t.failed) })
+	if len(t.failed) > 0 && !a.chosen {
+		c.bg.Go(func() { a.cleanup(context.WithoutCancel(ctx), t.failed) })
 	}
 	if t.yes > 0 && len(t.pttls) < c.quorum {
 		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
@@ -446,12 +456,23 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 		}
 		return
 	}
-	if a.chosen || !a.last {
-		return
+	if !a.chosen {
+		a.cleanup(ctx, append(undo, silent...))
 	}
-	undo = append(undo, silent...)
-	if len(undo) > 0 {
-		a.undo(ctx, undo)
+}
+
+// cleanup undoes a random token on the nodes idxs, where a failed round may
+// have left it, once no later round can run: at once after a last round or
+// once the attempt is over, else when it ends (abandon).
+func (a *attempt) cleanup(ctx context.Context, idxs []int) {
+	a.mu.Lock()
+	now := a.last || a.over
+	if !now {
+		a.dirty = append(a.dirty, idxs...)
+	}
+	a.mu.Unlock()
+	if now && len(idxs) > 0 {
+		a.undo(ctx, idxs)
 	}
 }
 
@@ -509,17 +530,19 @@ func (c *Coordinator) commit(ctx context.Context, keys []string, token string, i
 
 // freeIn estimates when a lock held on the nodes with these remaining TTLs
 // (ms) will be free on a quorum: the k-th smallest TTL, where k nodes must
-// expire for a quorum to be free. 0 if unknown.
+// expire for a quorum to be free (a TTL of 0 expires now: 1ms). 0 if
+// unknown (a key without a TTL, -1). A round decided at the quorum has the
+// TTLs of the first refusals only, so k is often 1.
 func freeIn(pttls []int64, nodes, quorum int) time.Duration {
 	k := quorum - (nodes - len(pttls)) // holders that must expire
 	if k <= 0 || k > len(pttls) {
 		return 0
 	}
 	slices.Sort(pttls)
-	if pttls[k-1] <= 0 {
+	if pttls[k-1] < 0 {
 		return 0
 	}
-	return time.Duration(pttls[k-1]) * time.Millisecond
+	return time.Duration(max(pttls[k-1], 1)) * time.Millisecond
 }
 
 // unavailable is ErrQuorumUnavailable joined with the errors of the nodes

@@ -135,8 +135,12 @@ func (cl *cluster) settle() {
 	cl.c.bg.Wait()
 }
 
-// setDown marks the nodes in mask as down (bit i = node i).
+// setDown marks the nodes in mask as down (bit i = node i), once the
+// commands sent so far have their answers (see settle): a round decided at
+// the quorum leaves some in flight, and they meet the faults they were sent
+// under.
 func (cl *cluster) setDown(mask int) {
+	cl.settle()
 	for i, h := range cl.hooks {
 		h.down.Store(mask&(1<<i) != 0)
 	}
@@ -819,6 +823,7 @@ func TestFenceOfSilentNode(t *testing.T) {
 	cl.c.Warm(ctx, time.Second) // the scripts loaded: a lost NOSCRIPT would hide the EVAL
 	cl.hooks[4].lost.Store(true)
 	l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 10 * time.Second})
+	cl.settle() // node 4's command met the fault
 	cl.hooks[4].lost.Store(false)
 	if err != nil || l.Locked < 3 || l.Fence != 1 {
 		t.Fatalf("acquire = %+v, %v; want fence 1 on a quorum", l, err)
@@ -874,5 +879,25 @@ func TestReleaseQuarantinedNodeIsSilent(t *testing.T) {
 	// matched 1 (node 2) + silent 1 (quarantined node 0) < quorum? 2 >= 2: unknown.
 	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrQuorumUnavailable) {
 		t.Fatalf("release err = %v, want ErrQuorumUnavailable", err)
+	}
+}
+
+// TestFreeIn: when a held lock will be free on a quorum, from the refusals'
+// remaining TTLs; a TTL of 0 (expiring now) is 1ms, not unknown, or a waiter
+// refused in the lock's last millisecond would sleep until the fallback poll.
+func TestFreeIn(t *testing.T) {
+	for _, c := range []struct {
+		pttls []int64
+		want  time.Duration
+	}{
+		{[]int64{500, 300, 400}, 300 * time.Millisecond}, // 3 of 5 refused: 1 must expire
+		{[]int64{500, 300, 400, 200, 100}, 300 * time.Millisecond},
+		{[]int64{0, 300, 400}, time.Millisecond},
+		{[]int64{-1, 300, 400}, 0},
+		{[]int64{300, 400}, 0}, // too few to tell
+	} {
+		if got := freeIn(slices.Clone(c.pttls), 5, 3); got != c.want {
+			t.Errorf("freeIn(%v) = %v, want %v", c.pttls, got, c.want)
+		}
 	}
 }
