@@ -394,10 +394,10 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 	// timeout, a dropped connection) may hold it too, but may well fail
 	// again, and are not waited for. An undo that could run after the next
 	// round of the same token would delete what that round took (its grant
-	// of an existing key), so they, late grants and silent nodes are undone
-	// in the background only after a last round of a random token (here and
-	// in finish); a waiting acquire's next rounds count them as grants, and
-	// one that ends without the lock undoes its token everywhere (contend).
+	// of an existing key), so they, late grants and silent nodes of a random
+	// token are undone in the background once no later round can run (see
+	// cleanup): a waiting acquire's next rounds count them as grants, and
+	// one that ends without the lock undoes them then (abandon).
 	if len(t.undo) > 0 {
 		a.undo(context.WithoutCancel(ctx), t.undo)
 	}
