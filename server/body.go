@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -78,8 +79,11 @@ func readJSONBody(r *http.Request, fields map[string]string) error {
 		return &requestError{detail: "cannot read the request body", err: err}
 	}
 	r.Body = http.NoBody
-	if len(bytes.TrimSpace(data)) == 0 {
+	if len(data) == 0 {
 		return nil
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badRequest("the body is blank: send no body, or a JSON object")
 	}
 	v, err := decodeStrict(data, fields)
 	if err != nil {
@@ -134,9 +138,10 @@ func decodeStrict(data []byte, fields map[string]string) (map[string]any, error)
 		if err := dec.Decode(&v); err != nil {
 			return nil, jsonError(err)
 		}
+		v, err = checkType(name, v, want)
 		obj[name] = v
 		if typeErr == nil {
-			typeErr = checkType(name, v, want)
+			typeErr = err
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -148,22 +153,25 @@ func decodeStrict(data []byte, fields map[string]string) (map[string]any, error)
 	return obj, typeErr
 }
 
-// checkType returns a *requestError unless the decoded JSON value v of
-// member name is null or of type want (jsonInteger or jsonString). The error
-// names the JSON type as encoding/json's do.
-func checkType(name string, v any, want string) error {
+// checkType returns the decoded JSON value v of member name, or a
+// *requestError unless it is of type want (jsonInteger or jsonString). As in
+// JSON Schema, an integer may be written with a zero fraction or an exponent
+// (5000.0, 1e4): it is returned in its plain form, which the generated
+// decoder binds. null is refused, as the schema's types are: a member left
+// out has its default. The error names the JSON type as encoding/json's do.
+func checkType(name string, v any, want string) (any, error) {
 	got := "object"
 	switch v := v.(type) {
 	case nil:
-		return nil
+		got = "null"
 	case string:
 		if want == jsonString {
-			return nil
+			return v, nil
 		}
 		got = "string"
 	case json.Number:
-		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil && want == jsonInteger {
-			return nil
+		if i, ok := integral(v); ok && want == jsonInteger {
+			return json.Number(strconv.FormatInt(i, 10)), nil
 		}
 		got = "number " + string(v)
 	case bool:
@@ -171,7 +179,19 @@ func checkType(name string, v any, want string) error {
 	case []any:
 		got = "array"
 	}
-	return badRequest("%s must be %s, not JSON %s", name, want, got)
+	return v, badRequest("%s must be %s, not JSON %s", name, want, got)
+}
+
+// integral returns the integer that n is, if it is one and fits exactly.
+func integral(n json.Number) (int64, bool) {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return i, true
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // jsonError describes a JSON syntax error for the client.

@@ -26,7 +26,10 @@ func TestDecodeStrictDetails(t *testing.T) {
 		`{"ttl_ms": "x", "bogus": 1}`:      `unknown field "bogus"`,
 		`{"ttl_ms": "x", "wait_ms": true}`: `ttl_ms must be an integer, not JSON string`,
 		`{"ttl_ms": 1.5}`:                  `ttl_ms must be an integer, not JSON number 1.5`,
-		`{"ttl_ms": 1e3}`:                  `ttl_ms must be an integer, not JSON number 1e3`,
+		`{"ttl_ms": 1e-3}`:                 `ttl_ms must be an integer, not JSON number 1e-3`,
+		`{"ttl_ms": null}`:                 `ttl_ms must be an integer, not JSON null`,
+		`{"owner": null}`:                  `owner must be a string, not JSON null`,
+		" \n\t ":                           `the body is blank: send no body, or a JSON object`,
 		`{"ttl_ms": 99999999999999999999}`: `ttl_ms must be an integer, not JSON number 99999999999999999999`,
 		`{"wait_ms": [1]}`:                 `wait_ms must be an integer, not JSON array`,
 		`{"token": 5}`:                     `token must be a string, not JSON number 5`,
@@ -51,7 +54,8 @@ func TestDecodeStrictDetails(t *testing.T) {
 }
 
 // TestDecodeStrictValues: the members strictJSON decoded reach the handler
-// through the generated decoder, null and blank bodies meaning defaults.
+// through the generated decoder, an empty body meaning defaults and
+// integers written as JSON Schema allows (5000.0, 1e4) taken as such.
 func TestDecodeStrictValues(t *testing.T) {
 	f := newFake(t)
 	got := make(chan redlock.AcquireOptions, 1)
@@ -66,10 +70,11 @@ func TestDecodeStrictValues(t *testing.T) {
 	}
 	_, h := newHandler(f, nil)
 	for body, exp := range map[string]redlock.AcquireOptions{
-		``:       {TTL: 30 * time.Second},
-		" \n\t ": {TTL: 30 * time.Second},
-		`{}`:     {TTL: 30 * time.Second},
-		`{"ttl_ms": null, "owner": null, "token": null, "wait_ms": null}`: {TTL: 30 * time.Second},
+		``:                                   {TTL: 30 * time.Second},
+		`{}`:                                 {TTL: 30 * time.Second},
+		`{"ttl_ms": 5000.0, "wait_ms": 0.0}`: {TTL: 5 * time.Second},
+		`{"ttl_ms": 1e4}`:                    {TTL: 10 * time.Second},
+		`{"ttl_ms": 12.5e2}`:                 {TTL: 1250 * time.Millisecond},
 		`{"ttl_ms": 10000, "wait_ms": 0, "owner": "h\u00e9/1 \"x\"", "token": "` + tokenA + `"}`: {
 			TTL: 10 * time.Second, Owner: `hé/1 "x"`, Token: tokenA},
 		` { "owner" : "o" , "ttl_ms" : -0e0 } `: {}, // -0e0 is no integer: refused

@@ -22,9 +22,8 @@ func TestAcquire(t *testing.T) {
 		want                      redlock.AcquireOptions
 	}{
 		"no body":         {target: "/locks/job-1", want: redlock.AcquireOptions{TTL: 30 * time.Second}},
-		"blank body":      {target: "/locks/job-1", body: " \n", want: redlock.AcquireOptions{TTL: 30 * time.Second}},
 		"empty object":    {target: "/locks/job-1", body: "{}", contentType: "application/json", want: redlock.AcquireOptions{TTL: 30 * time.Second}},
-		"null members":    {target: "/locks/job-1", body: `{"ttl_ms":null,"token":null}`, want: redlock.AcquireOptions{TTL: 30 * time.Second}},
+		"integral float":  {target: "/locks/job-1", body: `{"ttl_ms":5000.0,"wait_ms":0e0}`, want: redlock.AcquireOptions{TTL: 5 * time.Second}},
 		"charset":         {target: "/locks/job-1", body: "{}", contentType: "application/json; charset=utf-8", want: redlock.AcquireOptions{TTL: 30 * time.Second}},
 		"percent-encoded": {target: "/locks/job%2D1", want: redlock.AcquireOptions{TTL: 30 * time.Second}},
 		"every field": {
