@@ -49,7 +49,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 	}
 	if voting < body.Quorum || s.drain.Err() != nil {
 		body.Status = api.ReadyResponseStatusUnready
-		setOutcome(ctx, "unready")
+		setOutcome(ctx, outcomeUnready)
 		return api.GetReadyz503JSONResponse(body), nil
 	}
 	setOutcome(ctx, "ready")
