@@ -54,8 +54,7 @@ func setLockOutcome(ctx context.Context, outcome string, fence int64) {
 
 // outcomeUnready is the outcome of a /readyz 503: logged at info level, not
 // as an error, since probes repeat it for as long as the gateway is unready;
-// the changes that cause it (a node down, quarantined or back, a shutdown)
-// are logged once each when they happen.
+// GetReadyz warns once when the answer turns unready.
 const outcomeUnready = "unready"
 
 // begin gives the request its id (a well-formed incoming X-Request-Id or a

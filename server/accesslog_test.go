@@ -147,14 +147,40 @@ func TestPanic(t *testing.T) {
 }
 
 // TestAccessLogUnready checks that a /readyz 503, which probes repeat for as
-// long as the gateway is unready, is logged at info level, not as an error.
+// long as the gateway is unready, is logged at info level, and that each
+// change of the answer is logged once: a warning when it turns unready.
 func TestAccessLogUnready(t *testing.T) {
 	f := newFake(t)
-	f.StatusFn = func(context.Context) []redlock.NodeStatus { return []redlock.NodeStatus{{Addr: "a:6379"}} }
+	up := true
+	f.StatusFn = func(context.Context) []redlock.NodeStatus {
+		return []redlock.NodeStatus{{Addr: "a:6379", Up: up}, {Addr: "b:6379", Up: up}, {Addr: "c:6379", Up: true}}
+	}
 	log := &syncBuffer{}
 	_, h := newHandler(f, log)
-	serve(t, h, request{method: "GET", target: "/readyz"})
-	if out := log.String(); !strings.Contains(out, `"level":"info"`) || !strings.Contains(out, `"status":503,`) || !strings.Contains(out, `"outcome":"unready"`) {
-		t.Errorf("got %s, want an info line with status 503, outcome unready", out)
+	var levels []string
+	seen := 0
+	for _, ready := range []bool{true, false, false, false, true, true, false} {
+		up = ready
+		serve(t, h, request{method: "GET", target: "/readyz"})
+		out := log.String()
+		var lines []string
+		for l := range strings.Lines(out[seen:]) {
+			var v struct{ Level, Message string }
+			if err := json.Unmarshal([]byte(l), &v); err != nil {
+				t.Fatal(err)
+			}
+			if v.Message == "request" {
+				if v.Level != "info" || ready != strings.Contains(l, `"status":200,`) {
+					t.Errorf("ready %v: got access line %s, want info level", ready, l)
+				}
+				continue
+			}
+			lines = append(lines, v.Level)
+		}
+		levels = append(levels, strings.Join(lines, ","))
+		seen = len(out)
+	}
+	if got, want := strings.Join(levels, " "), " warn   info  warn"; got != want {
+		t.Errorf("readiness change lines: got %q, want %q", got, want)
 	}
 }
