@@ -26,6 +26,7 @@ var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 type reqInfo struct {
 	caller  *keyEntry // the API key; nil when not authenticated
 	outcome string
+	fence   int64 // the fencing token of the lock answered with; 0: none
 }
 
 type reqInfoKey struct{}
@@ -42,10 +43,26 @@ func setOutcome(ctx context.Context, outcome string) {
 	}
 }
 
+// setLockOutcome is setOutcome for an answer that carries a lock's fencing
+// token, which the access line shows (unlike the lock token, it is no secret).
+func setLockOutcome(ctx context.Context, outcome string, fence int64) {
+	setOutcome(ctx, outcome)
+	if rq := reqInfoOf(ctx); rq != nil {
+		rq.fence = fence
+	}
+}
+
+// outcomeUnready is the outcome of a /readyz 503: logged at info level, not
+// as an error, since probes repeat it for as long as the gateway is unready;
+// GetReadyz warns once when the answer turns unready.
+const outcomeUnready = "unready"
+
 // begin gives the request its id (a well-formed incoming X-Request-Id or a
 // new random one), sent back in X-Request-Id and added to the request's
-// logger, and puts the request's reqInfo in its context.
+// logger with its remote address and user agent (hlog's handlers), and puts
+// the request's reqInfo in its context.
 func (s *Server) begin(next http.Handler) http.Handler {
+	next = hlog.RemoteAddrHandler("remote_addr")(hlog.UserAgentHandler("user_agent")(next))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if !requestIDRe.MatchString(id) {
@@ -79,8 +96,9 @@ func clientGone(r *http.Request, err error) bool {
 }
 
 // logRequest is the access log (hlog.AccessHandler's callback): one line per
-// request, with the req_id and API key name of the request's logger; it also
-// records the request in the metrics. It never logs headers, tokens or
+// request, with the req_id, remote_addr, user_agent and API key name of the
+// request's logger and the fencing token of a lock answer; it also records
+// the request in the metrics. It never logs other headers, lock tokens or
 // bodies.
 func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duration) {
 	rq := reqInfoOf(r.Context())
@@ -91,17 +109,20 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 	route, resource := routeOf(r)
 	outcome := cmp.Or(rq.outcome, strings.ToLower(http.StatusText(status)))
 	level := zerolog.InfoLevel
-	if status >= http.StatusInternalServerError {
+	if status >= http.StatusInternalServerError && outcome != outcomeUnready {
 		level = zerolog.ErrorLevel
 	}
-	hlog.FromRequest(r).WithLevel(level).
+	e := hlog.FromRequest(r).WithLevel(level).
 		Str("method", r.Method).
 		Str("route", route).
 		Str("resource", resource).
 		Int("status", status).
 		Float64("latency_ms", float64(elapsed.Microseconds())/1000).
-		Str("outcome", outcome).
-		Msg("request")
+		Str("outcome", outcome)
+	if rq.fence != 0 {
+		e.Int64("fencing_token", rq.fence)
+	}
+	e.Msg("request")
 	s.cfg.Metrics.observeRequest(route, r.Method, status, elapsed, outcome)
 }
 

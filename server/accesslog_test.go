@@ -42,7 +42,8 @@ func TestRequestID(t *testing.T) {
 }
 
 // TestAccessLog checks that there is one line per request with its fields,
-// and that no token ever reaches the log.
+// the fencing token on lock answers only, and that no lock token ever reaches
+// the log.
 func TestAccessLog(t *testing.T) {
 	f := newFake(t)
 	f.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
@@ -55,11 +56,14 @@ func TestAccessLog(t *testing.T) {
 		return testLock(resource, token, ttl), nil
 	}
 	f.ReleaseFn = func(context.Context, string, string, string) error { return redlock.ErrHeldByOther }
+	f.InspectFn = func(_ context.Context, _, resource string) (redlock.Info, error) {
+		return redlock.Info{Resource: resource, Owner: "me", Fence: 43, Remaining: time.Second, HeldNodes: 5}, nil
+	}
 	log := &syncBuffer{}
 	_, h := newHandler(f, log)
 
 	reqs := []request{
-		{method: "POST", target: "/locks/job", body: `{"token": "` + tokenA + `", "owner": "me"}`},
+		{method: "POST", target: "/locks/job", body: `{"token": "` + tokenA + `", "owner": "me"}`, headers: []string{"User-Agent", `app/1.0 "x"`}},
 		{method: "POST", target: "/locks/job"},
 		{method: "PATCH", target: "/locks/job", headers: []string{"Lock-Token", tokenA, "X-Request-Id", "req-1"}},
 		{method: "DELETE", target: "/locks/job", headers: []string{"Lock-Token", tokenB}},
@@ -67,6 +71,7 @@ func TestAccessLog(t *testing.T) {
 		{method: "POST", target: "/locks/job", body: `{"token": "` + tokenB + `", "x": 1}`},
 		{method: "POST", target: "/locks/a%2F" + tokenB},
 		{method: "GET", target: "/nope/" + tokenB},
+		{method: "GET", target: "/locks/job"},
 	}
 	for _, req := range reqs {
 		serve(t, h, req)
@@ -91,16 +96,21 @@ func TestAccessLog(t *testing.T) {
 		`"method":"POST","route":"/locks/{resource}","resource":"job","status":400,`,
 		`"method":"POST","route":"/locks/{resource}","resource":"","status":400,`,
 		`"method":"GET","route":"","resource":"","status":404,`,
+		`"method":"GET","route":"/locks/{resource}","resource":"job","status":200,`,
 	} {
 		if !strings.Contains(lines[i], exp) {
 			t.Errorf("line %d: got %s, want it to contain %s", i, lines[i], exp)
 		}
 	}
-	for i, outcome := range []string{"acquired", "lock-held", "extended", "not-owner", "invalid-request", "invalid-request", "invalid-request", "not-found"} {
+	fences := map[int]int64{0: 42, 2: 42, 8: 43} // the lines of lock answers
+	for i, outcome := range []string{"acquired", "lock-held", "extended", "not-owner", "invalid-request", "invalid-request", "invalid-request", "not-found", "held"} {
 		var v struct {
 			Level, Message, Outcome string
 			ReqID                   string   `json:"req_id"`
 			LatencyMs               *float64 `json:"latency_ms"`
+			RemoteAddr              string   `json:"remote_addr"`
+			UserAgent               *string  `json:"user_agent"`
+			FencingToken            int64    `json:"fencing_token"`
 		}
 		if err := json.Unmarshal([]byte(lines[i]), &v); err != nil {
 			t.Fatal(err)
@@ -108,6 +118,12 @@ func TestAccessLog(t *testing.T) {
 		if v.Level != "info" || v.Message != "request" || v.Outcome != outcome || v.LatencyMs == nil || !requestIDRe.MatchString(v.ReqID) {
 			t.Errorf("line %d: got %s, want outcome %s", i, lines[i], outcome)
 		}
+		if v.RemoteAddr != "192.0.2.1:1234" || v.FencingToken != fences[i] || (v.UserAgent != nil) != (i == 0) {
+			t.Errorf("line %d: got %s, want remote_addr, fencing_token %d, user_agent only on line 0", i, lines[i], fences[i])
+		}
+	}
+	if !strings.Contains(lines[0], `"user_agent":"app/1.0 \"x\""`) {
+		t.Errorf("line 0: got %s, want the user agent, escaped", lines[0])
 	}
 	if !strings.Contains(lines[2], `"req_id":"req-1"`) {
 		t.Errorf("line 2: got %s, want req_id req-1", lines[2])
@@ -127,5 +143,44 @@ func TestPanic(t *testing.T) {
 	}
 	if out := log.String(); !strings.Contains(out, "boom") || !strings.Contains(out, `"status":500`) {
 		t.Errorf("log: %s", out)
+	}
+}
+
+// TestAccessLogUnready checks that a /readyz 503, which probes repeat for as
+// long as the gateway is unready, is logged at info level, and that each
+// change of the answer is logged once: a warning when it turns unready.
+func TestAccessLogUnready(t *testing.T) {
+	f := newFake(t)
+	up := true
+	f.StatusFn = func(context.Context) []redlock.NodeStatus {
+		return []redlock.NodeStatus{{Addr: "a:6379", Up: up}, {Addr: "b:6379", Up: up}, {Addr: "c:6379", Up: true}}
+	}
+	log := &syncBuffer{}
+	_, h := newHandler(f, log)
+	var levels []string
+	seen := 0
+	for _, ready := range []bool{true, false, false, false, true, true, false} {
+		up = ready
+		serve(t, h, request{method: "GET", target: "/readyz"})
+		out := log.String()
+		var lines []string
+		for l := range strings.Lines(out[seen:]) {
+			var v struct{ Level, Message string }
+			if err := json.Unmarshal([]byte(l), &v); err != nil {
+				t.Fatal(err)
+			}
+			if v.Message == "request" {
+				if v.Level != "info" || ready != strings.Contains(l, `"status":200,`) {
+					t.Errorf("ready %v: got access line %s, want info level", ready, l)
+				}
+				continue
+			}
+			lines = append(lines, v.Level)
+		}
+		levels = append(levels, strings.Join(lines, ","))
+		seen = len(out)
+	}
+	if got, want := strings.Join(levels, " "), " warn   info  warn"; got != want {
+		t.Errorf("readiness change lines: got %q, want %q", got, want)
 	}
 }

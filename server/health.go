@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/redlockd/redlockd"
 	"github.com/redlockd/redlockd/api"
 )
@@ -47,13 +49,34 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		}
 		body.Nodes = append(body.Nodes, ns)
 	}
+	if s.drain.Err() == nil {
+		s.noteReady(ctx, voting, body.Quorum)
+	}
 	if voting < body.Quorum || s.drain.Err() != nil {
 		body.Status = api.ReadyResponseStatusUnready
-		setOutcome(ctx, "unready")
+		setOutcome(ctx, outcomeUnready)
 		return api.GetReadyz503JSONResponse(body), nil
 	}
 	setOutcome(ctx, "ready")
 	return api.GetReadyz200JSONResponse(body), nil
+}
+
+// noteReady logs when /readyz's answer changes for want of a quorum of
+// voting nodes: a warning when it turns unready, info when it is ready again.
+// Probes repeat the answer, so their access lines stay at info level (see
+// outcomeUnready); a shutdown is logged where it starts.
+func (s *Server) noteReady(ctx context.Context, voting, quorum int) {
+	unready := voting < quorum
+	if s.unready.Swap(unready) == unready {
+		return
+	}
+	e := zerolog.Ctx(ctx).Info()
+	msg := "ready: a quorum of nodes is up and out of quarantine"
+	if unready {
+		e = zerolog.Ctx(ctx).Warn()
+		msg = "unready: fewer than a quorum of nodes are up and out of quarantine; /readyz answers 503 and locks cannot be granted"
+	}
+	e.Int("voting", voting).Int("quorum", quorum).Msg(msg)
 }
 
 // GetOpenAPI serves the OpenAPI document the server was generated from.

@@ -97,7 +97,7 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 	if err != nil {
 		return nil, err
 	}
-	setOutcome(ctx, "acquired")
+	setLockOutcome(ctx, "acquired", lock.Fence)
 	return api.AcquireLock201JSONResponse{
 		Body:    lockResponse(resource, lock),
 		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(resource)},
@@ -140,7 +140,7 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 	if err != nil {
 		return nil, err
 	}
-	setOutcome(ctx, "extended")
+	setLockOutcome(ctx, "extended", lock.Fence)
 	return api.ExtendLock200JSONResponse(lockResponse(req.Resource, lock)), nil
 }
 
@@ -159,7 +159,7 @@ func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObje
 	if err != nil {
 		return nil, err
 	}
-	setOutcome(ctx, "held")
+	setLockOutcome(ctx, "held", info.Fence)
 	return api.InspectLock200JSONResponse{
 		Resource:     req.Resource,
 		Held:         true,

@@ -79,6 +79,9 @@ type Server struct {
 	// drain is cancelled by BeginShutdown.
 	drain     context.Context
 	stopDrain context.CancelFunc
+
+	// unready is the last /readyz answer for want of a quorum (see noteReady).
+	unready atomic.Bool
 }
 
 // New returns a Server for cfg.

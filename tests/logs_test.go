@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestLogs checks the access log: one JSON line per request carrying its
-// request id, and no token ever, whether the gateway or the client chose it.
+// request id, remote address and user agent, the fencing token on the answers
+// of a lock (acquired, extended, held), and no lock token ever, whether the
+// gateway or the client chose it.
 func TestLogs(t *testing.T) {
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes)
@@ -25,14 +28,14 @@ func TestLogs(t *testing.T) {
 	a := rec(lock(t, gw, res, `{"ttl_ms":5000,"owner":"logs-test"}`))
 	tok := a.str(t, "token")
 	tokens = append(tokens, tok)
-	rec(acquire(t, gw, res, ""))                                                         // 409
-	rec(inspect(t, gw, res))                                                             // 200
-	rec(extend(t, gw, res, tok, `{"ttl_ms":5000}`))                                      // 200
-	rec(release(t, gw, res, clientToken(t)))                                             // 409 held-by-other
-	rec(gw.do(t, http.MethodDelete, "/locks/"+res+"?token="+tok, ""))                    // 400
-	rec(release(t, gw, res, tok))                                                        // 204
-	rec(release(t, gw, res, tok))                                                        // 409 expired
-	rec(gw.do(t, http.MethodPatch, "/locks/"+res, `{"ttl_ms":5000}`, "Lock-Token", tok)) // 409
+	rec(acquire(t, gw, res, ""))                                                            // 409
+	held := rec(gw.do(t, http.MethodGet, "/locks/"+res, "", "User-Agent", "logs-test/1.0")) // 200 held
+	rec(extend(t, gw, res, tok, `{"ttl_ms":5000}`))                                         // 200
+	rec(release(t, gw, res, clientToken(t)))                                                // 409 held-by-other
+	rec(gw.do(t, http.MethodDelete, "/locks/"+res+"?token="+tok, ""))                       // 400
+	rec(release(t, gw, res, tok))                                                           // 204
+	rec(release(t, gw, res, tok))                                                           // 409 expired
+	rec(gw.do(t, http.MethodPatch, "/locks/"+res, `{"ttl_ms":5000}`, "Lock-Token", tok))    // 409
 
 	ctok := clientToken(t)
 	tokens = append(tokens, ctok)
@@ -92,6 +95,24 @@ func TestLogs(t *testing.T) {
 		}
 		if got, _ := access[0]["method"].(string); got != r.Method {
 			t.Errorf("access log of %s %s: method %v, want %s", r.Method, r.Path, access[0]["method"], r.Method)
+		}
+		if got, _ := access[0]["remote_addr"].(string); !strings.HasPrefix(got, "127.0.0.1:") {
+			t.Errorf("access log of %s %s: remote_addr %q, want 127.0.0.1:port", r.Method, r.Path, got)
+		}
+		want := "Go-http-client/1.1" // Go's client's own
+		if r == held {
+			want = "logs-test/1.0"
+		}
+		if got := access[0]["user_agent"]; got != want {
+			t.Errorf("access log of %s %s: user_agent %v, want %s", r.Method, r.Path, got, want)
+		}
+		// Every 201 and 200 on /locks carries a fencing token, and its
+		// access line the same; no other line has one.
+		fence, isLock := r.JSON["fencing_token"].(json.Number)
+		got, logged := access[0]["fencing_token"].(float64)
+		if isLock != logged || isLock != (r.Status == http.StatusCreated || r.Status == http.StatusOK && strings.HasPrefix(r.Path, "/locks/")) ||
+			logged && fmt.Sprint(got) != fence.String() {
+			t.Errorf("access log of %s %s (%d): fencing_token %v, response's %v", r.Method, r.Path, r.Status, access[0]["fencing_token"], r.JSON["fencing_token"])
 		}
 	}
 	if t.Failed() {
@@ -220,5 +241,53 @@ func TestShutdown(t *testing.T) {
 		wantProblem(t, w.r, http.StatusServiceUnavailable, "shutting-down")
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter got no answer within 5 s of the gateway exiting")
+	}
+}
+
+// TestLogsUnready checks that /readyz answering 503 probe after probe is
+// logged at info level, with one warning when it turns unready and one info
+// line when it is ready again.
+func TestLogsUnready(t *testing.T) {
+	nodes := startCluster(t, 3)
+	gw := startGateway(t, nodes, "--node-timeout", nodeTimeout.String())
+	nodes[0].Kill()
+	nodes[1].Kill()
+	eventually(t, 10*time.Second, "/readyz 503", func() bool {
+		return gw.do(t, http.MethodGet, "/readyz", "").Status == http.StatusServiceUnavailable
+	})
+	for range 3 {
+		wantStatus(t, gw.do(t, http.MethodGet, "/readyz", ""), http.StatusServiceUnavailable)
+	}
+	nodes[0].Restart()
+	nodes[1].Restart()
+	eventually(t, 10*time.Second, "/readyz 200", func() bool {
+		return gw.do(t, http.MethodGet, "/readyz", "").Status == http.StatusOK
+	})
+
+	gw.Stop()
+	logs := gw.Stderr()
+	var unready, changes []string
+	for l := range strings.Lines(logs) {
+		var m struct{ Level, Message, Route string }
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", l)
+		}
+		switch {
+		case m.Level == "error":
+			t.Errorf("error line: %s", l)
+		case m.Route == "/readyz" && strings.Contains(l, `"status":503,`):
+			unready = append(unready, m.Level)
+		case strings.HasPrefix(m.Message, "ready:") || strings.HasPrefix(m.Message, "unready:"):
+			changes = append(changes, m.Level+" "+m.Message[:strings.Index(m.Message, ":")])
+		}
+	}
+	if len(unready) < 4 || slices.ContainsFunc(unready, func(l string) bool { return l != "info" }) {
+		t.Errorf("access lines of /readyz 503: levels %v, want at least 4, all info", unready)
+	}
+	if got := strings.Join(changes, ", "); got != "warn unready, info ready" {
+		t.Errorf("readiness changes logged: %q, want %q", got, "warn unready, info ready")
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", tail(logs, 40))
 	}
 }
