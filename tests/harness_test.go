@@ -422,7 +422,11 @@ func (g *Gateway) try(method, path, body string, hdr ...string) (*Resp, error) {
 	if err != nil {
 		return nil, err
 	}
-	return trySend(req)
+	r, err := trySend(req)
+	if err == nil {
+		checkContract(req, body, r)
+	}
+	return r, err
 }
 
 func newRequest(url, method, body string, hdr ...string) (*http.Request, error) {

@@ -49,7 +49,11 @@ func run(m *testing.M) int {
 
 	binPath = filepath.Join(dir, "redlockd")
 	buildErr = build(binPath)
-	return m.Run()
+	code := m.Run()
+	if testing.Verbose() || os.Getenv("REDLOCKD_CONTRACT_REPORT") != "" {
+		fmt.Fprint(os.Stderr, contractReport())
+	}
+	return code
 }
 
 // build compiles ./cmd/redlockd of the module that contains this package.

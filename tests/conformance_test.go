@@ -1,0 +1,134 @@
+package tests
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+)
+
+// The contract as other tools read it: every request a test sends through
+// a Gateway and every response it gets are checked against openapi.yaml by
+// kin-openapi's openapi3filter. For now the mismatches are only counted and
+// listed at the end of the run (TestMain): issue 19 makes the contract
+// complete, and then a mismatch fails its test.
+
+var contract struct {
+	once   sync.Once
+	router routers.Router
+	err    error
+
+	mu        sync.Mutex
+	requests  int
+	responses int
+	problems  map[string]int // "<kind> <method> <route> <status>: <error>" → count
+}
+
+func contractRouter() (routers.Router, error) {
+	contract.once.Do(func() {
+		loader := openapi3.NewLoader()
+		doc, err := loader.LoadFromFile("../openapi.yaml")
+		if err == nil {
+			err = doc.Validate(context.Background())
+		}
+		if err == nil {
+			doc.Servers = nil // any host: the gateways listen on free ports
+			contract.router, err = legacy.NewRouter(doc)
+		}
+		contract.err = err
+	})
+	return contract.router, contract.err
+}
+
+// checkContract validates req (whose body was body) and r against the
+// contract, and records what does not conform.
+func checkContract(req *http.Request, body string, r *Resp) {
+	router, err := contractRouter()
+	if err != nil {
+		noteContract("load", req, 0, err)
+		return
+	}
+	// The router matches the path only: the gateway's host is not the spec's.
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		// A path or method the contract does not have must be refused.
+		if r.Status != http.StatusNotFound && r.Status != http.StatusMethodNotAllowed && r.Status != http.StatusBadRequest {
+			noteContract("route", req, r.Status, err)
+		}
+		return
+	}
+	vreq := req.Clone(context.Background())
+	vreq.Body = io.NopCloser(strings.NewReader(body))
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true, MultiError: true}
+	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: opts}
+	reqErr := openapi3filter.ValidateRequest(context.Background(), in)
+	respErr := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: r.Status, Header: r.Header, Body: io.NopCloser(bytes.NewReader(r.Body)), Options: opts,
+	})
+	contract.mu.Lock()
+	contract.requests++
+	contract.responses++
+	contract.mu.Unlock()
+	// A request the server refused (4xx) may well break the contract: that
+	// is what the test sends it for.
+	if reqErr != nil && r.Status < 400 {
+		noteContract("request", req, r.Status, reqErr)
+	}
+	if respErr != nil {
+		noteContract("response", req, r.Status, respErr)
+	}
+}
+
+func noteContract(kind string, req *http.Request, status int, err error) {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	key := fmt.Sprintf("%s %s %s %d: %s", kind, req.Method, routeOf(req.URL.Path), status, truncate(msg, 160))
+	contract.mu.Lock()
+	defer contract.mu.Unlock()
+	if contract.problems == nil {
+		contract.problems = map[string]int{}
+	}
+	contract.problems[key]++
+}
+
+// routeOf names a path by its route, so that lock names do not multiply the
+// problems listed.
+func routeOf(path string) string {
+	if rest, ok := strings.CutPrefix(path, "/locks/"); ok && rest != "" {
+		return "/locks/{resource}"
+	}
+	return path
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// contractReport sums up what the run validated and what did not conform.
+func contractReport() string {
+	contract.mu.Lock()
+	defer contract.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "contract: %d requests and %d responses validated against openapi.yaml; %d kinds of mismatch\n",
+		contract.requests, contract.responses, len(contract.problems))
+	keys := slices.SortedFunc(maps.Keys(contract.problems), func(a, b string) int {
+		return cmp.Or(cmp.Compare(contract.problems[b], contract.problems[a]), cmp.Compare(a, b))
+	})
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %5d  %s\n", contract.problems[k], k)
+	}
+	return b.String()
+}
