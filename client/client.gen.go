@@ -408,7 +408,7 @@ type ClientInterface interface {
 	// GetMetrics Prometheus metrics
 	//
 	// Prometheus text exposition format (`text/plain; version=0.0.4`), or
-	// OpenMetrics (`application/openmetrics-text; version=1.0.0`) when
+	// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
 	// `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
 	// `Accept-Encoding` allows. Requests by route, method and status;
 	// request, lock operation, wait and per-node command latency
@@ -602,7 +602,7 @@ func (c *RawClient) AcquireLock(ctx context.Context, resource Resource, body Acq
 // GetMetrics Prometheus metrics
 //
 // Prometheus text exposition format (`text/plain; version=0.0.4`), or
-// OpenMetrics (`application/openmetrics-text; version=1.0.0`) when
+// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
 // `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
 // `Accept-Encoding` allows. Requests by route, method and status;
 // request, lock operation, wait and per-node command latency
@@ -1101,7 +1101,7 @@ type ClientWithResponsesInterface interface {
 	// GetMetricsWithResponse Prometheus metrics
 	//
 	// Prometheus text exposition format (`text/plain; version=0.0.4`), or
-	// OpenMetrics (`application/openmetrics-text; version=1.0.0`) when
+	// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
 	// `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
 	// `Accept-Encoding` allows. Requests by route, method and status;
 	// request, lock operation, wait and per-node command latency
@@ -1831,7 +1831,7 @@ func (c *ClientWithResponses) AcquireLockWithResponse(ctx context.Context, resou
 // GetMetricsWithResponse Prometheus metrics
 //
 // Prometheus text exposition format (`text/plain; version=0.0.4`), or
-// OpenMetrics (`application/openmetrics-text; version=1.0.0`) when
+// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
 // `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
 // `Accept-Encoding` allows. Requests by route, method and status;
 // request, lock operation, wait and per-node command latency
