@@ -209,9 +209,6 @@ type InvalidRequest = Problem
 // LockHeld defines model for LockHeld.
 type LockHeld = Problem
 
-// NotFound defines model for NotFound.
-type NotFound = Problem
-
 // NotOwner defines model for NotOwner.
 type NotOwner = Problem
 
@@ -259,9 +256,6 @@ type ServerInterface interface {
 	// AcquireLock Acquire a lock
 	// (POST /locks/{resource})
 	AcquireLock(w http.ResponseWriter, r *http.Request, resource Resource)
-	// GetMetrics Prometheus metrics
-	// (GET /metrics)
-	GetMetrics(w http.ResponseWriter, r *http.Request)
 	// GetOpenAPI This document
 	// (GET /openapi.yaml)
 	GetOpenAPI(w http.ResponseWriter, r *http.Request)
@@ -301,12 +295,6 @@ func (_ Unimplemented) ExtendLock(w http.ResponseWriter, r *http.Request, resour
 // AcquireLock Acquire a lock
 // (POST /locks/{resource})
 func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, resource Resource) {
-	w.WriteHeader(http.StatusNotImplemented)
-}
-
-// GetMetrics Prometheus metrics
-// (GET /metrics)
-func (_ Unimplemented) GetMetrics(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -505,20 +493,6 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
-// GetMetrics operation middleware
-func (siw *ServerInterfaceWrapper) GetMetrics(w http.ResponseWriter, r *http.Request) {
-
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetMetrics(w, r)
-	}))
-
-	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
-		handler = siw.HandlerMiddlewares[i](handler)
-	}
-
-	handler.ServeHTTP(w, r)
-}
-
 // GetOpenAPI operation middleware
 func (siw *ServerInterfaceWrapper) GetOpenAPI(w http.ResponseWriter, r *http.Request) {
 
@@ -679,9 +653,6 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/readyz", wrapper.GetReadyz)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/metrics", wrapper.GetMetrics)
-	})
-	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/openapi.yaml", wrapper.GetOpenAPI)
 	})
 
@@ -700,8 +671,6 @@ type LockHeldApplicationProblemPlusJSONResponse struct {
 
 	Headers LockHeldResponseHeaders
 }
-
-type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type NotOwnerApplicationProblemPlusJSONResponse Problem
 
@@ -1185,57 +1154,6 @@ func (response AcquireLock503ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	return err
 }
 
-type GetMetricsRequestObject struct {
-}
-
-type GetMetricsResponseObject interface {
-	VisitGetMetricsResponse(w http.ResponseWriter) error
-}
-
-type GetMetrics200TextResponse string
-
-func (response GetMetrics200TextResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
-
-	w.Header().Set("Content-Type", "text/plain")
-	w.WriteHeader(200)
-
-	_, err := w.Write([]byte(fmt.Sprint(response)))
-	return err
-}
-
-type GetMetrics401ApplicationProblemPlusJSONResponse struct {
-	UnauthorizedApplicationProblemPlusJSONResponse
-}
-
-func (response GetMetrics401ApplicationProblemPlusJSONResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
-	w.WriteHeader(401)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type GetMetrics404ApplicationProblemPlusJSONResponse struct {
-	NotFoundApplicationProblemPlusJSONResponse
-}
-
-func (response GetMetrics404ApplicationProblemPlusJSONResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(404)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
 type GetOpenAPIRequestObject struct {
 }
 
@@ -1315,9 +1233,6 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire a lock
 	// (POST /locks/{resource})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
-	// GetMetrics Prometheus metrics
-	// (GET /metrics)
-	GetMetrics(ctx context.Context, request GetMetricsRequestObject) (GetMetricsResponseObject, error)
 	// GetOpenAPI This document
 	// (GET /openapi.yaml)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
@@ -1508,30 +1423,6 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, res
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AcquireLockResponseObject); ok {
 		if err := validResponse.VisitAcquireLockResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// GetMetrics operation middleware
-func (sh *strictHandler) GetMetrics(w http.ResponseWriter, r *http.Request) {
-	var request GetMetricsRequestObject
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.GetMetrics(ctx, request.(GetMetricsRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "GetMetrics")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(GetMetricsResponseObject); ok {
-		if err := validResponse.VisitGetMetricsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -407,11 +407,14 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// Prometheus text exposition format (`text/plain; version=0.0.4`):
-	// requests by route, method and status; request, lock operation, wait
-	// and per-node command latency histograms; acquisitions by outcome;
-	// waiters; node up and quarantine gauges; Go runtime and process
-	// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+	// Prometheus text exposition format (`text/plain; version=0.0.4`), or
+	// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
+	// `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
+	// `Accept-Encoding` allows. Requests by route, method and status;
+	// request, lock operation, wait and per-node command latency
+	// histograms; acquisitions by outcome; waiters; node up, slow and
+	// quarantine gauges; `redlockd_build_info{version,revision,goversion}`;
+	// Go runtime and process metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
 	// A server embedded without metrics (package server without
 	// `Config.Metrics`; `redlockd serve` always has them) has no such
 	// route: 404 `not-found`.
@@ -598,11 +601,14 @@ func (c *RawClient) AcquireLock(ctx context.Context, resource Resource, body Acq
 
 // GetMetrics Prometheus metrics
 //
-// Prometheus text exposition format (`text/plain; version=0.0.4`):
-// requests by route, method and status; request, lock operation, wait
-// and per-node command latency histograms; acquisitions by outcome;
-// waiters; node up and quarantine gauges; Go runtime and process
-// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+// Prometheus text exposition format (`text/plain; version=0.0.4`), or
+// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
+// `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
+// `Accept-Encoding` allows. Requests by route, method and status;
+// request, lock operation, wait and per-node command latency
+// histograms; acquisitions by outcome; waiters; node up, slow and
+// quarantine gauges; `redlockd_build_info{version,revision,goversion}`;
+// Go runtime and process metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
 // A server embedded without metrics (package server without
 // `Config.Metrics`; `redlockd serve` always has them) has no such
 // route: 404 `not-found`.
@@ -1094,11 +1100,14 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// Prometheus text exposition format (`text/plain; version=0.0.4`):
-	// requests by route, method and status; request, lock operation, wait
-	// and per-node command latency histograms; acquisitions by outcome;
-	// waiters; node up and quarantine gauges; Go runtime and process
-	// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+	// Prometheus text exposition format (`text/plain; version=0.0.4`), or
+	// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
+	// `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
+	// `Accept-Encoding` allows. Requests by route, method and status;
+	// request, lock operation, wait and per-node command latency
+	// histograms; acquisitions by outcome; waiters; node up, slow and
+	// quarantine gauges; `redlockd_build_info{version,revision,goversion}`;
+	// Go runtime and process metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
 	// A server embedded without metrics (package server without
 	// `Config.Metrics`; `redlockd serve` always has them) has no such
 	// route: 404 `not-found`.
@@ -1821,11 +1830,14 @@ func (c *ClientWithResponses) AcquireLockWithResponse(ctx context.Context, resou
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// Prometheus text exposition format (`text/plain; version=0.0.4`):
-// requests by route, method and status; request, lock operation, wait
-// and per-node command latency histograms; acquisitions by outcome;
-// waiters; node up and quarantine gauges; Go runtime and process
-// metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
+// Prometheus text exposition format (`text/plain; version=0.0.4`), or
+// OpenMetrics (`application/openmetrics-text`, 1.0.0 or 0.0.1) when
+// `Accept` asks for it; gzipped (`Content-Encoding: gzip`) when
+// `Accept-Encoding` allows. Requests by route, method and status;
+// request, lock operation, wait and per-node command latency
+// histograms; acquisitions by outcome; waiters; node up, slow and
+// quarantine gauges; `redlockd_build_info{version,revision,goversion}`;
+// Go runtime and process metrics. Needs an API key only with `--metrics-auth on`. HEAD too.
 // A server embedded without metrics (package server without
 // `Config.Metrics`; `redlockd serve` always has them) has no such
 // route: 404 `not-found`.

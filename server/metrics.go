@@ -1,11 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,10 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
-	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -173,8 +174,30 @@ func (m *Metrics) watch(s *Server) {
 				Help: "Nodes a lock needs (N/2+1).",
 			}, func() float64 { return float64(s.cfg.Locker.Quorum()) }),
 			nodeCollector{locker: s.cfg.Locker},
+			buildInfo(s.cfg.Version),
 		)
 	})
+}
+
+// buildInfo is redlockd_build_info: 1, labelled with version, the VCS
+// revision the go command stamped into the binary ("" if none) and the Go
+// version, as Prometheus and etcd label theirs.
+func buildInfo(version string) prometheus.Gauge {
+	revision := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" {
+				revision = st.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "redlockd_build_info",
+		Help:        "1, labelled with the version of redlockd (as `redlockd version` prints it), its VCS revision (empty if unknown) and the Go version that built it.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 // nodeCollector reports each node's state from Locker.Status at scrape time.
@@ -239,35 +262,27 @@ func (m *Metrics) observeOp(op string, start time.Time) {
 	m.opTime.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-// GetMetrics serves the metrics in the Prometheus text format.
-func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
+// metricsHandler serves GET /metrics through promhttp: the Prometheus text
+// format, or OpenMetrics to a scraper whose Accept asks for it, gzipped to
+// one that accepts gzip. Without Config.Metrics it answers 404 not-found.
+func (s *Server) metricsHandler() http.Handler {
 	if s.cfg.Metrics == nil {
-		return nil, errNoMetrics
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoMetrics) })
 	}
-	mfs, err := s.cfg.Metrics.reg.Gather()
-	if err != nil {
-		// Gather returns what it could collect; serve that.
-		zerolog.Ctx(ctx).Warn().Err(err).Msg("gathering metrics")
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			return nil, err
-		}
-	}
-	setOutcome(ctx, "metrics")
-	return metricsResponse(buf.Bytes()), nil
+	h := promhttp.HandlerFor(s.cfg.Metrics.reg, promhttp.HandlerOpts{
+		// A collector that fails (a scrape that outlives the nodes' status)
+		// is logged, and what could be gathered is served.
+		ErrorLog:          promLog{s.cfg.Log},
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setOutcome(r.Context(), "metrics")
+		h.ServeHTTP(w, r)
+	})
 }
 
-// metricsResponse is a Prometheus text exposition, with its exact
-// Content-Type (the generated 200 response says only text/plain).
-type metricsResponse []byte
+// promLog is promhttp's error log on the server's logger.
+type promLog struct{ log zerolog.Logger }
 
-func (b metricsResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(b)
-	return err
-}
+func (l promLog) Println(v ...any) { l.log.Warn().Msg(fmt.Sprint(v...)) }

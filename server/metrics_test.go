@@ -1,8 +1,11 @@
 package server
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +153,49 @@ func TestMetrics(t *testing.T) {
 func TestMetricsOff(t *testing.T) {
 	_, h := newHandler(newFake(t), nil)
 	checkProblem(t, serve(t, h, request{method: "GET", target: "/metrics"}), 404, "not-found")
+}
+
+// TestMetricsFormats: /metrics answers OpenMetrics to an Accept that asks
+// for it and gzip to an Accept-Encoding that allows it, and
+// redlockd_build_info carries Config.Version, a revision label and the Go
+// version.
+func TestMetricsFormats(t *testing.T) {
+	f := newFake(t)
+	f.StatusFn = func(context.Context) []redlock.NodeStatus { return nil }
+	h := New(Config{Locker: f, Metrics: NewMetrics(), Version: "v9.8.7"}).Handler()
+	hasBuildInfo := func(what string, ss promtest.Samples) {
+		t.Helper()
+		for _, s := range ss {
+			if _, rev := s.Labels["revision"]; s.Name == "redlockd_build_info" && s.Value == 1 && rev &&
+				s.Labels["version"] == "v9.8.7" && s.Labels["goversion"] == runtime.Version() {
+				return
+			}
+		}
+		t.Errorf("%s: no redlockd_build_info{version=v9.8.7,revision,goversion=%s} 1", what, runtime.Version())
+	}
+	hasBuildInfo("text", scrape(t, h))
+
+	w := serve(t, h, request{method: "GET", target: "/metrics", headers: []string{"Accept", "application/openmetrics-text; version=1.0.0"}})
+	if ct := w.Header().Get("Content-Type"); w.Code != 200 || !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") {
+		t.Errorf("OpenMetrics: %d, Content-Type %q", w.Code, ct)
+	}
+	if body := w.Body.String(); !strings.HasSuffix(body, "# EOF\n") || !strings.Contains(body, `redlockd_build_info{goversion="`+runtime.Version()+`"`) {
+		t.Errorf("OpenMetrics: no build_info or # EOF in\n%s", body)
+	}
+
+	w = serve(t, h, request{method: "GET", target: "/metrics", headers: []string{"Accept-Encoding", "gzip"}})
+	if ce := w.Header().Get("Content-Encoding"); w.Code != 200 || ce != "gzip" {
+		t.Fatalf("gzip: %d, Content-Encoding %q", w.Code, ce)
+	}
+	zr, err := gzip.NewReader(w.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasBuildInfo("gzip", parseMetrics(t, string(text)))
 }
 
 // TestMetricsSlowStatus checks that a scrape does not wait for a Locker

@@ -63,6 +63,9 @@ type Config struct {
 	// Metrics, if set, are served at GET /metrics and fed by every request;
 	// see NewMetrics. Default: none, /metrics answers 404.
 	Metrics *Metrics
+	// Version is the version label of redlockd_build_info, as `redlockd
+	// version` prints it. Default: empty.
+	Version string
 }
 
 // Server serves the redlockd HTTP API. It implements
@@ -124,6 +127,7 @@ func (s *Server) Handler() http.Handler {
 		Middlewares:      []api.MiddlewareFunc{s.strictJSON},
 		ErrorHandlerFunc: s.paramError,
 	})
+	r.Method(http.MethodGet, "/metrics", s.metricsHandler()) // promhttp, not generated: see api/cfg.yaml
 	routeHead(r)
 	return r
 }

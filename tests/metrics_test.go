@@ -1,7 +1,12 @@
 package tests
 
 import (
+	"bytes"
+	"compress/gzip"
+	"debug/buildinfo"
+	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +162,61 @@ func TestMetrics(t *testing.T) {
 	}
 	if final.value("redlockd_node_up", "node", nodes[1].Addr) != 1 {
 		t.Errorf("a live node is shown down")
+	}
+}
+
+// TestMetricsFormats: behind --metrics-auth, /metrics speaks OpenMetrics to
+// a scraper that asks for it and gzip to one that accepts it, and
+// redlockd_build_info names the binary's version (as `redlockd version`
+// prints it), VCS revision and Go version.
+func TestMetricsFormats(t *testing.T) {
+	key := keygen(t, "scraper", "ops")
+	gw := startGateway(t, startCluster(t, 1), "--api-keys-file", keysFile(t, key), "--metrics-auth", "on")
+	wantProblem(t, gw.do(t, http.MethodGet, "/metrics", "", "Accept", "application/openmetrics-text", "Accept-Encoding", "gzip"),
+		http.StatusUnauthorized, "unauthorized")
+
+	out, err := exec.Command(binPath, "version").Output() // redlockd VERSION (GOVERSION)
+	if err != nil || len(strings.Fields(string(out))) < 2 {
+		t.Fatalf("redlockd version: %q, %v", out, err)
+	}
+	bi, err := buildinfo.ReadFile(binPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revision := ""
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	labels := []string{"version", strings.Fields(string(out))[1], "revision", revision, "goversion", bi.GoVersion}
+	if v, ok := scrapeMetrics(t, gw, bearer(key.Key)...).get("redlockd_build_info", labels...); !ok || v != 1 {
+		t.Errorf("redlockd_build_info%q = %v, %v; want 1", labels, v, ok)
+	}
+
+	om := gw.do(t, http.MethodGet, "/metrics", "", append(bearer(key.Key), "Accept", "application/openmetrics-text")...)
+	wantStatus(t, om, http.StatusOK)
+	if ct := om.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text; version=") {
+		t.Errorf("OpenMetrics Content-Type %q", ct)
+	}
+	if !strings.HasSuffix(string(om.Body), "# EOF\n") || !strings.Contains(string(om.Body), "# TYPE redlockd_build_info gauge\n") {
+		t.Errorf("not OpenMetrics with build_info:\n%s", om.Body)
+	}
+
+	gz := gw.do(t, http.MethodGet, "/metrics", "", append(bearer(key.Key), "Accept-Encoding", "gzip")...)
+	wantStatus(t, gz, http.StatusOK)
+	if ce := gz.Header.Get("Content-Encoding"); ce != "gzip" {
+		t.Fatalf("Content-Encoding %q, want gzip", ce)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := parseMetrics(t, string(text)).get("redlockd_build_info", labels...); !ok {
+		t.Errorf("no redlockd_build_info in the gzipped scrape")
 	}
 }

@@ -148,6 +148,7 @@ func (m *Main) Open() (err error) {
 		Keys:        m.keys,
 		MetricsAuth: c.MetricsAuth,
 		Metrics:     metrics,
+		Version:     Version(),
 
 		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
 	})
