@@ -50,8 +50,13 @@ func run(m *testing.M) int {
 	binPath = filepath.Join(dir, "redlockd")
 	buildErr = build(binPath)
 	code := m.Run()
-	if testing.Verbose() || os.Getenv("REDLOCKD_CONTRACT_REPORT") != "" {
-		fmt.Fprint(os.Stderr, contractReport())
+	report, ok := contractReport()
+	if !ok || testing.Verbose() {
+		fmt.Fprint(os.Stderr, report)
+	}
+	if !ok && code == 0 {
+		fmt.Fprintln(os.Stderr, "FAIL: responses or requests that do not conform to openapi.yaml (above)")
+		code = 1
 	}
 	return code
 }
