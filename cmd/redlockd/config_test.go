@@ -152,7 +152,7 @@ func TestEnvNamesMatchHelp(t *testing.T) {
 		if _, ok := allSetEnv[envName(f.Name)]; !ok {
 			t.Errorf("flag --%s: missing from the test's allSetEnv", f.Name)
 		}
-		if !strings.Contains(help, "  --"+f.Name+" ") {
+		if !strings.Contains(help, "  --"+f.Name+" ") && !strings.Contains(help, "  --"+f.Name+"[=on|off]") {
 			t.Errorf("help does not document --%s", f.Name)
 		}
 	})
@@ -199,14 +199,19 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"bad duration flag":  {args: []string{"--max-ttl", "10"}, want: "-max-ttl"},
-		"bad duration env":   {env: map[string]string{"REDLOCKD_MAX_TTL": "soon"}, want: `REDLOCKD_MAX_TTL: invalid value "soon"`},
-		"bad float":          {args: []string{"--drift-factor", "x"}, want: "-drift-factor"},
-		"bad on/off":         {args: []string{"--restart-quarantine", "maybe"}, want: "want on or off"},
-		"bad on/off env":     {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "1"}, want: "REDLOCKD_RESTART_QUARANTINE"},
-		"unknown flag":       {args: []string{"--nope"}, want: "-nope"},
-		"positional":         {args: []string{"extra"}, want: `serve takes no arguments, got "extra"`},
-		"flag needs a value": {args: []string{"--listen"}, want: "-listen"},
+		"duration without unit": {args: []string{"--max-ttl", "10"}, want: "--max-ttl 10: missing unit, e.g. 10s"},
+		"bad duration flag":     {args: []string{"-max-ttl=soon"}, want: "--max-ttl soon: not a duration, e.g. 50ms, 30s or 1m"},
+		"empty duration":        {args: []string{"--max-ttl="}, want: `--max-ttl "": not a duration`},
+		"bad duration env":      {env: map[string]string{"REDLOCKD_MAX_TTL": "soon"}, want: "REDLOCKD_MAX_TTL=soon: not a duration"},
+		"env without unit":      {env: map[string]string{"REDLOCKD_MAX_TTL": "5"}, want: "REDLOCKD_MAX_TTL=5: missing unit, e.g. 5s"},
+		"bad float":             {args: []string{"--drift-factor", "x"}, want: "--drift-factor x: not a number"},
+		"int out of range":      {args: []string{"--max-waiters", "99999999999999999999"}, want: "--max-waiters 99999999999999999999: out of range"},
+		"bad on/off":            {args: []string{"--restart-quarantine", "maybe"}, want: "--restart-quarantine maybe: want on/off, true/false, yes/no or 1/0"},
+		"bad on/off joined":     {args: []string{"--restart-quarantine=maybe"}, want: "--restart-quarantine maybe: want on/off"},
+		"bad on/off env":        {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "maybe"}, want: "REDLOCKD_RESTART_QUARANTINE=maybe: want on/off"},
+		"unknown flag":          {args: []string{"--nope"}, want: "unknown flag --nope"},
+		"positional":            {args: []string{"extra"}, want: `serve takes no arguments, got "extra"`},
+		"flag needs a value":    {args: []string{"--listen"}, want: "--listen needs a value"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseServeFlags(tc.args, env(tc.env))
@@ -382,7 +387,9 @@ func TestRun(t *testing.T) {
 		stderr string
 	}{
 		"help":            {args: []string{"help"}, code: 0, stdout: "REDLOCKD_LISTEN"},
-		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine on|off"},
+		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine[=on|off]"},
+		"--version":       {args: []string{"--version"}, code: 0, stdout: "redlockd "},
+		"-version extra":  {args: []string{"-version", "x"}, code: 64, stderr: "version takes no arguments"},
 		"-h":              {args: []string{"-h"}, code: 0, stdout: "Usage:"},
 		"serve --help":    {args: []string{"serve", "--help"}, code: 0, stdout: "REDLOCKD_REDIS"},
 		"version":         {args: []string{"version"}, code: 0, stdout: "redlockd "},
@@ -395,7 +402,7 @@ func TestRun(t *testing.T) {
 		"probe bad url":   {args: []string{"probe", "--url", "ftp://x"}, code: 64, stderr: "must be an http:// or https:// URL"},
 		"serve stray URL": {args: []string{"serve", "redis://u:S3cr3tPw@h:1"}, code: 64, stderr: `got "redis://u:xxxxx@h:1"`},
 		"bad flag":        {args: []string{"--max-ttl", "x"}, code: 64, stderr: "Run 'redlockd --help' for usage."},
-		"bad serve flag":  {args: []string{"serve", "--nope"}, code: 64, stderr: "-nope"},
+		"bad serve flag":  {args: []string{"serve", "--nope"}, code: 64, stderr: "redlockd: unknown flag --nope\n"},
 		"bad config":      {args: []string{"--log-format", "xml"}, code: 64, stderr: `--log-format "xml"`},
 		"bad env":         {env: map[string]string{"REDLOCKD_NODE_TIMEOUT": "fast"}, code: 64, stderr: "REDLOCKD_NODE_TIMEOUT"},
 		"api keys file":   {args: []string{"--api-keys-file", "/nonexistent/keys.json"}, code: 64, stderr: "--api-keys-file: open /nonexistent/keys.json"},

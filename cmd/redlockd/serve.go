@@ -71,7 +71,7 @@ func NewMain() *Main {
 // a *UsageError.
 func (m *Main) Open() (err error) {
 	if m.ln != nil {
-		return errors.New("redlockd: already open")
+		return errors.New("already open")
 	}
 	c := m.Config
 	if err := c.Validate(); err != nil {
@@ -125,7 +125,7 @@ func (m *Main) Open() (err error) {
 		if errors.Is(err, redlock.ErrInvalid) {
 			return &UsageError{Err: err}
 		}
-		return fmt.Errorf("redlockd: start coordinator: %w", err)
+		return fmt.Errorf("start coordinator: %w", err)
 	}
 	m.logCluster(nodes)
 	if cert != nil {
@@ -163,7 +163,7 @@ func (m *Main) Open() (err error) {
 	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
-		return fmt.Errorf("redlockd: listen on %s: %w", c.Listen, err)
+		return fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
 	conns := m.connLimiter(ln, len(nodes))
 	m.http.ConnState = conns.ConnState
@@ -304,17 +304,17 @@ func (m *Main) closeAll() error {
 		cancel()
 		if err != nil {
 			m.Log.Warn().Err(err).Dur("timeout", timeout).Msg("graceful shutdown timed out: closing the remaining connections")
-			errs = append(errs, fmt.Errorf("redlockd: graceful shutdown: %w", err))
+			errs = append(errs, fmt.Errorf("graceful shutdown: %w", err))
 			_ = m.http.Close()
 		}
 		<-m.served
 		if m.serveErr != nil {
-			errs = append(errs, fmt.Errorf("redlockd: serve: %w", m.serveErr))
+			errs = append(errs, fmt.Errorf("serve: %w", m.serveErr))
 		}
 	}
 	if m.coord != nil {
 		if err := m.coord.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("redlockd: close coordinator: %w", err))
+			errs = append(errs, fmt.Errorf("close coordinator: %w", err))
 		}
 		m.coord = nil
 	}
