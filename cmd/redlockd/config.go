@@ -40,6 +40,7 @@ type Config struct {
 	ReadHeaderTimeout, IdleTimeout                     time.Duration
 	LogLevel, LogFormat                                string
 	RestartQuarantine                                  bool
+	DebugListen                                        string // "": no pprof
 }
 
 // DefaultConfig returns the defaults documented in `redlockd --help`.
@@ -128,6 +129,8 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format` of the logs: json (one object per line) or console (for humans)")
 	fs.Var((*onOff)(&c.RestartQuarantine), "restart-quarantine",
 		"on: a node restarted less than max TTL ago does not vote; off: only if every node runs appendfsync always")
+	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen,
+		"`host:port` to serve net/http/pprof on, apart from the API; give the host: 127.0.0.1 unless you mean to expose it; empty: off")
 	return fs
 }
 
@@ -165,7 +168,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 var serveFlagOrder = []string{
 	"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout", "drift-factor", "key-prefix",
 	"api-keys-file", "metrics-auth", "tls-cert", "tls-key", "redis-ca-file", "log-level", "log-format", "restart-quarantine",
-	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout",
+	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout", "debug-listen",
 }
 
 // printServeFlags writes the help of the serve flags.
@@ -227,6 +230,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if err := validListen(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("--listen %q: %v", c.Listen, err))
+	}
+	if err := validDebugListen(c.DebugListen); err != nil {
+		errs = append(errs, fmt.Errorf("--debug-listen %q: %v", c.DebugListen, err))
 	}
 	if _, err := c.redisOptions(); err != nil {
 		errs = append(errs, err)
@@ -294,6 +300,24 @@ func validListen(addr string) error {
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
+}
+
+// validDebugListen checks --debug-listen: empty (off) or host:port with the
+// host given. pprof shows the process's insides and a CPU profile slows it
+// down, so ":6060", which people type out of habit, is refused rather than
+// served on every interface; a named host (0.0.0.0 too) is what the user
+// asked for.
+func validDebugListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if err := validListen(addr); err != nil {
+		return err
+	}
+	if host, port, _ := net.SplitHostPort(addr); host == "" {
+		return fmt.Errorf("no host: give 127.0.0.1:%s, or 0.0.0.0:%s to serve pprof on every interface", port, port)
 	}
 	return nil
 }
