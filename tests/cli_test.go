@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os/exec"
@@ -111,5 +112,66 @@ func TestEnvConfig(t *testing.T) {
 	}
 	if strings.Contains(snap, `"redlockd:`) {
 		t.Errorf("keys under the default prefix although REDLOCKD_KEY_PREFIX is set:\n%s", snap)
+	}
+}
+
+// TestCLIFlagMessages checks the binary's messages for bad flags: named as
+// typed, a missing duration unit said, one "redlockd:" prefix, and
+// --version beside version.
+func TestCLIFlagMessages(t *testing.T) {
+	if buildErr != nil {
+		t.Fatalf("redlockd binary not built: %v", buildErr)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--max-ttl", "5"}, 64, "redlockd: --max-ttl 5: missing unit, e.g. 5s\n"},
+		{[]string{"--no-such-flag"}, 64, "redlockd: unknown flag --no-such-flag\n"},
+		{[]string{"--restart-quarantine", "maybe"}, 64, "redlockd: --restart-quarantine maybe: want on/off, true/false, yes/no or 1/0\n"},
+		{[]string{"run", "--fail-if-locked=maybe", "--", "true"}, 64, "redlockd run: --fail-if-locked maybe: want on/off"},
+		{[]string{"--version"}, 0, "redlockd "},
+	} {
+		cmd := exec.Command(binPath, tc.args...)
+		cmd.Env = cleanEnv()
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("redlockd %q: exit %d, output %q; want %d and %q", tc.args, code, out, tc.code, tc.want)
+		}
+		if strings.Contains(string(out), "redlockd: redlockd:") {
+			t.Errorf("redlockd %q: doubled prefix in %q", tc.args, out)
+		}
+	}
+}
+
+// TestCLIDebugListen checks that --debug-listen serves pprof on its own
+// port, and that the API port has no /debug/pprof.
+func TestCLIDebugListen(t *testing.T) {
+	g := startProcess(t, nil, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0")
+	var debug string
+	for line := range strings.SplitSeq(g.Stderr(), "\n") {
+		var m struct{ Message, Addr string }
+		if json.Unmarshal([]byte(line), &m) == nil && strings.HasPrefix(m.Message, "debug listening") {
+			debug = "http://" + m.Addr
+		}
+	}
+	if debug == "" {
+		t.Fatalf("no debug listening line:\n%s", g.Stderr())
+	}
+	for url, want := range map[string]int{
+		debug + "/debug/pprof/heap?debug=1": http.StatusOK,
+		debug + "/healthz":                  http.StatusNotFound,
+		g.URL + "/debug/pprof/":             http.StatusNotFound,
+		g.URL + "/debug/pprof/heap":         http.StatusNotFound,
+	} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", url, resp.StatusCode, want)
+		}
 	}
 }

@@ -40,6 +40,7 @@ type Config struct {
 	ReadHeaderTimeout, IdleTimeout                     time.Duration
 	LogLevel, LogFormat                                string
 	RestartQuarantine                                  bool
+	DebugListen                                        string // "": no pprof
 }
 
 // DefaultConfig returns the defaults documented in `redlockd --help`.
@@ -106,10 +107,10 @@ func (c *Config) flagSet() *flag.FlagSet {
 		"`host:port` to listen on; port 0 picks a free port; a non-loopback host exposes the API to the network")
 	fs.Var((*urlList)(&c.Redis), "redis", "comma-separated redis:// or rediss:// (TLS) `URLs` of the independent Redis masters "+
 		"(prefer the variable: command lines are visible to other users); empty: dev mode, 5 in-memory nodes")
-	fs.DurationVar(&c.DefaultTTL, "default-ttl", c.DefaultTTL, "TTL of a lock when the request gives none")
-	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "largest TTL a request may ask for; also the restart quarantine period")
-	fs.DurationVar(&c.MaxWait, "max-wait", c.MaxWait, "largest wait_ms an acquire may ask for")
-	fs.DurationVar(&c.NodeTimeout, "node-timeout", c.NodeTimeout, "timeout of each command on each Redis node")
+	fs.Var((*duration)(&c.DefaultTTL), "default-ttl", "TTL of a lock when the request gives none")
+	fs.Var((*duration)(&c.MaxTTL), "max-ttl", "largest TTL a request may ask for; also the restart quarantine period")
+	fs.Var((*duration)(&c.MaxWait), "max-wait", "largest wait_ms an acquire may ask for")
+	fs.Var((*duration)(&c.NodeTimeout), "node-timeout", "timeout of each command on each Redis node")
 	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor, "clock drift allowed per unit of TTL, a `factor` in [0, 0.5)")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile,
@@ -122,12 +123,14 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.IntVar(&c.MaxWaitersPerNamespace, "max-waiters-per-namespace", c.MaxWaitersPerNamespace,
 		"largest `number` of those of one namespace (API key tenant); 0: a quarter of --max-waiters with --api-keys-file, else all")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "largest `number` of open client connections (idle ones make room)")
-	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time a client has to send a request's headers; the body gets 5s more")
-	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection stays open; longer than a load balancer's")
+	fs.Var((*duration)(&c.ReadHeaderTimeout), "read-header-timeout", "time a client has to send a request's headers; the body gets 5s more")
+	fs.Var((*duration)(&c.IdleTimeout), "idle-timeout", "how long an idle keep-alive connection stays open; longer than a load balancer's")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "`level` of the logs: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format` of the logs: json (one object per line) or console (for humans)")
 	fs.Var((*onOff)(&c.RestartQuarantine), "restart-quarantine",
 		"on: a node restarted less than max TTL ago does not vote; off: only if every node runs appendfsync always")
+	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen,
+		"`host:port` to serve net/http/pprof on, apart from the API; give the host: 127.0.0.1 unless you mean to expose it; empty: off")
 	return fs
 }
 
@@ -146,17 +149,14 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: invalid value %q: %v", envName(f.Name), v, err))
+			errs = append(errs, fmt.Errorf("%s=%s: %v", envName(f.Name), showValue(v), numberMessage(err.Error())))
 		}
 	})
 	if len(errs) > 0 {
 		return c, &UsageError{Err: errors.Join(errs...)}
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, err
-		}
-		return c, &UsageError{Err: err}
+	if err := parseFlags(fs, joinOnOffValues(fs, args)); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, usageErrorf("serve takes no arguments, got %q", redactURL(fs.Arg(0)))
@@ -168,7 +168,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 var serveFlagOrder = []string{
 	"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout", "drift-factor", "key-prefix",
 	"api-keys-file", "metrics-auth", "tls-cert", "tls-key", "redis-ca-file", "log-level", "log-format", "restart-quarantine",
-	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout",
+	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout", "debug-listen",
 }
 
 // printServeFlags writes the help of the serve flags.
@@ -186,14 +186,18 @@ func printFlags(w io.Writer, fs *flag.FlagSet, order []string, notes func(f *fla
 	for _, name := range order {
 		f := fs.Lookup(name)
 		placeholder, usage := flag.UnquoteUsage(f)
-		if _, ok := f.Value.(*onOff); ok {
-			placeholder = "on|off"
+		sep := " "
+		switch f.Value.(type) {
+		case *onOff:
+			sep, placeholder = "", "[=on|off]" // given alone: on
+		case *duration:
+			placeholder = "duration"
 		}
 		def := f.DefValue
 		if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
 			def = fmt.Sprintf("%ds", d/time.Second)
 		}
-		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("--"+name+" "+placeholder))
+		fmt.Fprintf(w, "  %s\n", strings.TrimSpace("--"+name+sep+placeholder))
 		for _, line := range wrap(usage, 72) {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
@@ -226,6 +230,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if err := validListen(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("--listen %q: %v", c.Listen, err))
+	}
+	if err := validDebugListen(c.DebugListen); err != nil {
+		errs = append(errs, fmt.Errorf("--debug-listen %q: %v", c.DebugListen, err))
 	}
 	if _, err := c.redisOptions(); err != nil {
 		errs = append(errs, err)
@@ -293,6 +300,24 @@ func validListen(addr string) error {
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
+}
+
+// validDebugListen checks --debug-listen: empty (off) or host:port with the
+// host given. pprof shows the process's insides and a CPU profile slows it
+// down, so ":6060", which people type out of habit, is refused rather than
+// served on every interface; a named host (0.0.0.0 too) is what the user
+// asked for.
+func validDebugListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if err := validListen(addr); err != nil {
+		return err
+	}
+	if host, port, _ := net.SplitHostPort(addr); host == "" {
+		return fmt.Errorf("no host: give 127.0.0.1:%s, or 0.0.0.0:%s to serve pprof on every interface", port, port)
 	}
 	return nil
 }
@@ -457,28 +482,6 @@ func (l *urlList) Set(s string) error {
 		if part = strings.TrimSpace(part); part != "" {
 			*l = append(*l, part)
 		}
-	}
-	return nil
-}
-
-// onOff is the flag.Value of --restart-quarantine.
-type onOff bool
-
-func (b onOff) String() string {
-	if b {
-		return "on"
-	}
-	return "off"
-}
-
-func (b *onOff) Set(s string) error {
-	switch strings.ToLower(s) {
-	case "on", "true":
-		*b = true
-	case "off", "false":
-		*b = false
-	default:
-		return errors.New("want on or off")
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ var (
 		"--max-connections", "99",
 		"--read-header-timeout", "2s",
 		"--idle-timeout", "3m",
+		"--debug-listen", "127.0.0.1:6060",
 	}
 	allSetEnv = map[string]string{
 		"REDLOCKD_LISTEN":              "0.0.0.0:9000",
@@ -84,6 +85,7 @@ var (
 		"REDLOCKD_MAX_WAITERS":         "7",
 		"REDLOCKD_READ_HEADER_TIMEOUT": "2s",
 		"REDLOCKD_IDLE_TIMEOUT":        "3m",
+		"REDLOCKD_DEBUG_LISTEN":        "127.0.0.1:6060",
 
 		"REDLOCKD_MAX_WAITERS_PER_NAMESPACE": "3",
 		"REDLOCKD_MAX_CONNECTIONS":           "99",
@@ -111,6 +113,7 @@ func checkAllSet(t *testing.T, c Config) {
 		MaxWaiters:        7,
 		ReadHeaderTimeout: 2 * time.Second,
 		IdleTimeout:       3 * time.Minute,
+		DebugListen:       "127.0.0.1:6060",
 
 		MaxWaitersPerNamespace: 3,
 		MaxConnections:         99,
@@ -152,7 +155,7 @@ func TestEnvNamesMatchHelp(t *testing.T) {
 		if _, ok := allSetEnv[envName(f.Name)]; !ok {
 			t.Errorf("flag --%s: missing from the test's allSetEnv", f.Name)
 		}
-		if !strings.Contains(help, "  --"+f.Name+" ") {
+		if !strings.Contains(help, "  --"+f.Name+" ") && !strings.Contains(help, "  --"+f.Name+"[=on|off]") {
 			t.Errorf("help does not document --%s", f.Name)
 		}
 	})
@@ -199,14 +202,19 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"bad duration flag":  {args: []string{"--max-ttl", "10"}, want: "-max-ttl"},
-		"bad duration env":   {env: map[string]string{"REDLOCKD_MAX_TTL": "soon"}, want: `REDLOCKD_MAX_TTL: invalid value "soon"`},
-		"bad float":          {args: []string{"--drift-factor", "x"}, want: "-drift-factor"},
-		"bad on/off":         {args: []string{"--restart-quarantine", "maybe"}, want: "want on or off"},
-		"bad on/off env":     {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "1"}, want: "REDLOCKD_RESTART_QUARANTINE"},
-		"unknown flag":       {args: []string{"--nope"}, want: "-nope"},
-		"positional":         {args: []string{"extra"}, want: `serve takes no arguments, got "extra"`},
-		"flag needs a value": {args: []string{"--listen"}, want: "-listen"},
+		"duration without unit": {args: []string{"--max-ttl", "10"}, want: "--max-ttl 10: missing unit, e.g. 10s"},
+		"bad duration flag":     {args: []string{"-max-ttl=soon"}, want: "--max-ttl soon: not a duration, e.g. 50ms, 30s or 1m"},
+		"empty duration":        {args: []string{"--max-ttl="}, want: `--max-ttl "": not a duration`},
+		"bad duration env":      {env: map[string]string{"REDLOCKD_MAX_TTL": "soon"}, want: "REDLOCKD_MAX_TTL=soon: not a duration"},
+		"env without unit":      {env: map[string]string{"REDLOCKD_MAX_TTL": "5"}, want: "REDLOCKD_MAX_TTL=5: missing unit, e.g. 5s"},
+		"bad float":             {args: []string{"--drift-factor", "x"}, want: "--drift-factor x: not a number"},
+		"int out of range":      {args: []string{"--max-waiters", "99999999999999999999"}, want: "--max-waiters 99999999999999999999: out of range"},
+		"bad on/off":            {args: []string{"--restart-quarantine", "maybe"}, want: "--restart-quarantine maybe: want on/off, true/false, yes/no or 1/0"},
+		"bad on/off joined":     {args: []string{"--restart-quarantine=maybe"}, want: "--restart-quarantine maybe: want on/off"},
+		"bad on/off env":        {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "maybe"}, want: "REDLOCKD_RESTART_QUARANTINE=maybe: want on/off"},
+		"unknown flag":          {args: []string{"--nope"}, want: "unknown flag --nope"},
+		"positional":            {args: []string{"extra"}, want: `serve takes no arguments, got "extra"`},
+		"flag needs a value":    {args: []string{"--listen"}, want: "--listen needs a value"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseServeFlags(tc.args, env(tc.env))
@@ -235,16 +243,20 @@ func TestValidate(t *testing.T) {
 		"five nodes": {func(c *Config) {
 			c.Redis = []string{"redis://a", "redis://b:1", "rediss://u:p@c:2/3", "redis://[::1]:4", "redis://10.0.0.1:5"}
 		}, ""},
-		"any interface":        {func(c *Config) { c.Listen = ":8080" }, ""},
-		"port 0":               {func(c *Config) { c.Listen = "127.0.0.1:0" }, ""},
-		"drift 0":              {func(c *Config) { c.DriftFactor = 0 }, ""},
-		"max wait 1ms":         {func(c *Config) { c.MaxWait = time.Millisecond }, ""},
-		"max wait 0":           {func(c *Config) { c.MaxWait = 0 }, "--max-wait 0s must be positive"},
-		"ttl equal":            {func(c *Config) { c.DefaultTTL, c.MaxTTL = time.Second, time.Second }, ""},
-		"tls pair":             {func(c *Config) { c.TLSCert, c.TLSKey = "c", "k" }, ""},
-		"listen no port":       {func(c *Config) { c.Listen = "localhost" }, "--listen"},
-		"listen bad port":      {func(c *Config) { c.Listen = "localhost:http" }, `port "http"`},
-		"listen big port":      {func(c *Config) { c.Listen = "localhost:65536" }, `port "65536"`},
+		"any interface":         {func(c *Config) { c.Listen = ":8080" }, ""},
+		"port 0":                {func(c *Config) { c.Listen = "127.0.0.1:0" }, ""},
+		"drift 0":               {func(c *Config) { c.DriftFactor = 0 }, ""},
+		"max wait 1ms":          {func(c *Config) { c.MaxWait = time.Millisecond }, ""},
+		"max wait 0":            {func(c *Config) { c.MaxWait = 0 }, "--max-wait 0s must be positive"},
+		"ttl equal":             {func(c *Config) { c.DefaultTTL, c.MaxTTL = time.Second, time.Second }, ""},
+		"tls pair":              {func(c *Config) { c.TLSCert, c.TLSKey = "c", "k" }, ""},
+		"listen no port":        {func(c *Config) { c.Listen = "localhost" }, "--listen"},
+		"listen bad port":       {func(c *Config) { c.Listen = "localhost:http" }, `port "http"`},
+		"listen big port":       {func(c *Config) { c.Listen = "localhost:65536" }, `port "65536"`},
+		"debug every interface": {func(c *Config) { c.DebugListen = "0.0.0.0:6060" }, ""},
+		"debug without host": {func(c *Config) { c.DebugListen = ":6060" },
+			`--debug-listen ":6060": no host: give 127.0.0.1:6060, or 0.0.0.0:6060 to serve pprof on every interface`},
+		"debug bad port":       {func(c *Config) { c.DebugListen = "127.0.0.1:x" }, `--debug-listen "127.0.0.1:x": port "x"`},
 		"default ttl small":    {func(c *Config) { c.DefaultTTL = 99 * time.Millisecond }, "--default-ttl 99ms is below the minimum TTL 100ms"},
 		"default over max":     {func(c *Config) { c.DefaultTTL = 2 * time.Minute }, "--max-ttl 1m0s is below --default-ttl 2m0s"},
 		"max wait negative":    {func(c *Config) { c.MaxWait = -time.Second }, "--max-wait -1s must be positive"},
@@ -382,7 +394,9 @@ func TestRun(t *testing.T) {
 		stderr string
 	}{
 		"help":            {args: []string{"help"}, code: 0, stdout: "REDLOCKD_LISTEN"},
-		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine on|off"},
+		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine[=on|off]"},
+		"--version":       {args: []string{"--version"}, code: 0, stdout: "redlockd "},
+		"-version extra":  {args: []string{"-version", "x"}, code: 64, stderr: "version takes no arguments"},
 		"-h":              {args: []string{"-h"}, code: 0, stdout: "Usage:"},
 		"serve --help":    {args: []string{"serve", "--help"}, code: 0, stdout: "REDLOCKD_REDIS"},
 		"version":         {args: []string{"version"}, code: 0, stdout: "redlockd "},
@@ -395,7 +409,7 @@ func TestRun(t *testing.T) {
 		"probe bad url":   {args: []string{"probe", "--url", "ftp://x"}, code: 64, stderr: "must be an http:// or https:// URL"},
 		"serve stray URL": {args: []string{"serve", "redis://u:S3cr3tPw@h:1"}, code: 64, stderr: `got "redis://u:xxxxx@h:1"`},
 		"bad flag":        {args: []string{"--max-ttl", "x"}, code: 64, stderr: "Run 'redlockd --help' for usage."},
-		"bad serve flag":  {args: []string{"serve", "--nope"}, code: 64, stderr: "-nope"},
+		"bad serve flag":  {args: []string{"serve", "--nope"}, code: 64, stderr: "redlockd: unknown flag --nope\n"},
 		"bad config":      {args: []string{"--log-format", "xml"}, code: 64, stderr: `--log-format "xml"`},
 		"bad env":         {env: map[string]string{"REDLOCKD_NODE_TIMEOUT": "fast"}, code: 64, stderr: "REDLOCKD_NODE_TIMEOUT"},
 		"api keys file":   {args: []string{"--api-keys-file", "/nonexistent/keys.json"}, code: 64, stderr: "--api-keys-file: open /nonexistent/keys.json"},

@@ -42,7 +42,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	name := fs.String("name", "", "")
 	namespace := fs.String("namespace", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, keygenHelp)
 			return exitOK

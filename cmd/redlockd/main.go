@@ -60,6 +60,9 @@ func splitCommand(args []string) (string, []string) {
 // run dispatches the subcommand in args and returns the exit status.
 // environ (NAME=value) is for checkEnv: tests that leave it out check none.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), environ ...string) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	cmd, args := splitCommand(args)
 	switch cmd {
 	case "serve":
@@ -144,7 +147,7 @@ Usage:
   redlockd keygen --name N --namespace S
                              make an API key (line 1) and its keys-file entry (line 2)
   redlockd probe [--url URL] exit 0 iff GET URL (default: local /healthz) answers 2xx
-  redlockd version           print the version
+  redlockd version           print the version (also: --version)
   redlockd help              print this help (also: --help, -h)
 
 With no --redis, redlockd runs in dev mode: 5 embedded in-memory Redis nodes,

@@ -337,6 +337,52 @@ func TestMainOpenErrors(t *testing.T) {
 	}
 }
 
+// TestMainDebugListen checks that --debug-listen serves pprof, and nothing
+// else, on its own listener, which stops with Main, and that the API
+// listener has no /debug/pprof.
+func TestMainDebugListen(t *testing.T) {
+	m, logs := openDevMain(t, func(c *Config) { c.DebugListen = "127.0.0.1:0" })
+	line := logs.find(t, "debug listening: pprof on /debug/pprof/")
+	if line == nil || line["level"] != "info" {
+		t.Fatalf("no info line for the debug listener:\n%s", logs)
+	}
+	debug := "http://" + line["addr"].(string)
+	for path, want := range map[string]int{
+		"/debug/pprof/":                  http.StatusOK,
+		"/debug/pprof/goroutine?debug=1": http.StatusOK,
+		"/debug/pprof/symbol":            http.StatusOK,
+		"/debug/pprof/cmdline":           http.StatusNotFound, // may hold a Redis password
+		"/healthz":                       http.StatusNotFound,
+		"/locks/x":                       http.StatusNotFound,
+	} {
+		if got := getStatus(t, debug+path); got != want {
+			t.Errorf("debug listener GET %s: %d, want %d", path, got, want)
+		}
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine"} {
+		if got := getStatus(t, "http://"+m.Addr()+path); got != http.StatusNotFound {
+			t.Errorf("API listener GET %s: %d, want 404", path, got)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(debug + "/debug/pprof/"); err == nil {
+		t.Error("the debug listener still answers after Close")
+	}
+}
+
+// getStatus returns the status of GET url.
+func getStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 func TestMainNonLoopbackWarning(t *testing.T) {
 	_, logs := openDevMain(t, func(c *Config) { c.Listen = "0.0.0.0:0" })
 	if !strings.Contains(logs.String(), "anyone who can reach this port can take and release locks") {

@@ -37,9 +37,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	rawURL := fs.String("url", "", "")
-	timeout := fs.Duration("timeout", 2*time.Second, "")
-	insecure := fs.Bool("insecure", false, "")
-	if err := fs.Parse(args); err != nil {
+	timeout, insecure := 2*time.Second, false
+	fs.Var((*duration)(&timeout), "timeout", "")
+	fs.Var((*onOff)(&insecure), "insecure", "")
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, probeHelp)
 			return exitOK
@@ -49,8 +50,8 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 	if fs.NArg() > 0 {
 		return usage(stderr, fmt.Errorf("probe takes no arguments, got %q", redactURL(fs.Arg(0))))
 	}
-	if *timeout <= 0 {
-		return usage(stderr, fmt.Errorf("probe: --timeout %v must be positive", *timeout))
+	if timeout <= 0 {
+		return usage(stderr, fmt.Errorf("probe: --timeout %v must be positive", timeout))
 	}
 	target := *rawURL
 	if target == "" {
@@ -58,15 +59,15 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer, look
 		if target, err = localHealthURL(lookupEnv); err != nil {
 			return usage(stderr, fmt.Errorf("probe: %w", err))
 		}
-		*insecure = *insecure || strings.HasPrefix(target, "https:") // a loopback address is not the certificate's
+		insecure = insecure || strings.HasPrefix(target, "https:") // a loopback address is not the certificate's
 	} else if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usage(stderr, fmt.Errorf("probe: --url %q must be an http:// or https:// URL", redactURL(target)))
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: *insecure}
+	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: insecure}
 	tr.Proxy = nil
 	c := &http.Client{Transport: tr}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)

@@ -62,12 +62,15 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base `URL` of the redlockd gateway, http:// or https://")
 	fs.StringVar(&c.Resource, "resource", "", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (required)")
-	fs.DurationVar(&c.TTL, "ttl", redlock.DefaultTTL, "TTL of the lock; run extends it every ttl/3 while CMD runs")
-	fs.DurationVar(&c.Wait, "wait", redlock.DefaultMaxWait, "how long to wait for the lock when another owner holds it; 0 tries once")
-	fs.BoolVar(failIfLocked, "fail-if-locked", false, "do not wait: exit 75 at once if the lock is held (same as --wait 0)")
+	c.TTL = redlock.DefaultTTL
+	fs.Var((*duration)(&c.TTL), "ttl", "TTL of the lock; run extends it every ttl/3 while CMD runs")
+	c.Wait = redlock.DefaultMaxWait
+	fs.Var((*duration)(&c.Wait), "wait", "how long to wait for the lock when another owner holds it; 0 tries once")
+	fs.Var((*onOff)(failIfLocked), "fail-if-locked", "do not wait: exit 75 at once if the lock is held (same as --wait 0)")
 	fs.StringVar(&c.Owner, "owner", "", "free `text` shown to others by GET /locks/{resource} (default host:pid)")
 	fs.StringVar(&c.APIKeyFile, "api-key-file", "", "`file` holding the API key, sent as Authorization: Bearer")
-	fs.DurationVar(&c.Grace, "grace", 10*time.Second, "when the lock is lost, how long CMD has to exit after SIGTERM before SIGKILL")
+	c.Grace = 10 * time.Second
+	fs.Var((*duration)(&c.Grace), "grace", "when the lock is lost, how long CMD has to exit after SIGTERM before SIGKILL")
 	return fs
 }
 
@@ -84,11 +87,8 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 	var c RunConfig
 	var failIfLocked bool
 	fs := c.flagSet(&failIfLocked)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, err
-		}
-		return c, &UsageError{Err: err}
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	c.Command = fs.Args()
 	given := map[string]bool{} // flags of the command line

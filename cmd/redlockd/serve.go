@@ -10,6 +10,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -53,6 +54,7 @@ type Main struct {
 	srv      *server.Server
 	http     *http.Server
 	ln       net.Listener
+	debug    *http.Server  // --debug-listen's, or nil
 	served   chan struct{} // closed when http.Server.Serve returned
 	serveErr error         // what it returned, ErrServerClosed as nil
 
@@ -71,7 +73,7 @@ func NewMain() *Main {
 // a *UsageError.
 func (m *Main) Open() (err error) {
 	if m.ln != nil {
-		return errors.New("redlockd: already open")
+		return errors.New("already open")
 	}
 	c := m.Config
 	if err := c.Validate(); err != nil {
@@ -125,7 +127,7 @@ func (m *Main) Open() (err error) {
 		if errors.Is(err, redlock.ErrInvalid) {
 			return &UsageError{Err: err}
 		}
-		return fmt.Errorf("redlockd: start coordinator: %w", err)
+		return fmt.Errorf("start coordinator: %w", err)
 	}
 	m.logCluster(nodes)
 	if cert != nil {
@@ -162,9 +164,12 @@ func (m *Main) Open() (err error) {
 		MaxHeaderBytes:    server.MaxHeaderBytes,
 		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
 	}
+	if err := m.serveDebug(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
-		return fmt.Errorf("redlockd: listen on %s: %w", c.Listen, err)
+		return fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
 	conns := m.connLimiter(ln, len(nodes))
 	m.http.ConnState = conns.ConnState
@@ -188,6 +193,35 @@ func (m *Main) Open() (err error) {
 			m.serveErr = err
 		}
 	}()
+	return nil
+}
+
+// serveDebug serves net/http/pprof, and nothing else, on --debug-listen, if
+// given. /debug/pprof/cmdline is left out: the command line may hold a
+// Redis password.
+func (m *Main) serveDebug() error {
+	addr := m.Config.DebugListen
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--debug-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/cmdline", http.NotFoundHandler())
+	m.debug = &http.Server{Handler: mux, ReadHeaderTimeout: m.Config.ReadHeaderTimeout,
+		ErrorLog: log.New(httpErrorLog{m.Log}, "", 0)}
+	go func() { _ = m.debug.Serve(ln) }() // returns when closeAll closes it
+	e := m.Log.Info()
+	if !isLoopback(ln.Addr()) {
+		e = m.Log.Warn()
+	}
+	e.Str("addr", ln.Addr().String()).Msg("debug listening: pprof on /debug/pprof/")
 	return nil
 }
 
@@ -305,17 +339,20 @@ func (m *Main) closeAll() error {
 		cancel()
 		if err != nil {
 			m.Log.Warn().Err(err).Dur("timeout", timeout).Msg("graceful shutdown timed out: closing the remaining connections")
-			errs = append(errs, fmt.Errorf("redlockd: graceful shutdown: %w", err))
+			errs = append(errs, fmt.Errorf("graceful shutdown: %w", err))
 			_ = m.http.Close()
 		}
 		<-m.served
 		if m.serveErr != nil {
-			errs = append(errs, fmt.Errorf("redlockd: serve: %w", m.serveErr))
+			errs = append(errs, fmt.Errorf("serve: %w", m.serveErr))
 		}
+	}
+	if m.debug != nil {
+		_ = m.debug.Close() // a profile being taken is cut short
 	}
 	if m.coord != nil {
 		if err := m.coord.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("redlockd: close coordinator: %w", err))
+			errs = append(errs, fmt.Errorf("close coordinator: %w", err))
 		}
 		m.coord = nil
 	}
