@@ -113,8 +113,12 @@ func TestReacquireIgnoresLateSets(t *testing.T) {
 	resume = pauseAll(t, nodes[1], nodes[2], nodes[3])
 	wantProblem(t, acquire(t, gw, res, fmt.Sprintf(`{"ttl_ms":10000,"token":%q}`, tok)), http.StatusServiceUnavailable, "quorum-unavailable")
 	resume()
+	// Node 4's fresh grant is undone, unless it answered after the node
+	// timeout (a loaded machine): a chosen token's late grants are left to
+	// expire, as its client may retry. Either way it proves nothing here.
 	eventually(t, 5*time.Second, "the failed attempt's SETs land on the resumed nodes", func() bool {
-		return slices.Equal(holders(t, nodes, res, tok), []int{0, 1, 2, 3})
+		h := holders(t, nodes, res, tok)
+		return slices.Equal(h, []int{0, 1, 2, 3}) || slices.Equal(h, []int{0, 1, 2, 3, 4})
 	})
 
 	again := acquire(t, gw, res, fmt.Sprintf(`{"ttl_ms":5000,"token":%q}`, tok))
