@@ -34,6 +34,7 @@ type proc struct {
 	errs     *syncBuffer   // stderr so far
 	lines    chan string   // stdout lines, in order
 	done     chan struct{} // closed when the process exited
+	errsDone chan struct{} // closed when its stderr is read to the end
 	started  time.Time
 	exitedAt time.Time
 }
@@ -57,7 +58,7 @@ func startProc(t testing.TB, cmd *exec.Cmd) *proc {
 	}
 	p := &proc{
 		t: t, name: filepath.Base(cmd.Path), cmd: cmd, out: &syncBuffer{}, errs: &syncBuffer{},
-		lines: make(chan string, 1024), done: make(chan struct{}),
+		lines: make(chan string, 1024), done: make(chan struct{}), errsDone: make(chan struct{}),
 	}
 	cmd.Stdout, cmd.Stderr = w, ew
 	p.started = time.Now()
@@ -72,6 +73,7 @@ func startProc(t testing.TB, cmd *exec.Cmd) *proc {
 	go func() {
 		_, _ = io.Copy(p.errs, er)
 		er.Close()
+		close(p.errsDone)
 	}()
 	go func() {
 		// The lines of a process that outlives its readers are dropped, not blocked on.
@@ -161,6 +163,12 @@ func (p *proc) wait(d time.Duration) int {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		p.t.Fatalf("%s %q did not exit within %v; stdout:\n%s\nstderr:\n%s", p.name, p.cmd.Args[1:], d, p.out.String(), p.errs.String())
+	}
+	// What it wrote last is read too, unless a grandchild that outlives it
+	// holds its stderr open.
+	select {
+	case <-p.errsDone:
+	case <-time.After(2 * time.Second):
 	}
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
