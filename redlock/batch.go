@@ -151,24 +151,21 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		case <-ctx.Done():
 			over = true
 		}
-		answered := 0
 		for j, i := range idxs {
 			if r.seen[i] || r.at[i].Load() == 0 {
-				answered += boolInt(r.seen[i])
 				continue
 			}
 			rep, ok := r.reply(j, i)
 			if !ok {
 				continue // its script runs again by EVAL
 			}
-			answered++
 			got = append(got, rep)
 			if tally != nil && tally(rep) {
 				decided = true
 				break
 			}
 		}
-		if answered == len(idxs) {
+		if r.seenAll() {
 			decided = true
 		}
 		if over && !decided {
@@ -188,11 +185,14 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	return got, r
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// seenAll reports whether every node's answer was counted.
+func (r *round[T]) seenAll() bool {
+	for _, i := range r.idxs {
+		if !r.seen[i] {
+			return false
+		}
 	}
-	return 0
+	return true
 }
 
 // arrive records that node's command has its reply (the first time only),
@@ -260,11 +260,7 @@ func (r *round[T]) eval(node int) {
 // nodes still silent. A paused node's command may still run when it
 // resumes: f decides what to undo. Nothing when every node was counted.
 func (r *round[T]) stragglers(f func(late []reply[T], silent []int)) {
-	done := true
-	for _, i := range r.idxs {
-		done = done && r.seen[i]
-	}
-	if done {
+	if r.seenAll() {
 		return
 	}
 	r.c.bg.Go(func() {

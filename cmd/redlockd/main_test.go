@@ -352,6 +352,7 @@ func TestMainDebugListen(t *testing.T) {
 		"/debug/pprof/goroutine?debug=1": http.StatusOK,
 		"/debug/pprof/symbol":            http.StatusOK,
 		"/debug/pprof/cmdline":           http.StatusNotFound, // may hold a Redis password
+		"/debug/vars":                    http.StatusNotFound, // so may expvar's copy
 		"/healthz":                       http.StatusNotFound,
 		"/locks/x":                       http.StatusNotFound,
 	} {

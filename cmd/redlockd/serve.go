@@ -10,7 +10,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
@@ -197,8 +198,7 @@ func (m *Main) Open() (err error) {
 }
 
 // serveDebug serves net/http/pprof, and nothing else, on --debug-listen, if
-// given. /debug/pprof/cmdline is left out: the command line may hold a
-// Redis password.
+// given.
 func (m *Main) serveDebug() error {
 	addr := m.Config.DebugListen
 	if addr == "" {
@@ -208,13 +208,13 @@ func (m *Main) serveDebug() error {
 	if err != nil {
 		return fmt.Errorf("--debug-listen: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/debug/pprof/cmdline", http.NotFoundHandler())
-	m.debug = &http.Server{Handler: mux, ReadHeaderTimeout: m.Config.ReadHeaderTimeout,
+	// chi's profiler router, less the command line (also under expvar's
+	// /debug/vars): it may hold a Redis password.
+	r := chi.NewRouter()
+	r.Mount("/debug", middleware.Profiler())
+	r.Handle("/debug/pprof/cmdline", http.NotFoundHandler())
+	r.Handle("/debug/vars", http.NotFoundHandler())
+	m.debug = &http.Server{Handler: r, ReadHeaderTimeout: m.Config.ReadHeaderTimeout,
 		ErrorLog: log.New(httpErrorLog{m.Log}, "", 0)}
 	go func() { _ = m.debug.Serve(ln) }() // returns when closeAll closes it
 	e := m.Log.Info()
