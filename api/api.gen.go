@@ -49,6 +49,51 @@ func (e ProblemLockState) Valid() bool {
 	}
 }
 
+// Defines values for ProblemType.
+const (
+	ProblemTypeUrnRedlockdProblemInternal          ProblemType = "urn:redlockd:problem:internal"
+	ProblemTypeUrnRedlockdProblemInvalidRequest    ProblemType = "urn:redlockd:problem:invalid-request"
+	ProblemTypeUrnRedlockdProblemLockHeld          ProblemType = "urn:redlockd:problem:lock-held"
+	ProblemTypeUrnRedlockdProblemMethodNotAllowed  ProblemType = "urn:redlockd:problem:method-not-allowed"
+	ProblemTypeUrnRedlockdProblemNotFound          ProblemType = "urn:redlockd:problem:not-found"
+	ProblemTypeUrnRedlockdProblemNotOwner          ProblemType = "urn:redlockd:problem:not-owner"
+	ProblemTypeUrnRedlockdProblemPayloadTooLarge   ProblemType = "urn:redlockd:problem:payload-too-large"
+	ProblemTypeUrnRedlockdProblemQuorumUnavailable ProblemType = "urn:redlockd:problem:quorum-unavailable"
+	ProblemTypeUrnRedlockdProblemShuttingDown      ProblemType = "urn:redlockd:problem:shutting-down"
+	ProblemTypeUrnRedlockdProblemTooManyWaiters    ProblemType = "urn:redlockd:problem:too-many-waiters"
+	ProblemTypeUrnRedlockdProblemUnauthorized      ProblemType = "urn:redlockd:problem:unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the ProblemType enum.
+func (e ProblemType) Valid() bool {
+	switch e {
+	case ProblemTypeUrnRedlockdProblemInternal:
+		return true
+	case ProblemTypeUrnRedlockdProblemInvalidRequest:
+		return true
+	case ProblemTypeUrnRedlockdProblemLockHeld:
+		return true
+	case ProblemTypeUrnRedlockdProblemMethodNotAllowed:
+		return true
+	case ProblemTypeUrnRedlockdProblemNotFound:
+		return true
+	case ProblemTypeUrnRedlockdProblemNotOwner:
+		return true
+	case ProblemTypeUrnRedlockdProblemPayloadTooLarge:
+		return true
+	case ProblemTypeUrnRedlockdProblemQuorumUnavailable:
+		return true
+	case ProblemTypeUrnRedlockdProblemShuttingDown:
+		return true
+	case ProblemTypeUrnRedlockdProblemTooManyWaiters:
+		return true
+	case ProblemTypeUrnRedlockdProblemUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReadyResponseStatus.
 const (
 	ReadyResponseStatusReady   ReadyResponseStatus = "ready"
@@ -175,14 +220,19 @@ type Problem struct {
 	Status       int    `json:"status"`
 	Title        string `json:"title"`
 
-	// Type `urn:redlockd:problem:<kind>`; the kinds are listed in `info.x-problem-types`.
+	// Type `urn:redlockd:problem:<kind>`, one kind per case. Each error response narrows it to the kinds of its status.
 	//
 	// Example: urn:redlockd:problem:lock-held
-	Type string `json:"type"`
+	Type ProblemType `json:"type"`
 }
 
 // ProblemLockState With `not-owner`. `expired` — nobody holds the lock (expired or released before); `held-by-other` — another token holds it.
 type ProblemLockState string
+
+// ProblemType `urn:redlockd:problem:<kind>`, one kind per case. Each error response narrows it to the kinds of its status.
+//
+// Example: urn:redlockd:problem:lock-held
+type ProblemType string
 
 // ReadyResponse defines model for ReadyResponse.
 type ReadyResponse struct {
@@ -208,6 +258,9 @@ type InvalidRequest = Problem
 
 // LockHeld defines model for LockHeld.
 type LockHeld = Problem
+
+// MethodNotAllowed defines model for MethodNotAllowed.
+type MethodNotAllowed = Problem
 
 // NotFound defines model for NotFound.
 type NotFound = Problem
@@ -662,12 +715,29 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
-type InternalApplicationProblemPlusJSONResponse Problem
+type HeadersTooLargeTextResponse string
 
-type InvalidRequestApplicationProblemPlusJSONResponse Problem
+type InternalResponseHeaders struct {
+	XRequestId string
+}
+type InternalApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers InternalResponseHeaders
+}
+
+type InvalidRequestResponseHeaders struct {
+	XRequestId string
+}
+type InvalidRequestApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers InvalidRequestResponseHeaders
+}
 
 type LockHeldResponseHeaders struct {
 	RetryAfter int
+	XRequestId string
 }
 type LockHeldApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -675,14 +745,46 @@ type LockHeldApplicationProblemPlusJSONResponse struct {
 	Headers LockHeldResponseHeaders
 }
 
-type NotFoundApplicationProblemPlusJSONResponse Problem
+type MethodNotAllowedResponseHeaders struct {
+	Allow      string
+	XRequestId string
+}
+type MethodNotAllowedApplicationProblemPlusJSONResponse struct {
+	Body Problem
 
-type NotOwnerApplicationProblemPlusJSONResponse Problem
+	Headers MethodNotAllowedResponseHeaders
+}
 
-type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
+type NotFoundResponseHeaders struct {
+	XRequestId string
+}
+type NotFoundApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers NotFoundResponseHeaders
+}
+
+type NotOwnerResponseHeaders struct {
+	XRequestId string
+}
+type NotOwnerApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers NotOwnerResponseHeaders
+}
+
+type PayloadTooLargeResponseHeaders struct {
+	XRequestId string
+}
+type PayloadTooLargeApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers PayloadTooLargeResponseHeaders
+}
 
 type UnauthorizedResponseHeaders struct {
 	WWWAuthenticate string
+	XRequestId      string
 }
 type UnauthorizedApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -692,6 +794,7 @@ type UnauthorizedApplicationProblemPlusJSONResponse struct {
 
 type UnavailableResponseHeaders struct {
 	RetryAfter int
+	XRequestId string
 }
 type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -706,16 +809,87 @@ type GetHealthzResponseObject interface {
 	VisitGetHealthzResponse(w http.ResponseWriter) error
 }
 
-type GetHealthz200JSONResponse HealthResponse
+type GetHealthz200ResponseHeaders struct {
+	XRequestId string
+}
+
+type GetHealthz200JSONResponse struct {
+	Body    HealthResponse
+	Headers GetHealthz200ResponseHeaders
+}
 
 func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHealthz405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz405ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHealthz413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz413ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHealthz431TextResponse HeadersTooLargeTextResponse
+
+func (response GetHealthz431TextResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type GetHealthz500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz500ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -729,10 +903,16 @@ type ReleaseLockResponseObject interface {
 	VisitReleaseLockResponse(w http.ResponseWriter) error
 }
 
+type ReleaseLock204ResponseHeaders struct {
+	XRequestId string
+}
+
 type ReleaseLock204Response struct {
+	Headers ReleaseLock204ResponseHeaders
 }
 
 func (response ReleaseLock204Response) VisitReleaseLockResponse(w http.ResponseWriter) error {
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(204)
 	return nil
 }
@@ -744,10 +924,11 @@ type ReleaseLock400ApplicationProblemPlusJSONResponse struct {
 func (response ReleaseLock400ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -765,6 +946,7 @@ func (response ReleaseLock401ApplicationProblemPlusJSONResponse) VisitReleaseLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -777,11 +959,30 @@ type ReleaseLock404ApplicationProblemPlusJSONResponse struct {
 func (response ReleaseLock404ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock405ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -793,10 +994,11 @@ type ReleaseLock409ApplicationProblemPlusJSONResponse struct {
 func (response ReleaseLock409ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -809,12 +1011,24 @@ type ReleaseLock413ApplicationProblemPlusJSONResponse struct {
 func (response ReleaseLock413ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock431TextResponse HeadersTooLargeTextResponse
+
+func (response ReleaseLock431TextResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
 	return err
 }
 
@@ -825,10 +1039,11 @@ type ReleaseLock500ApplicationProblemPlusJSONResponse struct {
 func (response ReleaseLock500ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
@@ -846,6 +1061,7 @@ func (response ReleaseLock503ApplicationProblemPlusJSONResponse) VisitReleaseLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -859,15 +1075,23 @@ type InspectLockResponseObject interface {
 	VisitInspectLockResponse(w http.ResponseWriter) error
 }
 
-type InspectLock200JSONResponse LockInfo
+type InspectLock200ResponseHeaders struct {
+	XRequestId string
+}
+
+type InspectLock200JSONResponse struct {
+	Body    LockInfo
+	Headers InspectLock200ResponseHeaders
+}
 
 func (response InspectLock200JSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -880,10 +1104,11 @@ type InspectLock400ApplicationProblemPlusJSONResponse struct {
 func (response InspectLock400ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -901,6 +1126,7 @@ func (response InspectLock401ApplicationProblemPlusJSONResponse) VisitInspectLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -913,11 +1139,30 @@ type InspectLock404ApplicationProblemPlusJSONResponse struct {
 func (response InspectLock404ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectLock405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response InspectLock405ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -929,12 +1174,24 @@ type InspectLock413ApplicationProblemPlusJSONResponse struct {
 func (response InspectLock413ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectLock431TextResponse HeadersTooLargeTextResponse
+
+func (response InspectLock431TextResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
 	return err
 }
 
@@ -945,10 +1202,11 @@ type InspectLock500ApplicationProblemPlusJSONResponse struct {
 func (response InspectLock500ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
@@ -966,6 +1224,7 @@ func (response InspectLock503ApplicationProblemPlusJSONResponse) VisitInspectLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -981,15 +1240,23 @@ type ExtendLockResponseObject interface {
 	VisitExtendLockResponse(w http.ResponseWriter) error
 }
 
-type ExtendLock200JSONResponse LockResponse
+type ExtendLock200ResponseHeaders struct {
+	XRequestId string
+}
+
+type ExtendLock200JSONResponse struct {
+	Body    LockResponse
+	Headers ExtendLock200ResponseHeaders
+}
 
 func (response ExtendLock200JSONResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1002,10 +1269,11 @@ type ExtendLock400ApplicationProblemPlusJSONResponse struct {
 func (response ExtendLock400ApplicationProblemPlusJSONResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1023,6 +1291,7 @@ func (response ExtendLock401ApplicationProblemPlusJSONResponse) VisitExtendLockR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1035,11 +1304,30 @@ type ExtendLock404ApplicationProblemPlusJSONResponse struct {
 func (response ExtendLock404ApplicationProblemPlusJSONResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLock405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLock405ApplicationProblemPlusJSONResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1051,10 +1339,11 @@ type ExtendLock409ApplicationProblemPlusJSONResponse struct {
 func (response ExtendLock409ApplicationProblemPlusJSONResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1067,12 +1356,24 @@ type ExtendLock413ApplicationProblemPlusJSONResponse struct {
 func (response ExtendLock413ApplicationProblemPlusJSONResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLock431TextResponse HeadersTooLargeTextResponse
+
+func (response ExtendLock431TextResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
 	return err
 }
 
@@ -1083,10 +1384,11 @@ type ExtendLock500ApplicationProblemPlusJSONResponse struct {
 func (response ExtendLock500ApplicationProblemPlusJSONResponse) VisitExtendLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1104,6 +1406,7 @@ func (response ExtendLock503ApplicationProblemPlusJSONResponse) VisitExtendLockR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1119,7 +1422,8 @@ type AcquireLockResponseObject interface {
 }
 
 type AcquireLock201ResponseHeaders struct {
-	Location string
+	Location   string
+	XRequestId string
 }
 
 type AcquireLock201JSONResponse struct {
@@ -1135,6 +1439,7 @@ func (response AcquireLock201JSONResponse) VisitAcquireLockResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1147,10 +1452,11 @@ type AcquireLock400ApplicationProblemPlusJSONResponse struct {
 func (response AcquireLock400ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1168,6 +1474,7 @@ func (response AcquireLock401ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1180,11 +1487,30 @@ type AcquireLock404ApplicationProblemPlusJSONResponse struct {
 func (response AcquireLock404ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock405ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1201,6 +1527,7 @@ func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1213,12 +1540,24 @@ type AcquireLock413ApplicationProblemPlusJSONResponse struct {
 func (response AcquireLock413ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock431TextResponse HeadersTooLargeTextResponse
+
+func (response AcquireLock431TextResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
 	return err
 }
 
@@ -1229,10 +1568,11 @@ type AcquireLock500ApplicationProblemPlusJSONResponse struct {
 func (response AcquireLock500ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1250,6 +1590,7 @@ func (response AcquireLock503ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -1262,8 +1603,13 @@ type GetOpenAPIResponseObject interface {
 	VisitGetOpenAPIResponse(w http.ResponseWriter) error
 }
 
+type GetOpenAPI200ResponseHeaders struct {
+	XRequestId string
+}
+
 type GetOpenAPI200ApplicationyamlResponse struct {
 	Body          io.Reader
+	Headers       GetOpenAPI200ResponseHeaders
 	ContentLength int64
 }
 
@@ -1273,12 +1619,76 @@ func (response GetOpenAPI200ApplicationyamlResponse) VisitGetOpenAPIResponse(w h
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
 	}
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(200)
 
 	if closer, ok := response.Body.(io.ReadCloser); ok {
 		defer closer.Close()
 	}
 	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetOpenAPI405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response GetOpenAPI405ApplicationProblemPlusJSONResponse) VisitGetOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOpenAPI413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response GetOpenAPI413ApplicationProblemPlusJSONResponse) VisitGetOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOpenAPI431TextResponse HeadersTooLargeTextResponse
+
+func (response GetOpenAPI431TextResponse) VisitGetOpenAPIResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type GetOpenAPI500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetOpenAPI500ApplicationProblemPlusJSONResponse) VisitGetOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
 	return err
 }
 
@@ -1289,29 +1699,108 @@ type GetReadyzResponseObject interface {
 	VisitGetReadyzResponse(w http.ResponseWriter) error
 }
 
-type GetReadyz200JSONResponse ReadyResponse
+type GetReadyz200ResponseHeaders struct {
+	XRequestId string
+}
+
+type GetReadyz200JSONResponse struct {
+	Body    ReadyResponse
+	Headers GetReadyz200ResponseHeaders
+}
 
 func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
 }
 
-type GetReadyz503JSONResponse ReadyResponse
+type GetReadyz405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz405ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz413ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz431TextResponse HeadersTooLargeTextResponse
+
+func (response GetReadyz431TextResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type GetReadyz500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz500ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz503ResponseHeaders struct {
+	XRequestId string
+}
+
+type GetReadyz503JSONResponse struct {
+	Body    ReadyResponse
+	Headers GetReadyz503ResponseHeaders
+}
 
 func (response GetReadyz503JSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err

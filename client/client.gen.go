@@ -49,6 +49,51 @@ func (e ProblemLockState) Valid() bool {
 	}
 }
 
+// Defines values for ProblemType.
+const (
+	ProblemTypeUrnRedlockdProblemInternal          ProblemType = "urn:redlockd:problem:internal"
+	ProblemTypeUrnRedlockdProblemInvalidRequest    ProblemType = "urn:redlockd:problem:invalid-request"
+	ProblemTypeUrnRedlockdProblemLockHeld          ProblemType = "urn:redlockd:problem:lock-held"
+	ProblemTypeUrnRedlockdProblemMethodNotAllowed  ProblemType = "urn:redlockd:problem:method-not-allowed"
+	ProblemTypeUrnRedlockdProblemNotFound          ProblemType = "urn:redlockd:problem:not-found"
+	ProblemTypeUrnRedlockdProblemNotOwner          ProblemType = "urn:redlockd:problem:not-owner"
+	ProblemTypeUrnRedlockdProblemPayloadTooLarge   ProblemType = "urn:redlockd:problem:payload-too-large"
+	ProblemTypeUrnRedlockdProblemQuorumUnavailable ProblemType = "urn:redlockd:problem:quorum-unavailable"
+	ProblemTypeUrnRedlockdProblemShuttingDown      ProblemType = "urn:redlockd:problem:shutting-down"
+	ProblemTypeUrnRedlockdProblemTooManyWaiters    ProblemType = "urn:redlockd:problem:too-many-waiters"
+	ProblemTypeUrnRedlockdProblemUnauthorized      ProblemType = "urn:redlockd:problem:unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the ProblemType enum.
+func (e ProblemType) Valid() bool {
+	switch e {
+	case ProblemTypeUrnRedlockdProblemInternal:
+		return true
+	case ProblemTypeUrnRedlockdProblemInvalidRequest:
+		return true
+	case ProblemTypeUrnRedlockdProblemLockHeld:
+		return true
+	case ProblemTypeUrnRedlockdProblemMethodNotAllowed:
+		return true
+	case ProblemTypeUrnRedlockdProblemNotFound:
+		return true
+	case ProblemTypeUrnRedlockdProblemNotOwner:
+		return true
+	case ProblemTypeUrnRedlockdProblemPayloadTooLarge:
+		return true
+	case ProblemTypeUrnRedlockdProblemQuorumUnavailable:
+		return true
+	case ProblemTypeUrnRedlockdProblemShuttingDown:
+		return true
+	case ProblemTypeUrnRedlockdProblemTooManyWaiters:
+		return true
+	case ProblemTypeUrnRedlockdProblemUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReadyResponseStatus.
 const (
 	ReadyResponseStatusReady   ReadyResponseStatus = "ready"
@@ -175,14 +220,19 @@ type Problem struct {
 	Status       int    `json:"status"`
 	Title        string `json:"title"`
 
-	// Type `urn:redlockd:problem:<kind>`; the kinds are listed in `info.x-problem-types`.
+	// Type `urn:redlockd:problem:<kind>`, one kind per case. Each error response narrows it to the kinds of its status.
 	//
 	// Example: urn:redlockd:problem:lock-held
-	Type string `json:"type"`
+	Type ProblemType `json:"type"`
 }
 
 // ProblemLockState With `not-owner`. `expired` — nobody holds the lock (expired or released before); `held-by-other` — another token holds it.
 type ProblemLockState string
+
+// ProblemType `urn:redlockd:problem:<kind>`, one kind per case. Each error response narrows it to the kinds of its status.
+//
+// Example: urn:redlockd:problem:lock-held
+type ProblemType string
 
 // ReadyResponse defines model for ReadyResponse.
 type ReadyResponse struct {
@@ -208,6 +258,9 @@ type InvalidRequest = Problem
 
 // LockHeld defines model for LockHeld.
 type LockHeld = Problem
+
+// MethodNotAllowed defines model for MethodNotAllowed.
+type MethodNotAllowed = Problem
 
 // NotFound defines model for NotFound.
 type NotFound = Problem
@@ -1139,16 +1192,66 @@ type ClientWithResponsesInterface interface {
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
 }
 
+// GetHealthzResponse200Headers the declared response headers of an HTTP 200 response for GetHealthz
+type GetHealthzResponse200Headers struct {
+	XRequestId string
+}
+
+// GetHealthzResponse405Headers the declared response headers of an HTTP 405 response for GetHealthz
+type GetHealthzResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// GetHealthzResponse413Headers the declared response headers of an HTTP 413 response for GetHealthz
+type GetHealthzResponse413Headers struct {
+	XRequestId string
+}
+
+// GetHealthzResponse500Headers the declared response headers of an HTTP 500 response for GetHealthz
+type GetHealthzResponse500Headers struct {
+	XRequestId string
+}
+
 type GetHealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthResponse
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetHealthzResponse200Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetHealthzResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *GetHealthzResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetHealthzResponse500Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetHealthzResponse) GetJSON200() *HealthResponse {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r GetHealthzResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r GetHealthzResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetHealthzResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -1180,14 +1283,52 @@ func (r GetHealthzResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseLockResponse204Headers the declared response headers of an HTTP 204 response for ReleaseLock
+type ReleaseLockResponse204Headers struct {
+	XRequestId string
+}
+
+// ReleaseLockResponse400Headers the declared response headers of an HTTP 400 response for ReleaseLock
+type ReleaseLockResponse400Headers struct {
+	XRequestId string
+}
+
 // ReleaseLockResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLock
 type ReleaseLockResponse401Headers struct {
 	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ReleaseLockResponse404Headers the declared response headers of an HTTP 404 response for ReleaseLock
+type ReleaseLockResponse404Headers struct {
+	XRequestId string
+}
+
+// ReleaseLockResponse405Headers the declared response headers of an HTTP 405 response for ReleaseLock
+type ReleaseLockResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// ReleaseLockResponse409Headers the declared response headers of an HTTP 409 response for ReleaseLock
+type ReleaseLockResponse409Headers struct {
+	XRequestId string
+}
+
+// ReleaseLockResponse413Headers the declared response headers of an HTTP 413 response for ReleaseLock
+type ReleaseLockResponse413Headers struct {
+	XRequestId string
+}
+
+// ReleaseLockResponse500Headers the declared response headers of an HTTP 500 response for ReleaseLock
+type ReleaseLockResponse500Headers struct {
+	XRequestId string
 }
 
 // ReleaseLockResponse503Headers the declared response headers of an HTTP 503 response for ReleaseLock
 type ReleaseLockResponse503Headers struct {
 	RetryAfter int
+	XRequestId string
 }
 
 type ReleaseLockResponse struct {
@@ -1199,6 +1340,8 @@ type ReleaseLockResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *NotOwner
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -1207,8 +1350,22 @@ type ReleaseLockResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *ReleaseLockResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReleaseLockResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ReleaseLockResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReleaseLockResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ReleaseLockResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReleaseLockResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReleaseLockResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReleaseLockResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ReleaseLockResponse503Headers
 }
@@ -1226,6 +1383,11 @@ func (r ReleaseLockResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r ReleaseLockResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r ReleaseLockResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -1277,14 +1439,47 @@ func (r ReleaseLockResponse) ContentType() string {
 	return ""
 }
 
+// InspectLockResponse200Headers the declared response headers of an HTTP 200 response for InspectLock
+type InspectLockResponse200Headers struct {
+	XRequestId string
+}
+
+// InspectLockResponse400Headers the declared response headers of an HTTP 400 response for InspectLock
+type InspectLockResponse400Headers struct {
+	XRequestId string
+}
+
 // InspectLockResponse401Headers the declared response headers of an HTTP 401 response for InspectLock
 type InspectLockResponse401Headers struct {
 	WWWAuthenticate string
+	XRequestId      string
+}
+
+// InspectLockResponse404Headers the declared response headers of an HTTP 404 response for InspectLock
+type InspectLockResponse404Headers struct {
+	XRequestId string
+}
+
+// InspectLockResponse405Headers the declared response headers of an HTTP 405 response for InspectLock
+type InspectLockResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// InspectLockResponse413Headers the declared response headers of an HTTP 413 response for InspectLock
+type InspectLockResponse413Headers struct {
+	XRequestId string
+}
+
+// InspectLockResponse500Headers the declared response headers of an HTTP 500 response for InspectLock
+type InspectLockResponse500Headers struct {
+	XRequestId string
 }
 
 // InspectLockResponse503Headers the declared response headers of an HTTP 503 response for InspectLock
 type InspectLockResponse503Headers struct {
 	RetryAfter int
+	XRequestId string
 }
 
 type InspectLockResponse struct {
@@ -1298,14 +1493,28 @@ type InspectLockResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *InspectLockResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *InspectLockResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *InspectLockResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *InspectLockResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *InspectLockResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *InspectLockResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *InspectLockResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *InspectLockResponse503Headers
 }
@@ -1328,6 +1537,11 @@ func (r InspectLockResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r InspectLockResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r InspectLockResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -1374,14 +1588,52 @@ func (r InspectLockResponse) ContentType() string {
 	return ""
 }
 
+// ExtendLockResponse200Headers the declared response headers of an HTTP 200 response for ExtendLock
+type ExtendLockResponse200Headers struct {
+	XRequestId string
+}
+
+// ExtendLockResponse400Headers the declared response headers of an HTTP 400 response for ExtendLock
+type ExtendLockResponse400Headers struct {
+	XRequestId string
+}
+
 // ExtendLockResponse401Headers the declared response headers of an HTTP 401 response for ExtendLock
 type ExtendLockResponse401Headers struct {
 	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ExtendLockResponse404Headers the declared response headers of an HTTP 404 response for ExtendLock
+type ExtendLockResponse404Headers struct {
+	XRequestId string
+}
+
+// ExtendLockResponse405Headers the declared response headers of an HTTP 405 response for ExtendLock
+type ExtendLockResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// ExtendLockResponse409Headers the declared response headers of an HTTP 409 response for ExtendLock
+type ExtendLockResponse409Headers struct {
+	XRequestId string
+}
+
+// ExtendLockResponse413Headers the declared response headers of an HTTP 413 response for ExtendLock
+type ExtendLockResponse413Headers struct {
+	XRequestId string
+}
+
+// ExtendLockResponse500Headers the declared response headers of an HTTP 500 response for ExtendLock
+type ExtendLockResponse500Headers struct {
+	XRequestId string
 }
 
 // ExtendLockResponse503Headers the declared response headers of an HTTP 503 response for ExtendLock
 type ExtendLockResponse503Headers struct {
 	RetryAfter int
+	XRequestId string
 }
 
 type ExtendLockResponse struct {
@@ -1395,6 +1647,8 @@ type ExtendLockResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *NotOwner
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -1403,8 +1657,22 @@ type ExtendLockResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ExtendLockResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ExtendLockResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ExtendLockResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ExtendLockResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ExtendLockResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ExtendLockResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ExtendLockResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ExtendLockResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ExtendLockResponse503Headers
 }
@@ -1427,6 +1695,11 @@ func (r ExtendLockResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r ExtendLockResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r ExtendLockResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -1480,22 +1753,52 @@ func (r ExtendLockResponse) ContentType() string {
 
 // AcquireLockResponse201Headers the declared response headers of an HTTP 201 response for AcquireLock
 type AcquireLockResponse201Headers struct {
-	Location string
+	Location   string
+	XRequestId string
+}
+
+// AcquireLockResponse400Headers the declared response headers of an HTTP 400 response for AcquireLock
+type AcquireLockResponse400Headers struct {
+	XRequestId string
 }
 
 // AcquireLockResponse401Headers the declared response headers of an HTTP 401 response for AcquireLock
 type AcquireLockResponse401Headers struct {
 	WWWAuthenticate string
+	XRequestId      string
+}
+
+// AcquireLockResponse404Headers the declared response headers of an HTTP 404 response for AcquireLock
+type AcquireLockResponse404Headers struct {
+	XRequestId string
+}
+
+// AcquireLockResponse405Headers the declared response headers of an HTTP 405 response for AcquireLock
+type AcquireLockResponse405Headers struct {
+	Allow      string
+	XRequestId string
 }
 
 // AcquireLockResponse409Headers the declared response headers of an HTTP 409 response for AcquireLock
 type AcquireLockResponse409Headers struct {
 	RetryAfter int
+	XRequestId string
+}
+
+// AcquireLockResponse413Headers the declared response headers of an HTTP 413 response for AcquireLock
+type AcquireLockResponse413Headers struct {
+	XRequestId string
+}
+
+// AcquireLockResponse500Headers the declared response headers of an HTTP 500 response for AcquireLock
+type AcquireLockResponse500Headers struct {
+	XRequestId string
 }
 
 // AcquireLockResponse503Headers the declared response headers of an HTTP 503 response for AcquireLock
 type AcquireLockResponse503Headers struct {
 	RetryAfter int
+	XRequestId string
 }
 
 type AcquireLockResponse struct {
@@ -1509,6 +1812,8 @@ type AcquireLockResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LockHeld
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -1519,10 +1824,20 @@ type AcquireLockResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *AcquireLockResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AcquireLockResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AcquireLockResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AcquireLockResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *AcquireLockResponse405Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *AcquireLockResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *AcquireLockResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *AcquireLockResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AcquireLockResponse503Headers
 }
@@ -1545,6 +1860,11 @@ func (r AcquireLockResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r AcquireLockResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r AcquireLockResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -1596,9 +1916,36 @@ func (r AcquireLockResponse) ContentType() string {
 	return ""
 }
 
+// GetMetricsResponse200Headers the declared response headers of an HTTP 200 response for GetMetrics
+type GetMetricsResponse200Headers struct {
+	XRequestId string
+}
+
 // GetMetricsResponse401Headers the declared response headers of an HTTP 401 response for GetMetrics
 type GetMetricsResponse401Headers struct {
 	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetMetricsResponse404Headers the declared response headers of an HTTP 404 response for GetMetrics
+type GetMetricsResponse404Headers struct {
+	XRequestId string
+}
+
+// GetMetricsResponse405Headers the declared response headers of an HTTP 405 response for GetMetrics
+type GetMetricsResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// GetMetricsResponse413Headers the declared response headers of an HTTP 413 response for GetMetrics
+type GetMetricsResponse413Headers struct {
+	XRequestId string
+}
+
+// GetMetricsResponse500Headers the declared response headers of an HTTP 500 response for GetMetrics
+type GetMetricsResponse500Headers struct {
+	XRequestId string
 }
 
 type GetMetricsResponse struct {
@@ -1608,8 +1955,24 @@ type GetMetricsResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetMetricsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMetricsResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetMetricsResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetMetricsResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *GetMetricsResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetMetricsResponse500Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -1620,6 +1983,21 @@ func (r GetMetricsResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetMetricsResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r GetMetricsResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r GetMetricsResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetMetricsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -1651,9 +2029,59 @@ func (r GetMetricsResponse) ContentType() string {
 	return ""
 }
 
+// GetOpenAPIResponse200Headers the declared response headers of an HTTP 200 response for GetOpenAPI
+type GetOpenAPIResponse200Headers struct {
+	XRequestId string
+}
+
+// GetOpenAPIResponse405Headers the declared response headers of an HTTP 405 response for GetOpenAPI
+type GetOpenAPIResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// GetOpenAPIResponse413Headers the declared response headers of an HTTP 413 response for GetOpenAPI
+type GetOpenAPIResponse413Headers struct {
+	XRequestId string
+}
+
+// GetOpenAPIResponse500Headers the declared response headers of an HTTP 500 response for GetOpenAPI
+type GetOpenAPIResponse500Headers struct {
+	XRequestId string
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOpenAPIResponse200Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetOpenAPIResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *GetOpenAPIResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetOpenAPIResponse500Headers
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r GetOpenAPIResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r GetOpenAPIResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetOpenAPIResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -1685,18 +2113,75 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+// GetReadyzResponse200Headers the declared response headers of an HTTP 200 response for GetReadyz
+type GetReadyzResponse200Headers struct {
+	XRequestId string
+}
+
+// GetReadyzResponse405Headers the declared response headers of an HTTP 405 response for GetReadyz
+type GetReadyzResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// GetReadyzResponse413Headers the declared response headers of an HTTP 413 response for GetReadyz
+type GetReadyzResponse413Headers struct {
+	XRequestId string
+}
+
+// GetReadyzResponse500Headers the declared response headers of an HTTP 500 response for GetReadyz
+type GetReadyzResponse500Headers struct {
+	XRequestId string
+}
+
+// GetReadyzResponse503Headers the declared response headers of an HTTP 503 response for GetReadyz
+type GetReadyzResponse503Headers struct {
+	XRequestId string
+}
+
 type GetReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ReadyResponse
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ReadyResponse
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetReadyzResponse200Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetReadyzResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *GetReadyzResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetReadyzResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetReadyzResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetReadyzResponse) GetJSON200() *ReadyResponse {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r GetReadyzResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r GetReadyzResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetReadyzResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -1949,6 +2434,77 @@ func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetHealthzResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 405:
+		var headers GetHealthzResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers GetHealthzResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetHealthzResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -1992,6 +2548,13 @@ func ParseReleaseLockResponse(rsp *http.Response) (*ReleaseLockResponse, error) 
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest NotOwner
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2023,6 +2586,26 @@ func ParseReleaseLockResponse(rsp *http.Response) (*ReleaseLockResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers ReleaseLockResponse204Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReleaseLockResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ReleaseLockResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -2032,7 +2615,71 @@ func ParseReleaseLockResponse(rsp *http.Response) (*ReleaseLockResponse, error) 
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReleaseLockResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ReleaseLockResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReleaseLockResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReleaseLockResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReleaseLockResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReleaseLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2041,6 +2688,13 @@ func ParseReleaseLockResponse(rsp *http.Response) (*ReleaseLockResponse, error) 
 				return nil, err
 			}
 			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers503 = &headers
 	}
@@ -2090,6 +2744,13 @@ func ParseInspectLockResponse(rsp *http.Response) (*InspectLockResponse, error) 
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2114,6 +2775,26 @@ func ParseInspectLockResponse(rsp *http.Response) (*InspectLockResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers InspectLockResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers InspectLockResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers InspectLockResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -2123,7 +2804,61 @@ func ParseInspectLockResponse(rsp *http.Response) (*InspectLockResponse, error) 
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers InspectLockResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers InspectLockResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers InspectLockResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers InspectLockResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers InspectLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2132,6 +2867,13 @@ func ParseInspectLockResponse(rsp *http.Response) (*InspectLockResponse, error) 
 				return nil, err
 			}
 			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers503 = &headers
 	}
@@ -2181,6 +2923,13 @@ func ParseExtendLockResponse(rsp *http.Response) (*ExtendLockResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest NotOwner
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2212,6 +2961,26 @@ func ParseExtendLockResponse(rsp *http.Response) (*ExtendLockResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ExtendLockResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ExtendLockResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ExtendLockResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -2221,7 +2990,71 @@ func ParseExtendLockResponse(rsp *http.Response) (*ExtendLockResponse, error) {
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ExtendLockResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ExtendLockResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ExtendLockResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ExtendLockResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ExtendLockResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ExtendLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2230,6 +3063,13 @@ func ParseExtendLockResponse(rsp *http.Response) (*ExtendLockResponse, error) {
 				return nil, err
 			}
 			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers503 = &headers
 	}
@@ -2279,6 +3119,13 @@ func ParseAcquireLockResponse(rsp *http.Response) (*AcquireLockResponse, error) 
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest LockHeld
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2319,7 +3166,24 @@ func ParseAcquireLockResponse(rsp *http.Response) (*AcquireLockResponse, error) 
 			}
 			headers.Location = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers AcquireLockResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers AcquireLockResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -2329,7 +3193,41 @@ func ParseAcquireLockResponse(rsp *http.Response) (*AcquireLockResponse, error) 
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers AcquireLockResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers AcquireLockResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
 	case rsp.StatusCode == 409:
 		var headers AcquireLockResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2339,7 +3237,34 @@ func ParseAcquireLockResponse(rsp *http.Response) (*AcquireLockResponse, error) 
 			}
 			headers.RetryAfter = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers AcquireLockResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers AcquireLockResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers AcquireLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2348,6 +3273,13 @@ func ParseAcquireLockResponse(rsp *http.Response) (*AcquireLockResponse, error) 
 				return nil, err
 			}
 			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers503 = &headers
 	}
@@ -2383,9 +3315,40 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetMetricsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetMetricsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -2395,7 +3358,61 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetMetricsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers GetMetricsResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers GetMetricsResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetMetricsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -2412,6 +3429,80 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	response := &GetOpenAPIResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOpenAPIResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 405:
+		var headers GetOpenAPIResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers GetOpenAPIResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetOpenAPIResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -2438,6 +3529,27 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ReadyResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2445,6 +3557,66 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetReadyzResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 405:
+		var headers GetReadyzResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers GetReadyzResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetReadyzResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetReadyzResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

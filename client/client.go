@@ -393,7 +393,7 @@ func responseError(res *http.Response, body []byte) error {
 	e := &ProblemError{Status: res.StatusCode, RequestID: res.Header.Get("X-Request-Id")}
 	var p Problem
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(body, &p) == nil {
-		e.Type, e.Title, e.Detail = p.Type, p.Title, p.Detail
+		e.Type, e.Title, e.Detail = string(p.Type), p.Title, p.Detail
 		if p.LockState != nil {
 			e.LockState = string(*p.LockState)
 		}

@@ -7,10 +7,12 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
+REDOCLY_CLI=2.77.0 # the pinned @redocly/cli that lints openapi.yaml
+
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
 if ! command -v redis-server >/dev/null 2>&1; then
   step "installing redis-server (apt-get)"
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
 fi
@@ -22,6 +24,25 @@ if [ -d .git ] && [ -n "$(git status --porcelain -- api client openapi.yaml)" ];
   git status --porcelain -- api client openapi.yaml
   git diff -- api client | head -50
   echo "api/ or client/ is not up to date with openapi.yaml: run 'go generate ./...' and commit" >&2
+  exit 1
+fi
+
+step "lint openapi.yaml (@redocly/cli $REDOCLY_CLI, recommended rules, see redocly.yaml)"
+redocly_dir="${XDG_CACHE_HOME:-$HOME/.cache}/redlockd/redocly-cli-$REDOCLY_CLI"
+if [ ! -x "$redocly_dir/node_modules/.bin/redocly" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    step "installing nodejs and npm (apt-get)"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  npm install --prefix "$redocly_dir" --no-audit --no-fund --loglevel=error "@redocly/cli@$REDOCLY_CLI"
+fi
+# No telemetry, no update notice; any warning fails the run like an error.
+lint="$(DO_NOT_TRACK=1 REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+  "$redocly_dir/node_modules/.bin/redocly" lint --format=stylish openapi.yaml 2>&1)" || { echo "$lint" >&2; exit 1; }
+echo "$lint" | grep -v '^$'
+if echo "$lint" | grep -qE '^ +[0-9]+:[0-9]+ +warning '; then
+  echo "redocly lint warned: mend openapi.yaml, or explain the exception in redocly.yaml" >&2
   exit 1
 fi
 

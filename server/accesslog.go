@@ -24,6 +24,7 @@ var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // reqInfo is what the server learns of a request while serving it, for its
 // access log line and metrics. begin puts one in the request's context.
 type reqInfo struct {
+	id      string    // the request id, sent back in X-Request-Id
 	caller  *keyEntry // the API key; nil when not authenticated
 	outcome string
 	fence   int64 // the fencing token of the lock answered with; 0: none
@@ -35,6 +36,15 @@ type reqInfoKey struct{}
 func reqInfoOf(ctx context.Context) *reqInfo {
 	rq, _ := ctx.Value(reqInfoKey{}).(*reqInfo)
 	return rq
+}
+
+// requestID is ctx's request id, which the generated responses set as
+// X-Request-Id again (openapi.yaml declares it on every response).
+func requestID(ctx context.Context) string {
+	if rq := reqInfoOf(ctx); rq != nil {
+		return rq.id
+	}
+	return ""
 }
 
 func setOutcome(ctx context.Context, outcome string) {
@@ -70,7 +80,7 @@ func (s *Server) begin(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		hlog.FromRequest(r).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Str("req_id", id) })
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, &reqInfo{})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, &reqInfo{id: id})))
 	})
 }
 

@@ -13,8 +13,9 @@ import (
 )
 
 // GetHealthz is the liveness probe: always 200.
-func (s *Server) GetHealthz(context.Context, api.GetHealthzRequestObject) (api.GetHealthzResponseObject, error) {
-	return api.GetHealthz200JSONResponse{Status: api.HealthResponseStatusOk}, nil
+func (s *Server) GetHealthz(ctx context.Context, _ api.GetHealthzRequestObject) (api.GetHealthzResponseObject, error) {
+	return api.GetHealthz200JSONResponse{Body: api.HealthResponse{Status: api.HealthResponseStatusOk},
+		Headers: api.GetHealthz200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
 }
 
 // GetReadyz is the readiness probe: 200 when a quorum of nodes is up (their
@@ -55,10 +56,10 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 	if voting < body.Quorum || s.drain.Err() != nil {
 		body.Status = api.ReadyResponseStatusUnready
 		setOutcome(ctx, outcomeUnready)
-		return api.GetReadyz503JSONResponse(body), nil
+		return api.GetReadyz503JSONResponse{Body: body, Headers: api.GetReadyz503ResponseHeaders{XRequestId: requestID(ctx)}}, nil
 	}
 	setOutcome(ctx, "ready")
-	return api.GetReadyz200JSONResponse(body), nil
+	return api.GetReadyz200JSONResponse{Body: body, Headers: api.GetReadyz200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
 }
 
 // noteReady logs when /readyz's answer changes for want of a quorum of
@@ -80,8 +81,9 @@ func (s *Server) noteReady(ctx context.Context, voting, quorum int) {
 }
 
 // GetOpenAPI serves the OpenAPI document the server was generated from.
-func (s *Server) GetOpenAPI(context.Context, api.GetOpenAPIRequestObject) (api.GetOpenAPIResponseObject, error) {
+func (s *Server) GetOpenAPI(ctx context.Context, _ api.GetOpenAPIRequestObject) (api.GetOpenAPIResponseObject, error) {
 	return api.GetOpenAPI200ApplicationyamlResponse{
+		Headers:       api.GetOpenAPI200ResponseHeaders{XRequestId: requestID(ctx)},
 		Body:          bytes.NewReader(redlockd.OpenAPI),
 		ContentLength: int64(len(redlockd.OpenAPI)),
 	}, nil

@@ -152,7 +152,7 @@ func checkProblem(t testing.TB, w *httptest.ResponseRecorder, status int, kind s
 	if err := dec.Decode(&p); err != nil {
 		t.Fatalf("problem body: %v", err)
 	}
-	if exp := "urn:redlockd:problem:" + kind; p.Type != exp {
+	if exp := api.ProblemType("urn:redlockd:problem:" + kind); p.Type != exp || !p.Type.Valid() {
 		t.Errorf("type: got %q, want %q (detail %q)", p.Type, exp, p.Detail)
 	}
 	if p.Status != status || p.Title == "" || p.Detail == "" {

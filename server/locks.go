@@ -100,7 +100,7 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 	setLockOutcome(ctx, "acquired", lock.Fence)
 	return api.AcquireLock201JSONResponse{
 		Body:    lockResponse(resource, lock),
-		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(resource)},
+		Headers: api.AcquireLock201ResponseHeaders{Location: "/locks/" + url.PathEscape(resource), XRequestId: requestID(ctx)},
 	}, nil
 }
 
@@ -117,7 +117,7 @@ func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObje
 		return nil, err
 	}
 	setOutcome(ctx, "released")
-	return api.ReleaseLock204Response{}, nil
+	return api.ReleaseLock204Response{Headers: api.ReleaseLock204ResponseHeaders{XRequestId: requestID(ctx)}}, nil
 }
 
 // ExtendLock extends a lock: 200 with the lock.
@@ -141,7 +141,7 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 		return nil, err
 	}
 	setLockOutcome(ctx, "extended", lock.Fence)
-	return api.ExtendLock200JSONResponse(lockResponse(req.Resource, lock)), nil
+	return api.ExtendLock200JSONResponse{Body: lockResponse(req.Resource, lock), Headers: api.ExtendLock200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
 }
 
 // InspectLock tells whether a lock is held and by whom: 200, with held false
@@ -154,20 +154,24 @@ func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObje
 	info, err := s.cfg.Locker.Inspect(ctx, namespaceFrom(ctx), req.Resource)
 	if errors.Is(err, redlock.ErrNotHeld) {
 		setOutcome(ctx, "free")
-		return api.InspectLock200JSONResponse{Resource: req.Resource, Held: false}, nil
+		return inspected(ctx, api.LockInfo{Resource: req.Resource, Held: false}), nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	setLockOutcome(ctx, "held", info.Fence)
-	return api.InspectLock200JSONResponse{
+	return inspected(ctx, api.LockInfo{
 		Resource:     req.Resource,
 		Held:         true,
 		Owner:        &info.Owner,
 		FencingToken: &info.Fence,
 		RemainingMs:  new(info.Remaining.Milliseconds()),
 		HeldNodes:    &info.HeldNodes,
-	}, nil
+	}), nil
+}
+
+func inspected(ctx context.Context, body api.LockInfo) api.InspectLock200JSONResponse {
+	return api.InspectLock200JSONResponse{Body: body, Headers: api.InspectLock200ResponseHeaders{XRequestId: requestID(ctx)}}
 }
 
 // admit returns errShuttingDown once BeginShutdown was called, else an

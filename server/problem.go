@@ -153,7 +153,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 
-	body := api.Problem{Type: problemTypePrefix + p.kind, Title: p.title, Status: p.status, Detail: p.detail}
+	body := api.Problem{Type: api.ProblemType(problemTypePrefix + p.kind), Title: p.title, Status: p.status, Detail: p.detail}
 	if p.lockState != "" {
 		body.LockState = &p.lockState
 	}
