@@ -58,6 +58,7 @@ type round[T any] struct {
 // roundCmd is one node's command in a round.
 type roundCmd struct {
 	*redis.Cmd
+	ctx   context.Context // the caller's, without its cancellation: see arrivals
 	round interface{ arrive(node int) }
 	node  int
 }
@@ -67,20 +68,37 @@ type roundCmd struct {
 // the process hooks, and a larger one through the pipeline hooks. It never
 // reads a result: in the pipeline's goroutine each read costs go-redis a
 // look at the goroutine's id.
+//
+// It is the outermost hook, and hands the hooks after it (Options.ClientHook's,
+// such as tracing) the context of the round's caller instead of the
+// pipeline's own (go-redis runs every batch on a context of its own): that
+// of the command, or of a batch's first command (a batch shared by several
+// callers is one call to the hooks).
 type arrivals struct{}
 
 func (arrivals) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (arrivals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		defer arrive(cmd)
-		return next(ctx, cmd)
+		return next(callerCtx(ctx, cmd), cmd)
 	}
 }
 func (arrivals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		defer arrive(cmds...)
+		if len(cmds) > 0 {
+			ctx = callerCtx(ctx, cmds[0])
+		}
 		return next(ctx, cmds)
 	}
+}
+
+// callerCtx is the context of cmd's caller if it is a round's command, else ctx.
+func callerCtx(ctx context.Context, cmd redis.Cmder) context.Context {
+	if rc, ok := cmd.(*roundCmd); ok {
+		return rc.ctx
+	}
+	return ctx
 }
 
 func arrive(cmds ...redis.Cmder) {
@@ -125,7 +143,8 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 	for j, i := range idxs {
 		// A command outlives its caller (the pipeline ignores contexts once
 		// a command is queued): its answer still counts for the node.
-		r.cmds[j] = roundCmd{Cmd: redis.NewCmd(context.WithoutCancel(ctx), cmdArgs...), round: r, node: i}
+		cctx := context.WithoutCancel(ctx)
+		r.cmds[j] = roundCmd{Cmd: redis.NewCmd(cctx, cmdArgs...), ctx: cctx, round: r, node: i}
 		nd := c.nodes[i]
 		if c.opts.NoBatching {
 			go func() {

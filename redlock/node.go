@@ -73,6 +73,11 @@ func newNode(idx int, o *redis.Options, opts Options) (*node, error) {
 	n.client = redis.NewClient(&opt)
 	if !opts.NoBatching {
 		n.client.AddHook(arrivals{})
+	}
+	if opts.ClientHook != nil {
+		opts.ClientHook(n.client) // after arrivals: its hooks see the caller's context
+	}
+	if !opts.NoBatching {
 		ap, err := n.client.AsyncAutoPipelineWithOptions(&redis.AutoPipelineOptions{MaxQueuedCommands: maxQueued})
 		if err != nil {
 			n.client.Close()

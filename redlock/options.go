@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/internal/valid"
@@ -81,6 +82,12 @@ type Options struct {
 	// call took and its error (a timeout is the context's). It may be called
 	// from several goroutines at once and must not block. For metrics.
 	OnNodeCommand func(node string, d time.Duration, err error)
+	// ClientHook, if set, is called with each node's client once it is made,
+	// before any command: to add hooks, such as redisotel's tracing. The
+	// hooks of a lock operation's commands get its caller's context (the
+	// first caller's, for a batch that several callers share: see batch.go),
+	// so spans they start are children of the caller's. For tracing.
+	ClientHook func(*redis.Client)
 	// HealthInterval is how often each node's health loop sends PING, INFO
 	// and a write (SET <KeyPrefix>health; see Status); the uptime and role
 	// it reads also feed the quarantine. Default: 1s.

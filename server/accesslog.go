@@ -108,7 +108,7 @@ func clientGone(r *http.Request, err error) bool {
 // logRequest is the access log (hlog.AccessHandler's callback): one line per
 // request, with the req_id, remote_addr, user_agent and API key name of the
 // request's logger and the fencing token of a lock answer; it also records
-// the request in the metrics. It never logs other headers, lock tokens or
+// the request in the metrics and its span. It never logs other headers, lock tokens or
 // bodies.
 func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duration) {
 	rq := reqInfoOf(r.Context())
@@ -133,6 +133,7 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 		e.Int64("fencing_token", rq.fence)
 	}
 	e.Msg("request")
+	traceRequest(r, route, resource, outcome, rq.fence)
 	s.cfg.Metrics.observeRequest(route, r.Method, status, elapsed, outcome)
 }
 

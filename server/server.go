@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/hlog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -63,6 +64,10 @@ type Config struct {
 	// Metrics, if set, are served at GET /metrics and fed by every request;
 	// see NewMetrics. Default: none, /metrics answers 404.
 	Metrics *Metrics
+	// Tracer, if set, traces every request: a server span each, named by
+	// its route, continuing an incoming W3C traceparent; see traced.
+	// Default: none, and nothing is wrapped.
+	Tracer trace.TracerProvider
 	// Version is the version label of redlockd_build_info, as `redlockd
 	// version` prints it. Default: empty.
 	Version string
@@ -110,8 +115,8 @@ func New(cfg Config) *Server {
 
 // Handler returns the HTTP handler of the whole API: the generated routes on
 // a chi router, behind the middlewares of request ids, access log, panics,
-// API keys and body limits, with strictJSON checking request bodies. Every
-// error body is made by writeProblem.
+// API keys and body limits, with strictJSON checking request bodies, and in
+// otelhttp with Config.Tracer. Every error body is made by writeProblem.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(hlog.NewHandler(s.cfg.Log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
@@ -129,6 +134,9 @@ func (s *Server) Handler() http.Handler {
 	})
 	r.Method(http.MethodGet, "/metrics", s.metricsHandler()) // promhttp, not generated: see api/cfg.yaml
 	routeHead(r)
+	if s.cfg.Tracer != nil {
+		return traced(r, s.cfg.Tracer)
+	}
 	return r
 }
 

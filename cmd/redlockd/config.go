@@ -41,6 +41,9 @@ type Config struct {
 	LogLevel, LogFormat                                string
 	RestartQuarantine                                  bool
 	DebugListen                                        string // "": no pprof
+	// Tracing is on when the OTEL_* variables ask for it (see
+	// tracingFromEnv); no flag sets it.
+	Tracing bool
 }
 
 // DefaultConfig returns the defaults documented in `redlockd --help`.
@@ -161,7 +164,9 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 	if fs.NArg() > 0 {
 		return c, usageErrorf("serve takes no arguments, got %q", redactURL(fs.Arg(0)))
 	}
-	return c, nil
+	var err error
+	c.Tracing, err = tracingFromEnv(lookupEnv)
+	return c, err
 }
 
 // serveFlagOrder is the order of the flags in the help: SPEC §4's.

@@ -24,6 +24,8 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 	"github.com/redlockd/redlockd/server"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,6 +36,7 @@ const (
 	bodyReadTimeout        = 5 * time.Second
 	writeTimeoutMargin     = 10 * time.Second
 	defaultShutdownTimeout = 10 * time.Second
+	traceFlushTimeout      = 5 * time.Second
 )
 
 // Main is the `redlockd serve` program: Open starts it, Run serves until its
@@ -55,9 +58,10 @@ type Main struct {
 	srv      *server.Server
 	http     *http.Server
 	ln       net.Listener
-	debug    *http.Server  // --debug-listen's, or nil
-	served   chan struct{} // closed when http.Server.Serve returned
-	serveErr error         // what it returned, ErrServerClosed as nil
+	debug    *http.Server             // --debug-listen's, or nil
+	tracer   *sdktrace.TracerProvider // with Config.Tracing, else nil
+	served   chan struct{}            // closed when http.Server.Serve returned
+	serveErr error                    // what it returned, ErrServerClosed as nil
 
 	closeOnce sync.Once
 	closeErr  error
@@ -123,6 +127,14 @@ func (m *Main) Open() (err error) {
 	rlog := m.Log.With().Str("component", "redlock").Logger()
 	opts.Logger = &rlog
 	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
+	if c.Tracing {
+		if m.tracer, err = newTracerProvider(context.Background(), Version()); err != nil {
+			return err
+		}
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.Log.Warn().Err(err).Msg("OpenTelemetry") }))
+		opts.ClientHook = traceNodes(m.tracer)
+		m.Log.Info().Msg("OpenTelemetry tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_EXPORTER_OTLP_* variables")
+	}
 	m.coord, err = redlock.New(nodes, opts)
 	if err != nil {
 		if errors.Is(err, redlock.ErrInvalid) {
@@ -152,6 +164,7 @@ func (m *Main) Open() (err error) {
 		MetricsAuth: c.MetricsAuth,
 		Metrics:     metrics,
 		Version:     Version(),
+		Tracer:      tracerOrNil(m.tracer),
 
 		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
 	})
@@ -355,6 +368,16 @@ func (m *Main) closeAll() error {
 			errs = append(errs, fmt.Errorf("close coordinator: %w", err))
 		}
 		m.coord = nil
+	}
+	if m.tracer != nil {
+		// The spans still batched are sent, for at most traceFlushTimeout.
+		ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		err := m.tracer.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			m.Log.Warn().Err(err).Msg("OpenTelemetry: spans lost at shutdown")
+		}
+		m.tracer = nil
 	}
 	m.dev.Close()
 	m.dev = nil
