@@ -86,8 +86,8 @@ func (c *Coordinator) parseCursor(s string) (listCursor, error) {
 	return lc, nil
 }
 
-// validPrefix reports whether s is 0–200 characters of [A-Za-z0-9._:-].
-func validPrefix(s string) bool {
+// ValidPrefix reports whether s is 0–200 characters of [A-Za-z0-9._:-].
+func ValidPrefix(s string) bool {
 	return len(s) <= MaxNameLen && !strings.ContainsFunc(s, func(r rune) bool {
 		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("._:-", r))
 	})
@@ -121,7 +121,7 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 	if o.Namespace != "" && !ValidName(o.Namespace) {
 		return Page{}, invalid("namespace must be 1-%d characters of [A-Za-z0-9._:-], other than . and ..", MaxNameLen)
 	}
-	if !validPrefix(o.Prefix) {
+	if !ValidPrefix(o.Prefix) {
 		return Page{}, invalid("prefix must be 0-%d characters of [A-Za-z0-9._:-]", MaxNameLen)
 	}
 	if o.Limit == 0 {
