@@ -147,6 +147,21 @@ type HealthResponse struct {
 // HealthResponseStatus defines model for HealthResponse.Status.
 type HealthResponseStatus string
 
+// ListedLock A lock held on a quorum of nodes, as `GET /locks/{resource}` tells it; never its token.
+type ListedLock struct {
+	FencingToken int64 `json:"fencing_token"`
+
+	// HeldNodes Nodes known to hold the lock when it was read (at least the quorum).
+	HeldNodes int `json:"held_nodes"`
+
+	// Owner The holder's `owner` text (empty if it gave none).
+	Owner string `json:"owner"`
+
+	// RemainingMs Smallest remaining TTL among the quorum holding the lock.
+	RemainingMs int64  `json:"remaining_ms"`
+	Resource    string `json:"resource"`
+}
+
 // LockInfo A lock's state. `owner`, `fencing_token`, `remaining_ms` and
 // `held_nodes` are present when, and only when, `held` is true.
 type LockInfo struct {
@@ -165,6 +180,15 @@ type LockInfo struct {
 	// RemainingMs Smallest remaining TTL among the quorum holding the lock. Only when held.
 	RemainingMs *int64 `json:"remaining_ms,omitempty"`
 	Resource    string `json:"resource"`
+}
+
+// LockList defines model for LockList.
+type LockList struct {
+	// Locks Locks held on a quorum, in no particular order.
+	Locks []ListedLock `json:"locks"`
+
+	// NextCursor Pass it as `cursor` for the next page; absent when the listing is over.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // LockResponse defines model for LockResponse.
@@ -277,6 +301,18 @@ type Unauthorized = Problem
 // Unavailable defines model for Unavailable.
 type Unavailable = Problem
 
+// ListLocksParams defines parameters for ListLocks.
+type ListLocksParams struct {
+	// Prefix Only resources whose name starts with it. Default every resource.
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit The most locks in one page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, as given (opaque); absent or empty for the first page. A malformed cursor is 400.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ReleaseLockParams defines parameters for ReleaseLock.
 type ReleaseLockParams struct {
 	// LockToken The token returned by acquire.
@@ -375,6 +411,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListLocks List the locks held
+	//
+	// Lists the locks of the caller's namespace (the API key's) that a
+	// quorum of nodes holds: resource, owner, fencing token and remaining
+	// TTL, never a token. Paginated: pass `next_cursor` back as `cursor`
+	// and loop until the answer has no `next_cursor`. A page may hold
+	// fewer than `limit` locks, even none, and still a `next_cursor`:
+	// each page does a bounded amount of work (a few SCAN calls on one
+	// node or a few, and at most `limit` inspections), never a walk of
+	// the whole keyspace.
+	//
+	// Guarantees: a lock held by a quorum for the whole listing, with
+	// every node up, is listed (once; twice only if a node's key table is
+	// resized during the listing, as Redis SCAN may return a key twice).
+	// Locks taken, released or expiring during the listing, and nodes
+	// failing, may make a listing miss a lock or list it twice, as with
+	// SCAN; a lock held on a minority of nodes is never listed. A node
+	// that does not answer its SCAN is skipped; once more than N - quorum
+	// were, the page is 503 `quorum-unavailable` (retry with the same
+	// cursor). Unknown query parameters are ignored, as on every route.
+	// HEAD gives the same status and headers without a body.
+	//
+	// Corresponds with GET /locks (the `ListLocks` operationId).
+	ListLocks(ctx context.Context, params *ListLocksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReleaseLock Release a lock
 	//
@@ -500,6 +561,41 @@ type ClientInterface interface {
 // Corresponds with GET /healthz (the `GetHealthz` operationId).
 func (c *RawClient) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListLocks List the locks held
+//
+// Lists the locks of the caller's namespace (the API key's) that a
+// quorum of nodes holds: resource, owner, fencing token and remaining
+// TTL, never a token. Paginated: pass `next_cursor` back as `cursor`
+// and loop until the answer has no `next_cursor`. A page may hold
+// fewer than `limit` locks, even none, and still a `next_cursor`:
+// each page does a bounded amount of work (a few SCAN calls on one
+// node or a few, and at most `limit` inspections), never a walk of
+// the whole keyspace.
+//
+// Guarantees: a lock held by a quorum for the whole listing, with
+// every node up, is listed (once; twice only if a node's key table is
+// resized during the listing, as Redis SCAN may return a key twice).
+// Locks taken, released or expiring during the listing, and nodes
+// failing, may make a listing miss a lock or list it twice, as with
+// SCAN; a lock held on a minority of nodes is never listed. A node
+// that does not answer its SCAN is skipped; once more than N - quorum
+// were, the page is 503 `quorum-unavailable` (retry with the same
+// cursor). Unknown query parameters are ignored, as on every route.
+// HEAD gives the same status and headers without a body.
+//
+// Corresponds with GET /locks (the `ListLocks` operationId).
+func (c *RawClient) ListLocks(ctx context.Context, params *ListLocksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListLocksRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -733,6 +829,84 @@ func NewGetHealthzRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListLocksRequest constructs an http.Request for the ListLocks method
+func NewListLocksRequest(server string, params *ListLocksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1065,6 +1239,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
 
+	// ListLocksWithResponse List the locks held
+	//
+	// Lists the locks of the caller's namespace (the API key's) that a
+	// quorum of nodes holds: resource, owner, fencing token and remaining
+	// TTL, never a token. Paginated: pass `next_cursor` back as `cursor`
+	// and loop until the answer has no `next_cursor`. A page may hold
+	// fewer than `limit` locks, even none, and still a `next_cursor`:
+	// each page does a bounded amount of work (a few SCAN calls on one
+	// node or a few, and at most `limit` inspections), never a walk of
+	// the whole keyspace.
+	//
+	// Guarantees: a lock held by a quorum for the whole listing, with
+	// every node up, is listed (once; twice only if a node's key table is
+	// resized during the listing, as Redis SCAN may return a key twice).
+	// Locks taken, released or expiring during the listing, and nodes
+	// failing, may make a listing miss a lock or list it twice, as with
+	// SCAN; a lock held on a minority of nodes is never listed. A node
+	// that does not answer its SCAN is skipped; once more than N - quorum
+	// were, the page is 503 `quorum-unavailable` (retry with the same
+	// cursor). Unknown query parameters are ignored, as on every route.
+	// HEAD gives the same status and headers without a body.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /locks (the `ListLocks` operationId).
+	ListLocksWithResponse(ctx context.Context, params *ListLocksParams, reqEditors ...RequestEditorFn) (*ListLocksResponse, error)
+
 	// ReleaseLockWithResponse Release a lock
 	//
 	// Releases the lock held with `Lock-Token`. With `matched` = nodes that
@@ -1277,6 +1478,155 @@ func (r GetHealthzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetHealthzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLocksResponse200Headers the declared response headers of an HTTP 200 response for ListLocks
+type ListLocksResponse200Headers struct {
+	XRequestId string
+}
+
+// ListLocksResponse400Headers the declared response headers of an HTTP 400 response for ListLocks
+type ListLocksResponse400Headers struct {
+	XRequestId string
+}
+
+// ListLocksResponse401Headers the declared response headers of an HTTP 401 response for ListLocks
+type ListLocksResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListLocksResponse404Headers the declared response headers of an HTTP 404 response for ListLocks
+type ListLocksResponse404Headers struct {
+	XRequestId string
+}
+
+// ListLocksResponse405Headers the declared response headers of an HTTP 405 response for ListLocks
+type ListLocksResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// ListLocksResponse413Headers the declared response headers of an HTTP 413 response for ListLocks
+type ListLocksResponse413Headers struct {
+	XRequestId string
+}
+
+// ListLocksResponse500Headers the declared response headers of an HTTP 500 response for ListLocks
+type ListLocksResponse500Headers struct {
+	XRequestId string
+}
+
+// ListLocksResponse503Headers the declared response headers of an HTTP 503 response for ListLocks
+type ListLocksResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ListLocksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LockList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListLocksResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListLocksResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListLocksResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListLocksResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ListLocksResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ListLocksResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListLocksResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListLocksResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListLocksResponse) GetJSON200() *LockList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListLocksResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListLocksResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListLocksResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r ListLocksResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ListLocksResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListLocksResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListLocksResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListLocksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListLocksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListLocksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListLocksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2233,6 +2583,39 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 	return ParseGetHealthzResponse(rsp)
 }
 
+// ListLocksWithResponse List the locks held
+//
+// Lists the locks of the caller's namespace (the API key's) that a
+// quorum of nodes holds: resource, owner, fencing token and remaining
+// TTL, never a token. Paginated: pass `next_cursor` back as `cursor`
+// and loop until the answer has no `next_cursor`. A page may hold
+// fewer than `limit` locks, even none, and still a `next_cursor`:
+// each page does a bounded amount of work (a few SCAN calls on one
+// node or a few, and at most `limit` inspections), never a walk of
+// the whole keyspace.
+//
+// Guarantees: a lock held by a quorum for the whole listing, with
+// every node up, is listed (once; twice only if a node's key table is
+// resized during the listing, as Redis SCAN may return a key twice).
+// Locks taken, released or expiring during the listing, and nodes
+// failing, may make a listing miss a lock or list it twice, as with
+// SCAN; a lock held on a minority of nodes is never listed. A node
+// that does not answer its SCAN is skipped; once more than N - quorum
+// were, the page is 503 `quorum-unavailable` (retry with the same
+// cursor). Unknown query parameters are ignored, as on every route.
+// HEAD gives the same status and headers without a body.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /locks (the `ListLocks` operationId).
+func (c *ClientWithResponses) ListLocksWithResponse(ctx context.Context, params *ListLocksParams, reqEditors ...RequestEditorFn) (*ListLocksResponse, error) {
+	rsp, err := c.ListLocks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListLocksResponse(rsp)
+}
+
 // ReleaseLockWithResponse Release a lock
 //
 // Releases the lock held with `Lock-Token`. With `matched` = nodes that
@@ -2505,6 +2888,185 @@ func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListLocksResponse parses an HTTP response from a ListLocksWithResponse call
+func ParseListLocksResponse(rsp *http.Response) (*ListLocksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListLocksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LockList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListLocksResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListLocksResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListLocksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListLocksResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ListLocksResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers ListLocksResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListLocksResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListLocksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -1,5 +1,5 @@
 // Package client is a Go client of the redlockd HTTP API: Acquire, Extend,
-// Release and Inspect. It stands alone: a program that uses it links neither
+// Release, Inspect and List. It stands alone: a program that uses it links neither
 // package redlock nor go-redis nor zerolog, so it has sentinel errors of its
 // own, named as the library's (ErrLockHeld, ErrNotOwner, ...).
 //
@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"net/url"
@@ -319,6 +320,90 @@ func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 	info.Owner, info.Fence, info.HeldNodes = *b.Owner, *b.FencingToken, *b.HeldNodes
 	info.Remaining = time.Duration(*b.RemainingMs) * time.Millisecond
 	return info, nil
+}
+
+// ListOptions are the options of one List call. The zero value of each
+// field means the gateway's default.
+type ListOptions struct {
+	// Prefix keeps only resources whose name starts with it (at most 200
+	// characters of [A-Za-z0-9._:-]). Default: every resource.
+	Prefix string
+	// Limit bounds the locks of the page, 1..1000. Default: 100.
+	Limit int
+	// Cursor is the Next of the previous page; "" for the first page.
+	Cursor string
+}
+
+// Page is one page of List.
+type Page struct {
+	Locks []Info // held on a quorum (Held true), in no particular order
+	// Next is the cursor of the next page, "" when the listing is over. A
+	// page may have fewer than Limit locks, even none, and still a Next:
+	// loop until Next is "".
+	Next string
+}
+
+// List returns a page of the locks held in the API key's namespace (never
+// their tokens). A lock held on a quorum for the whole listing is listed;
+// locks taken or released meanwhile, or nodes failing, may make a listing
+// miss one or list one twice (see docs/api.md). It may also return
+// ErrQuorumUnavailable (retry with the same cursor).
+func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
+	if o.Limit < 0 {
+		return Page{}, invalid("negative limit %d", o.Limit)
+	}
+	var p ListLocksParams
+	if o.Prefix != "" {
+		p.Prefix = &o.Prefix
+	}
+	if o.Limit != 0 {
+		p.Limit = &o.Limit
+	}
+	if o.Cursor != "" {
+		p.Cursor = &o.Cursor
+	}
+	ctx, cancel := c.bound(ctx, 0)
+	defer cancel()
+	res, err := c.raw.ListLocksWithResponse(ctx, &p)
+	if err != nil {
+		return Page{}, transport(err)
+	}
+	if res.StatusCode() != http.StatusOK || res.JSON200 == nil {
+		return Page{}, responseError(res.HTTPResponse, res.Body)
+	}
+	page := Page{Locks: make([]Info, 0, len(res.JSON200.Locks))}
+	for _, l := range res.JSON200.Locks {
+		page.Locks = append(page.Locks, Info{Resource: l.Resource, Held: true, Owner: l.Owner, Fence: l.FencingToken,
+			Remaining: time.Duration(l.RemainingMs) * time.Millisecond, HeldNodes: l.HeldNodes})
+	}
+	if n := res.JSON200.NextCursor; n != nil {
+		page.Next = *n
+	}
+	return page, nil
+}
+
+// All yields every lock held whose name starts with prefix, calling List
+// page after page; it ends after yielding the first error.
+func (c *Client) All(ctx context.Context, prefix string) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		o := ListOptions{Prefix: prefix}
+		for {
+			page, err := c.List(ctx, o)
+			if err != nil {
+				yield(Info{}, err)
+				return
+			}
+			for _, l := range page.Locks {
+				if !yield(l, nil) {
+					return
+				}
+			}
+			if page.Next == "" {
+				return
+			}
+			o.Cursor = page.Next
+		}
+	}
 }
 
 // bound gives ctx a deadline of c.timeout + wait unless it has one.

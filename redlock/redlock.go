@@ -732,6 +732,15 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	if err := c.checkName(namespace, resource); err != nil {
 		return Info{}, err
 	}
+	info, _, err := c.inspect(ctx, namespace, resource, 0)
+	return info, err
+}
+
+// inspect is Inspect's round on checked names. It is decided only once the
+// nodes of index below wait answered or failed too, and also returns
+// the lowest index among the voting nodes that hold the lock's token as far
+// as they answered (see List).
+func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, wait int) (Info, int, error) {
 	keys := c.keys(namespace, resource)[:2]
 	type state struct {
 		token       string
@@ -741,13 +750,14 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	}
 	type group struct {
 		count int
+		first int // the lowest index of a node that holds the token
 		fence fenceChoice
 		info  Info
 	}
 	groups := map[string]*group{}
 	best := &group{}
 	var errs []error
-	answers := 0
+	answers, waiting := 0, wait
 	_, rd := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
 		v, err := cmd.Slice()
 		if errors.Is(err, redis.Nil) {
@@ -762,6 +772,9 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		return s, nil
 	}, func(r reply[state]) bool {
 		answers++
+		if r.node < wait {
+			waiting--
+		}
 		if r.err == nil && c.nodes[r.node].quarantined(time.Now()) {
 			r.err = c.nodes[r.node].fail(errQuarantined)
 		}
@@ -771,10 +784,11 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		case r.val.token != "":
 			g := groups[r.val.token]
 			if g == nil {
-				g = &group{info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(r.val.pttl) * time.Millisecond}}
+				g = &group{first: r.node, info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(r.val.pttl) * time.Millisecond}}
 				groups[r.val.token] = g
 			}
 			g.count++
+			g.first = min(g.first, r.node)
 			g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
 			g.fence.add(r.val.committed, r.val.fence)
 			g.info.Owner = r.val.owner
@@ -786,6 +800,9 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 		// fenceChoice), or none can (no token holds more than best) and
 		// whether too many failed to tell is certain.
 		pending := len(c.nodes) - answers
+		if waiting > 0 {
+			return false
+		}
 		if best.count >= c.quorum {
 			_, certain := best.fence.value(c.quorum)
 			return certain || pending == 0
@@ -798,11 +815,11 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 	case best.count >= c.quorum:
 		best.info.HeldNodes = best.count
 		best.info.Fence, _ = best.fence.value(c.quorum)
-		return best.info, nil
+		return best.info, best.first, nil
 	case best.count+len(errs) >= c.quorum:
-		return Info{}, unavailable(errs)
+		return Info{}, -1, unavailable(errs)
 	}
-	return Info{}, ErrNotHeld
+	return Info{}, -1, ErrNotHeld
 }
 
 // Warm opens every node's connections and loads the scripts, in parallel,

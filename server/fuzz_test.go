@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -29,6 +30,8 @@ func FuzzHandlers(f *testing.F) {
 	f.Add("PATCH", "/locks/job:1", "Lock-Token: "+tokenA, `{"ttl_ms": 60000}`)
 	f.Add("DELETE", "/locks/a.b-c_d", "Lock-Token: "+tokenB, "")
 	f.Add("GET", "/locks/held", "", "")
+	f.Add("GET", "/locks?prefix=job-&limit=10&cursor=MC4wLjAu", "", "")
+	f.Add("GET", "/locks?limit=0&prefix=a*", "Authorization: Bearer "+keyA, "")
 	f.Add("GET", "/readyz", "", "")
 	f.Add("GET", "/openapi.yaml", "", "")
 	f.Add("GET", "/metrics", "", "")
@@ -221,6 +224,16 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 			return redlock.Info{}, redlock.ErrNotHeld
 		}
 		return redlock.Info{Resource: resource, Fence: 1, Remaining: time.Second, HeldNodes: 3}, nil
+	}
+	l.ListFn = func(_ context.Context, o redlock.ListOptions) (redlock.Page, error) {
+		l.calls.Add(1)
+		if o.Namespace != namespace || !redlock.ValidPrefix(o.Prefix) || o.Limit < 1 || o.Limit > redlock.MaxListLimit {
+			t.Errorf("invalid list options %+v (want namespace %q)", o, namespace)
+		}
+		if o.Cursor != "" {
+			return redlock.Page{}, fmt.Errorf("%w: cursor is malformed", redlock.ErrInvalid)
+		}
+		return redlock.Page{Locks: []redlock.Info{{Resource: "a", Fence: 1, Remaining: time.Second, HeldNodes: 3}}, Next: "MC4wLjAu"}, nil
 	}
 	l.StatusFn = func(context.Context) []redlock.NodeStatus {
 		return []redlock.NodeStatus{{Addr: "a:1", Up: true}, {Addr: "b:1", Up: true}, {Addr: "c:1", Up: true}}

@@ -27,6 +27,7 @@ type fakeLocker struct {
 	ReleaseFn func(ctx context.Context, namespace, resource, token string) error
 	ExtendFn  func(ctx context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error)
 	InspectFn func(ctx context.Context, namespace, resource string) (redlock.Info, error)
+	ListFn    func(ctx context.Context, o redlock.ListOptions) (redlock.Page, error)
 	StatusFn  func(ctx context.Context) []redlock.NodeStatus
 
 	// Counters kept by validatingLocker (see there).
@@ -51,6 +52,10 @@ func newFake(t testing.TB) *fakeLocker {
 			t.Error("unexpected Inspect")
 			return redlock.Info{}, nil
 		},
+		ListFn: func(context.Context, redlock.ListOptions) (redlock.Page, error) {
+			t.Error("unexpected List")
+			return redlock.Page{}, nil
+		},
 		StatusFn: func(context.Context) []redlock.NodeStatus {
 			t.Error("unexpected Status")
 			return nil
@@ -72,6 +77,10 @@ func (f *fakeLocker) Extend(ctx context.Context, namespace, resource, token stri
 
 func (f *fakeLocker) Inspect(ctx context.Context, namespace, resource string) (redlock.Info, error) {
 	return f.InspectFn(ctx, namespace, resource)
+}
+
+func (f *fakeLocker) List(ctx context.Context, o redlock.ListOptions) (redlock.Page, error) {
+	return f.ListFn(ctx, o)
 }
 
 func (f *fakeLocker) Status(ctx context.Context) []redlock.NodeStatus { return f.StatusFn(ctx) }

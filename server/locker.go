@@ -14,6 +14,7 @@ type Locker interface {
 	Release(ctx context.Context, namespace, resource, token string) error
 	Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error)
 	Inspect(ctx context.Context, namespace, resource string) (redlock.Info, error)
+	List(ctx context.Context, o redlock.ListOptions) (redlock.Page, error)
 	Status(ctx context.Context) []redlock.NodeStatus
 	Quorum() int // the number of nodes a lock needs, of Nodes
 	Nodes() int

@@ -179,14 +179,22 @@ func inspected(ctx context.Context, body api.LockInfo) api.InspectLock200JSONRes
 // also refuses a request that authenticate did not let through (a safety
 // net: authenticate runs before routing and answers those itself).
 func (s *Server) admit(ctx context.Context, resource string) error {
+	if err := s.admitAny(ctx); err != nil {
+		return err
+	}
+	if !redlock.ValidName(resource) {
+		return badRequest(resourceRule)
+	}
+	return nil
+}
+
+// admitAny is admit without a resource.
+func (s *Server) admitAny(ctx context.Context) error {
 	if rq := reqInfoOf(ctx); s.cfg.Keys.Len() > 0 && (rq == nil || rq.caller == nil) {
 		return errNoKey
 	}
 	if s.drain.Err() != nil {
 		return errShuttingDown
-	}
-	if !redlock.ValidName(resource) {
-		return badRequest(resourceRule)
 	}
 	return nil
 }

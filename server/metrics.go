@@ -82,7 +82,7 @@ func NewMetrics() *Metrics {
 		}, []string{"route", "method"}),
 		opTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "redlockd_lock_operation_duration_seconds",
-			Help:    "Time of lock operations against the Redis nodes, whatever their outcome, by op (acquire, release, extend, inspect); acquires that asked to wait are in redlockd_wait_duration_seconds instead.",
+			Help:    "Time of lock operations against the Redis nodes, whatever their outcome, by op (acquire, release, extend, inspect, list: one page); acquires that asked to wait are in redlockd_wait_duration_seconds instead.",
 			Buckets: requestBuckets,
 		}, []string{"op"}),
 		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -113,7 +113,7 @@ func NewMetrics() *Metrics {
 	for _, o := range acquireOutcomes {
 		m.acquisitions.WithLabelValues(o)
 	}
-	for _, op := range []string{"acquire", "release", "extend", "inspect"} {
+	for _, op := range []string{"acquire", "release", "extend", "inspect", "list"} {
 		m.opTime.WithLabelValues(op)
 	}
 	m.waitTime.WithLabelValues("false")

@@ -210,6 +210,10 @@ func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 		detail = resourceRule
 	case errors.As(err, &format) && format.ParamName == "Lock-Token":
 		detail = lockTokenRule
+	case errors.As(err, &format) && format.ParamName == "limit":
+		detail = fmt.Sprintf("limit must be one integer within [1, %d]", redlock.MaxListLimit)
+	case errors.As(err, &format):
+		detail = fmt.Sprintf("the %s parameter must be given once", format.ParamName)
 	}
 	s.writeProblem(w, r, &requestError{detail: detail, err: err})
 }

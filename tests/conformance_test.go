@@ -64,6 +64,11 @@ func checkContract(req *http.Request, body string, r *Resp) {
 	}
 	// The router matches the path only: the gateway's host is not the spec's.
 	route, params, err := router.FindRoute(req)
+	if err == nil && slices.Contains(slices.Collect(maps.Values(params)), "") {
+		// kin's legacy router matches POST /locks to /locks/{resource}
+		// with an empty resource: no route of the contract.
+		err = routers.ErrPathNotFound
+	}
 	if err != nil {
 		// A path or method the contract does not have must be refused, with
 		// a response that every operation declares for that status.

@@ -67,7 +67,7 @@ func TestContract(t *testing.T) {
 	t.Run("NoRouteIsNotFound", func(t *testing.T) {
 		res := resourceName(t)
 		for _, path := range []string{"/v1/locks/" + res, "/lock/" + res, "/api/locks/" + res, "/Locks/" + res,
-			"/locks/" + res + "/x", "/locks", "/healthz/x", "/"} {
+			"/locks/" + res + "/x", "/locks/", "/healthz/x", "/"} {
 			wantProblem(t, gw.do(t, http.MethodGet, path, ""), http.StatusNotFound, "not-found")
 			h := gw.do(t, http.MethodHead, path, "")
 			if h.Status != http.StatusNotFound || len(h.Body) != 0 {

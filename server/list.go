@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// ListLocks lists a page of the locks held in the caller's namespace: 200,
+// never with a token.
+func (s *Server) ListLocks(ctx context.Context, req api.ListLocksRequestObject) (api.ListLocksResponseObject, error) {
+	if err := s.admitAny(ctx); err != nil {
+		return nil, err
+	}
+	o := redlock.ListOptions{Namespace: namespaceFrom(ctx), Limit: redlock.DefaultListLimit}
+	p := req.Params
+	if p.Limit != nil {
+		if o.Limit = *p.Limit; o.Limit < 1 || o.Limit > redlock.MaxListLimit {
+			return nil, badRequest("limit must be within [1, %d]", redlock.MaxListLimit)
+		}
+	}
+	if p.Prefix != nil {
+		if o.Prefix = *p.Prefix; !redlock.ValidPrefix(o.Prefix) {
+			return nil, badRequest("prefix must be 0-%d characters of [A-Za-z0-9._:-]", redlock.MaxNameLen)
+		}
+	}
+	if p.Cursor != nil {
+		o.Cursor = *p.Cursor
+	}
+	defer s.cfg.Metrics.observeOp("list", time.Now())
+	page, err := s.cfg.Locker.List(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	setOutcome(ctx, "listed")
+	resp := api.ListLocks200JSONResponse{Body: api.LockList{Locks: make([]api.ListedLock, 0, len(page.Locks))},
+		Headers: api.ListLocks200ResponseHeaders{XRequestId: requestID(ctx)}}
+	for _, l := range page.Locks {
+		resp.Body.Locks = append(resp.Body.Locks, api.ListedLock{Resource: l.Resource, Owner: l.Owner, FencingToken: l.Fence,
+			RemainingMs: l.Remaining.Milliseconds(), HeldNodes: l.HeldNodes})
+	}
+	if page.Next != "" {
+		resp.Body.NextCursor = &page.Next
+	}
+	return resp, nil
+}
