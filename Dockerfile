@@ -14,8 +14,12 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /redlockd ./cmd/redlockd
+# The build context has .git (see .dockerignore), so the go command stamps
+# the version (the tag, or a pseudo-version of the commit, +dirty with
+# uncommitted changes) and the commit into the binary, as `redlockd version`
+# and redlockd_build_info report them; --build-arg VERSION overrides it.
+ARG VERSION=
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=true -ldflags "-s -w ${VERSION:+-X main.version=$VERSION}" -o /redlockd ./cmd/redlockd
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /redlockd /redlockd

@@ -93,13 +93,13 @@ func checkContract(req *http.Request, body string, r *Resp) {
 	contract.mu.Unlock()
 	// A request the server refused (4xx) may well break the contract: that
 	// is what the test sends it for. One that keeps it must not be refused
-	// as malformed, unless for a limit the document cannot state (a
-	// configured maximum). kin-openapi reads the first JSON value of a body
+	// as malformed, unless for what the document states only in words (a
+	// configured maximum, an opaque cursor that is not one). kin-openapi reads the first JSON value of a body
 	// and ignores what follows; application/json allows one value only.
 	switch {
 	case reqErr != nil && r.Status < 400:
 		noteContract("request", req, r.Status, reqErr)
-	case reqErr == nil && r.Status == http.StatusBadRequest && (body == "" || json.Valid([]byte(body))) && !configuredLimit(r.Body):
+	case reqErr == nil && r.Status == http.StatusBadRequest && (body == "" || json.Valid([]byte(body))) && !beyondSchema(r.Body):
 		noteContract("request allowed but refused", req, r.Status, fmt.Errorf("%s", truncate(string(r.Body), 200)))
 	}
 	if respErr != nil {
@@ -142,10 +142,16 @@ func checkResponse(req *http.Request, route *routers.Route, r *Resp) {
 	}
 }
 
-// configuredLimit reports whether a 400 problem body refuses a value over a
-// limit of the server's configuration, which openapi.yaml states in words.
-func configuredLimit(body []byte) bool {
-	return bytes.Contains(body, []byte("must be within")) || bytes.Contains(body, []byte("at most"))
+// beyondSchema reports whether a 400 problem body refuses what openapi.yaml
+// states in words only: a value over a limit of the server's configuration,
+// or a cursor that no page gave.
+func beyondSchema(body []byte) bool {
+	for _, s := range []string{"must be within", "at most", "cursor is malformed"} {
+		if bytes.Contains(body, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 func noteContract(kind string, req *http.Request, status int, err error) {

@@ -266,3 +266,38 @@ func startComposeRedis(t *testing.T, command []string, dir string) string {
 	t.Helper()
 	return redistest.StartWith(t, redistest.Config{Dir: dir, Args: command[1:]}).Addr()
 }
+
+// TestDockerBuildVersion runs the Dockerfile's build command (there is no
+// Docker engine here) in a clone of this repository, as the build context
+// holds it (.dockerignore keeps .git): the binary reports the commit's
+// version, not "dev", and --build-arg VERSION overrides it.
+func TestDockerBuildVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary twice")
+	}
+	_, d := readDeployment(t)
+	head, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	src := t.TempDir()
+	if out, err := exec.Command("git", "clone", "-q", "..", src).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"", "-" + string(head[:12]) + " "}, // v0.0.0-<time>-<commit>, no +dirty
+		{"v9.8.7", "redlockd v9.8.7 "},
+	} {
+		bin := filepath.Join(t.TempDir(), "redlockd")
+		build := exec.Command("sh", "-c", strings.Replace(d.build, "-o /redlockd", "-o "+bin, 1))
+		build.Dir = src
+		build.Env = append(os.Environ(), "VERSION="+tc.arg)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", d.build, err, out)
+		}
+		out, err := exec.Command(bin, "version").Output()
+		if err != nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "dirty") {
+			t.Errorf("VERSION=%q: redlockd version = %q, %v; want it to contain %q", tc.arg, out, err, tc.want)
+		}
+	}
+}
