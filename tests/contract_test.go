@@ -48,7 +48,7 @@ func TestContract(t *testing.T) {
 
 	t.Run("FreeIsHeldFalse", func(t *testing.T) {
 		res := resourceName(t)
-		wantNotHeld(t, inspect(t, gw, res))
+		wantNotHeld(t, inspectAnswered(t, gw, res))
 
 		a := lock(t, gw, res, `{"ttl_ms":10000,"owner":"me"}`)
 		r := inspect(t, gw, res)
@@ -61,7 +61,7 @@ func TestContract(t *testing.T) {
 		wantNoSecret(t, r, a.str(t, "token"))
 
 		wantStatus(t, release(t, gw, res, a.str(t, "token")), http.StatusNoContent)
-		wantNotHeld(t, inspect(t, gw, res))
+		wantNotHeld(t, inspectAnswered(t, gw, res))
 	})
 
 	t.Run("NoRouteIsNotFound", func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestContract(t *testing.T) {
 				t.Errorf("Acquire through %s: %v, want client.ErrNotFound", base, err)
 			}
 		}
-		wantNotHeld(t, inspect(t, gw, res))
+		wantNotHeld(t, inspectAnswered(t, gw, res))
 	})
 
 	t.Run("HeadHasNoBody", func(t *testing.T) {

@@ -104,7 +104,7 @@ func TestExamples(t *testing.T) {
 					p.wantExit(0, 60*time.Second)
 				}
 				checkJournal(t, journal, 2)
-				wantNotHeld(t, inspect(t, g, res))
+				wantNotHeld(t, inspectAnswered(t, g, res))
 			})
 
 			// While another owner holds the lock, an instance that does not
@@ -222,7 +222,7 @@ func TestExamplesServerlessRetry(t *testing.T) {
 		t.Errorf("the retry got fencing token %d, want the first invocation's %d", body.FencingToken, want)
 	}
 	// The retry finished the work and released the lock.
-	wantNotHeld(t, inspect(t, g, res))
+	wantNotHeld(t, inspectAnswered(t, g, res))
 }
 
 // handlerResult is the result that examples/serverless/handler.mjs printed

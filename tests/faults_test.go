@@ -66,7 +66,7 @@ func TestFaults(t *testing.T) {
 		d := release(t, gw, res, tok)
 		wantStatus(t, d, http.StatusNoContent)
 		wantFast(t, d)
-		wantNotHeld(t, inspect(t, gw, res))
+		wantNotHeld(t, inspectAnswered(t, gw, res))
 
 		// Two down of five is still ready.
 		var r *Resp

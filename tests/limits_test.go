@@ -79,7 +79,7 @@ func TestLimits(t *testing.T) {
 		res := resourceName(t)
 		r := acquire(t, gw, res, `{"owner":"`+strings.Repeat("o", 16<<10)+`"}`)
 		wantProblem(t, r, http.StatusRequestEntityTooLarge, "payload-too-large")
-		wantNotHeld(t, inspect(t, gw, res))
+		wantNotHeld(t, inspectAnswered(t, gw, res))
 	})
 
 	t.Run("MaxWaiters", func(t *testing.T) {

@@ -410,7 +410,7 @@ func testRelease(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 			t.Errorf("204 with a body: %q", r.Body)
 		}
 		waitHolders(t, nodes, res, tok, 0)
-		wantNotHeld(t, inspect(t, gw, res))
+		wantNotHeld(t, inspectAnswered(t, gw, res))
 
 		b := lock(t, gw, res, "")
 		if f0, f1 := a.num(t, "fencing_token"), b.num(t, "fencing_token"); f1 <= f0 {
@@ -552,7 +552,7 @@ func testExtend(t *testing.T, gw *Gateway, nodes []*RedisNode) {
 			t.Errorf("lock_state %q, want expired", got)
 		}
 		// Extending a lost lock never brings it back.
-		wantNotHeld(t, inspect(t, gw, res))
+		wantNotHeld(t, inspectAnswered(t, gw, res))
 		if got := holders(t, nodes, res, tok); len(got) != 0 {
 			t.Errorf("expired token back on nodes %v", got)
 		}
@@ -603,7 +603,7 @@ func testInspect(t *testing.T, gw *Gateway) {
 	})
 
 	t.Run("Free", func(t *testing.T) {
-		wantNotHeld(t, inspect(t, gw, resourceName(t)))
+		wantNotHeld(t, inspectAnswered(t, gw, resourceName(t)))
 	})
 }
 

@@ -35,7 +35,7 @@ func TestRun(t *testing.T) {
 	}
 	wantFree := func(t *testing.T, res string) {
 		t.Helper()
-		wantNotHeld(t, inspect(t, g, res))
+		wantNotHeld(t, inspectAnswered(t, g, res))
 	}
 
 	// CMD's exit status is run's, and the lock is released after it.
@@ -455,7 +455,7 @@ func TestRunTerminal(t *testing.T) {
 	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.ExitStatus() != 128+2 {
 		t.Errorf("run exited %v, want 130 (CMD killed by SIGINT); terminal:\n%s", cmd.ProcessState, term.String())
 	}
-	wantNotHeld(t, inspect(t, g, res))
+	wantNotHeld(t, inspectAnswered(t, g, res))
 }
 
 // openPTY opens a pseudo-terminal pair (closed at cleanup).
