@@ -191,10 +191,11 @@ export class Client {
       clearTimeout(expiry);
       expiry = setTimeout(() => lose('no extension succeeded before its validity ended'), until - performance.now());
     };
-    // extend tries until the validity ends: a 503 or no answer is no verdict.
-    const extend = async () => {
+    // extend tries until deadline (the validity's end): a 503 or no answer
+    // is no verdict.
+    const extend = async (deadline = until) => {
       while (!stop.signal.aborted) {
-        const left = until - performance.now();
+        const left = deadline - performance.now();
         if (left <= 0) return lose('no extension succeeded before its validity ended'), false;
         try {
           until = (await this.extend(resource, lock.token, { ttlMs, timeoutMs: Math.min(left, ttlMs / 3), signal: stop.signal })).validUntil;
@@ -210,10 +211,11 @@ export class Client {
     };
     const onAbort = () => work.abort(signal.reason);
     signal?.addEventListener('abort', onAbort);
-    arm();
-    // A wait or a slow round ate into the validity: extend at once (an
-    // extension never waits) before the work starts.
-    if (until - performance.now() < ttlMs * 2 / 3) await extend();
+    // A wait or a slow round ate into the validity, maybe all of it: extend
+    // at once (an extension never waits) before the work starts; the
+    // gateway's answer tells whether the lock is still ours.
+    if (until - performance.now() < ttlMs * 2 / 3) await extend(Math.max(until, performance.now() + ttlMs / 3));
+    if (!lost) arm();
     const keeping = (async () => { while (await sleep(ttlMs / 3, stop.signal) && await extend()); })();
 
     let result, failure;

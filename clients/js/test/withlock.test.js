@@ -22,11 +22,11 @@ test('contention: two withLock on one resource take turns, fences increase', asy
   const work = async ({ fencingToken, signal }) => {
     assert.equal(++inside, 1, 'two holders at once');
     fences.push(fencingToken);
-    await sleep(700, undefined, { signal }); // longer than ttl/3: extended once at least
+    await sleep(1_200, undefined, { signal }); // longer than the TTL: extended, and the other waits past its TTL
     inside--;
     return fencingToken;
   };
-  const results = await Promise.all([0, 1].map(() => c.withLock(res, work, { ttlMs: 1_500, waitMs: 10_000 })));
+  const results = await Promise.all([0, 1].map(() => c.withLock(res, work, { ttlMs: 1_000, waitMs: 10_000 })));
   assert.deepEqual(results.toSorted(), fences);
   assert.ok(fences[1] > fences[0], `fences ${fences}`);
   assert.equal((await c.inspect(res)).held, false, 'not released');
