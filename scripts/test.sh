@@ -46,6 +46,21 @@ if echo "$lint" | grep -qE '^ +[0-9]+:[0-9]+ +warning '; then
   exit 1
 fi
 
+step "clients/js types are up to date with openapi.yaml (openapi-typescript, tsc)"
+if ! command -v npm >/dev/null 2>&1; then
+  step "installing nodejs and npm (apt-get)"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+fi
+npm ci --prefix clients/js --no-audit --no-fund --loglevel=error
+npm run --prefix clients/js --silent generate
+npm run --prefix clients/js --silent typecheck
+if [ -d .git ] && [ -n "$(git status --porcelain -- clients/js/src/schema.d.ts)" ]; then
+  git diff -- clients/js/src/schema.d.ts | head -50
+  echo "clients/js/src/schema.d.ts is not up to date with openapi.yaml: run 'npm run --prefix clients/js generate' and commit" >&2
+  exit 1
+fi
+
 step "go.mod and go.sum are tidy"
 if ! go mod tidy -diff; then
   echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit" >&2

@@ -38,10 +38,9 @@ import { createHmac } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  withLock, LockHeldError, UnavailableError, LockLostError, RefusedError,
-  EXIT_USAGE, EXIT_HELD, EXIT_UNAVAILABLE, EXIT_LOST,
-} from '../node/lock.mjs';
+import { Client, LockHeldError, UnavailableError, LockLostError, ConfigError } from '../../clients/js/src/index.js';
+
+const locks = new Client({ url: process.env.REDLOCKD_URL || 'http://127.0.0.1:8080', apiKey: process.env.REDLOCKD_API_KEY });
 
 const secret = process.env.LOCK_TOKEN_SECRET ?? '';
 if (!secret) console.error('handler: LOCK_TOKEN_SECRET is not set: anyone who knows an event id can derive its lock token');
@@ -72,27 +71,26 @@ export async function handler(event) {
   const opts = {
     token: tokenFor(resource, id),
     owner: `handler:${id}`,
-    apiKey: process.env.REDLOCKD_API_KEY,
     ttlMs: event.ttl_ms ?? 30_000, // longer than the work, which must end before it
     waitMs: event.wait_ms ?? 10_000, // within the platform's own timeout
   };
   try {
-    return await withLock(resource, opts, async (lock) => {
-      // The work: everything it writes carries lock.fence, and the storage
-      // rejects a write whose fence is below one it has seen.
-      console.log(`lock: holding ${resource} with fencing token ${lock.fence}`);
-      if (event.journal) appendFileSync(event.journal, `enter ${id} ${lock.fence}\n`);
-      await sleep(event.work_ms ?? 100, undefined, { signal: lock.signal }).catch(() => lock.check());
-      lock.check();
+    return await locks.withLock(resource, async ({ fencingToken, signal }) => {
+      // The work: everything it writes carries fencingToken, and the storage
+      // rejects a write whose fence is below one it has seen. It stops as
+      // soon as signal says the lock is lost.
+      console.log(`lock: holding ${resource} with fencing token ${fencingToken}`);
+      if (event.journal) appendFileSync(event.journal, `enter ${id} ${fencingToken}\n`);
+      await sleep(event.work_ms ?? 100, undefined, { signal }).catch(() => signal.throwIfAborted());
       if (event.journal) appendFileSync(event.journal, `exit ${id}\n`);
-      return { statusCode: 200, body: JSON.stringify({ id, fencing_token: lock.fence }) };
-    });
+      return { statusCode: 200, body: JSON.stringify({ id, fencing_token: fencingToken }) };
+    }, opts);
   } catch (err) {
     // Busy, unavailable or lost: retry the event later. Refused: no retry helps.
     if (err instanceof LockHeldError) return failure(409, 'held', true, err.message);
     if (err instanceof UnavailableError) return failure(503, 'unavailable', true, err.message);
-    if (err instanceof LockLostError) return failure(500, 'lost', true, `lock lost: ${err.message}`);
-    if (err instanceof RefusedError) return failure(500, 'refused', false, err.message);
+    if (err instanceof LockLostError) return failure(500, 'lost', true, err.message);
+    if (err instanceof ConfigError) return failure(500, 'refused', false, err.message);
     throw err;
   }
 }
@@ -103,14 +101,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     event = JSON.parse(process.argv[2] ?? '{}');
   } catch (err) {
     console.error(`handler: the event is not JSON: ${err.message}`);
-    process.exit(EXIT_USAGE);
+    process.exit(64);
   }
   const result = await handler(event);
   console.log(JSON.stringify(result));
   if (result.statusCode !== 200) {
     const { error, kind } = JSON.parse(result.body);
     console.error(`handler: ${error}`);
-    const exit = { held: EXIT_HELD, unavailable: EXIT_UNAVAILABLE, lost: EXIT_LOST, refused: EXIT_USAGE, 'bad-event': EXIT_USAGE };
+    // The exit statuses of `redlockd run`.
+    const exit = { held: 75, unavailable: 69, lost: 76, refused: 64, 'bad-event': 64 };
     process.exitCode = exit[kind] ?? 1;
   }
 }

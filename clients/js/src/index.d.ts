@@ -1,0 +1,130 @@
+// Types of src/index.js, over the schemas generated from openapi.yaml
+// (src/schema.d.ts, `npm run generate`).
+import type { components } from './schema.js';
+
+type Schemas = components['schemas'];
+export type LockResponse = Schemas['LockResponse'];
+export type LockInfo = Schemas['LockInfo'];
+export type LockList = Schemas['LockList'];
+export type ListedLock = Schemas['ListedLock'];
+export type ProblemType = Schemas['ProblemType'];
+export type LockState = NonNullable<Schemas['Problem']['lock_state']>;
+
+export interface ClientOptions {
+  /** The gateway's base URL, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  /** Sent as `Authorization: Bearer`. */
+  apiKey?: string;
+  /** Bound of one request in ms (an acquire's `waitMs` is added). Default 30000. */
+  timeoutMs?: number;
+  /** A fetch implementation; default the global `fetch`. */
+  fetch?: typeof fetch;
+}
+
+export interface CallOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface AcquireOptions extends CallOptions {
+  ttlMs?: Schemas['AcquireRequest']['ttl_ms'];
+  waitMs?: Schemas['AcquireRequest']['wait_ms'];
+  /** 22-128 characters of [A-Za-z0-9_-]; makes the acquire idempotent. */
+  token?: Schemas['AcquireRequest']['token'];
+  owner?: Schemas['AcquireRequest']['owner'];
+}
+
+export interface ExtendOptions extends CallOptions {
+  ttlMs?: Schemas['ExtendRequest']['ttl_ms'];
+}
+
+export interface ListOptions extends CallOptions {
+  prefix?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+/** An acquired or extended lock. */
+export type Held = LockResponse & {
+  requestId: string;
+  /** performance.now() just before the request went out. */
+  startedAt: number;
+  /** startedAt + validity_ms: the lock is safe until performance.now() reaches it (rule 1). */
+  validUntil: number;
+};
+
+export interface Fields {
+  /** The HTTP status; 0 when no answer came. */
+  status: number;
+  /** The problem type, e.g. `urn:redlockd:problem:lock-held`; '' without a problem body. */
+  type: ProblemType | '';
+  detail: string;
+  /** The answer's X-Request-Id; '' when no answer came. */
+  requestId: string;
+}
+
+export class RedlockdError extends Error implements Fields {
+  status: number;
+  type: ProblemType | '';
+  detail: string;
+  requestId: string;
+}
+/** 409 lock-held: another owner holds the lock. */
+export class LockHeldError extends RedlockdError {
+  retryAfterMs?: number;
+}
+/** 409 not-owner on extend or release. */
+export class NotOwnerError extends RedlockdError {
+  lockState?: LockState;
+}
+/** A 5xx, no answer or a timeout: the outcome is unknown, try again later. */
+export class UnavailableError extends RedlockdError {
+  retryAfterMs?: number;
+}
+/** Another 4xx (400, 401, 404, 413, ...): a configuration error that no retry fixes. */
+export class ConfigError extends RedlockdError {}
+/** withLock lost the lock during the work or found it not held at release; `cause` is the gateway's answer, if any. */
+export class LockLostError extends RedlockdError {
+  cause?: RedlockdError;
+}
+
+export interface Work {
+  resource: string;
+  /** Pass it with every write to the storage the lock protects (rule 2). */
+  fencingToken: number;
+  /** Aborted (reason: a LockLostError) once the lock is lost, or when the caller's signal aborts. */
+  signal: AbortSignal;
+  /** The lock token: keep it out of logs and URLs. */
+  token: string;
+}
+
+export interface WithLockOptions {
+  /** Default 30000; extended every ttlMs/3. */
+  ttlMs?: number;
+  /** How long to wait for the lock; default 0. */
+  waitMs?: number;
+  owner?: string;
+  /** Default a new random token; a token derived from a retried event makes its retries idempotent. */
+  token?: string;
+  /** Cancels the wait, and aborts the work's signal. */
+  signal?: AbortSignal;
+}
+
+export class Client {
+  constructor(options: ClientOptions);
+  acquire(resource: string, options?: AcquireOptions): Promise<Held>;
+  extend(resource: string, token: string, options?: ExtendOptions): Promise<Held>;
+  release(resource: string, token: string, options?: CallOptions): Promise<void>;
+  inspect(resource: string, options?: CallOptions): Promise<LockInfo & { requestId: string }>;
+  list(options?: ListOptions): Promise<LockList & { requestId: string }>;
+  /**
+   * Runs fn holding the lock and returns its result. Throws LockHeldError
+   * (not acquired within waitMs), UnavailableError, ConfigError, fn's own
+   * error, or LockLostError when fn returned but the lock was lost meanwhile
+   * or not held at release.
+   */
+  withLock<T>(resource: string, fn: (work: Work) => T | Promise<T>, options?: WithLockOptions): Promise<T>;
+}
+
+/** A random token: 24 characters of [A-Za-z0-9_-]. */
+export function newToken(): string;

@@ -1,0 +1,245 @@
+// @redlockd/client: a redlockd client over fetch, with no dependencies and no
+// Node-only API (Node >= 20, Deno, Bun, edge runtimes). Client has one
+// method per operation of openapi.yaml; withLock applies the four rules of
+// docs/clients.md: validity counted from before the request, the fencing
+// token handed to the work, extensions every ttl/3 with an AbortSignal that
+// fires when the lock is lost, release at the end with a 409 reported.
+
+const TOKEN_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+// RedlockdError is the base of every error: status (0 when no answer came),
+// the problem type and detail, and the X-Request-Id of the answer. Messages
+// never hold the lock token or the API key.
+export class RedlockdError extends Error {
+  constructor(message, fields = {}, cause) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = new.target.name;
+    Object.assign(this, { status: 0, type: '', detail: '', requestId: '' }, fields);
+  }
+}
+// LockHeldError: 409 lock-held, another owner holds the lock; retryAfterMs.
+export class LockHeldError extends RedlockdError {}
+// NotOwnerError: 409 not-owner on extend or release; lockState is
+// "expired" or "held-by-other".
+export class NotOwnerError extends RedlockdError {}
+// UnavailableError: a 5xx, no answer or a timeout: the outcome is unknown,
+// try again later (retryAfterMs when the gateway gave it).
+export class UnavailableError extends RedlockdError {}
+// ConfigError: any other 4xx (400 a bad value, 401 a missing or wrong API
+// key, 404 a wrong URL, 413): no retry fixes it.
+export class ConfigError extends RedlockdError {}
+// LockLostError: withLock lost the lock during the work (a 409 on extend, or
+// the validity ended without a successful extension) or found it not held at
+// release: the work may not have been exclusive. cause is the gateway's
+// answer, if one came.
+export class LockLostError extends RedlockdError {}
+
+// newToken is a random lock token: 24 characters of [A-Za-z0-9_-] (144 bits).
+export function newToken() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(24)), (b) => TOKEN_ALPHABET[b & 63]).join('');
+}
+
+// sleep resolves true after ms, or false at once when signal aborts.
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve(false);
+    const done = (ok) => { clearTimeout(timer); signal?.removeEventListener('abort', onAbort); resolve(ok); };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(true), Math.max(0, ms));
+    signal?.addEventListener('abort', onAbort);
+  });
+}
+
+export class Client {
+  #url; #apiKey; #timeoutMs; #fetch;
+
+  // url: the gateway's base URL; apiKey: sent as Authorization: Bearer;
+  // timeoutMs (30000): bound of one request, plus its wait_ms; fetch: a
+  // fetch implementation (default the global one).
+  constructor({ url, apiKey, timeoutMs = 30_000, fetch: fetchImpl } = {}) {
+    if (!url) throw new TypeError('Client: url is required');
+    this.#url = String(url).replace(/\/+$/, '');
+    this.#apiKey = apiKey || undefined;
+    this.#timeoutMs = timeoutMs;
+    this.#fetch = fetchImpl ?? ((...args) => fetch(...args));
+  }
+
+  // #call sends one request and returns [response, parsed JSON body]; a
+  // status other than ok throws the matching RedlockdError.
+  async #call(op, resource, method, path, ok, { body, token, timeoutMs, signal } = {}) {
+    signal?.throwIfAborted();
+    const headers = {};
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (token !== undefined) headers['Lock-Token'] = token; // never in the URL
+    if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
+    const abort = new AbortController();
+    const onAbort = () => abort.abort(signal.reason);
+    signal?.addEventListener('abort', onAbort);
+    const timer = setTimeout(() => abort.abort(), timeoutMs ?? this.#timeoutMs);
+    let res, text;
+    try {
+      res = await this.#fetch(this.#url + path, {
+        method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: abort.signal,
+      });
+      text = await res.text();
+    } catch (err) {
+      signal?.throwIfAborted();
+      const why = abort.signal.aborted ? 'no answer in time' : (err.cause?.code ?? err.cause?.message ?? err.message);
+      throw new UnavailableError(`${op} ${resource}: cannot reach the gateway at ${this.#url}: ${why}`, {}, err);
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+    let json = {};
+    try { json = text ? JSON.parse(text) : {}; } catch { /* not JSON (e.g. a proxy's page) */ }
+    if (res.status === ok) return [res, json];
+    const fields = {
+      status: res.status, type: typeof json.type === 'string' ? json.type : '',
+      detail: typeof json.detail === 'string' ? json.detail : '', requestId: res.headers.get('X-Request-Id') ?? '',
+    };
+    const retryAfter = Number(res.headers.get('Retry-After'));
+    const retryAfterMs = json.retry_after_ms ?? (retryAfter > 0 ? retryAfter * 1000 : undefined);
+    const kind = fields.type.replace('urn:redlockd:problem:', '');
+    const message = `${op} ${resource}: HTTP ${res.status}${kind ? ` ${kind}` : ''}${fields.detail ? `: ${fields.detail}` : ''}`;
+    if (res.status === 409 && op === 'acquire') throw new LockHeldError(message, { ...fields, retryAfterMs });
+    if (res.status === 409) throw new NotOwnerError(message, { ...fields, lockState: json.lock_state });
+    if (res.status >= 400 && res.status < 500) throw new ConfigError(message, fields);
+    throw new UnavailableError(message, { ...fields, retryAfterMs });
+  }
+
+  static #path(resource) { return `/locks/${encodeURIComponent(resource)}`; }
+
+  // #held is a LockResponse with requestId, startedAt (performance.now()
+  // just before the request) and validUntil = startedAt + validity_ms: the
+  // validity counts from before the request, so the round trip is subtracted.
+  static #held(res, json, startedAt) {
+    return { ...json, requestId: res.headers.get('X-Request-Id') ?? '', startedAt, validUntil: startedAt + json.validity_ms };
+  }
+
+  // acquire takes the lock (POST), waiting up to waitMs. With a token of
+  // your choosing the call is idempotent: retry it when the outcome is unknown.
+  async acquire(resource, { ttlMs, waitMs, token, owner, timeoutMs, signal } = {}) {
+    const body = {};
+    if (ttlMs !== undefined) body.ttl_ms = ttlMs;
+    if (waitMs !== undefined) body.wait_ms = waitMs;
+    if (token !== undefined) body.token = token;
+    if (owner !== undefined) body.owner = owner;
+    const startedAt = performance.now();
+    const [res, json] = await this.#call('acquire', resource, 'POST', Client.#path(resource), 201,
+      { body, signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
+    return Client.#held(res, json, startedAt);
+  }
+
+  // extend makes the lock held with token valid for ttlMs from now (PATCH).
+  async extend(resource, token, { ttlMs, timeoutMs, signal } = {}) {
+    const startedAt = performance.now();
+    const [res, json] = await this.#call('extend', resource, 'PATCH', Client.#path(resource), 200,
+      { body: ttlMs === undefined ? {} : { ttl_ms: ttlMs }, token, timeoutMs, signal });
+    return Client.#held(res, json, startedAt);
+  }
+
+  // release releases the lock held with token (DELETE); NotOwnerError when
+  // it was not held any more.
+  async release(resource, token, { timeoutMs, signal } = {}) {
+    await this.#call('release', resource, 'DELETE', Client.#path(resource), 204, { token, timeoutMs, signal });
+  }
+
+  // inspect tells whether the lock is held, and by whom (never the token).
+  async inspect(resource, { timeoutMs, signal } = {}) {
+    const [res, json] = await this.#call('inspect', resource, 'GET', Client.#path(resource), 200, { timeoutMs, signal });
+    return { ...json, requestId: res.headers.get('X-Request-Id') ?? '' };
+  }
+
+  // list returns one page of the locks held (GET /locks); pass next_cursor
+  // back as cursor until a page has none.
+  async list({ prefix, limit, cursor, timeoutMs, signal } = {}) {
+    const q = new URLSearchParams();
+    if (prefix) q.set('prefix', prefix);
+    if (limit !== undefined) q.set('limit', String(limit));
+    if (cursor) q.set('cursor', cursor);
+    const [res, json] = await this.#call('list', prefix ?? '', 'GET', `/locks${String(q) ? `?${q}` : ''}`, 200, { timeoutMs, signal });
+    return { ...json, requestId: res.headers.get('X-Request-Id') ?? '' };
+  }
+
+  // withLock runs fn({fencingToken, signal, token, resource}) holding the
+  // lock and returns its result; see docs/clients.md and index.d.ts.
+  async withLock(resource, fn, { ttlMs = 30_000, waitMs = 0, owner, token = newToken(), signal } = {}) {
+    // Acquire with one token throughout, so that an acquire retried after a
+    // 503 or no answer gets the lock the lost attempt may have taken.
+    const waitEnd = performance.now() + waitMs;
+    let lock;
+    for (;;) {
+      try {
+        lock = await this.acquire(resource, { ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
+        break;
+      } catch (err) {
+        const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
+        if (!(err instanceof UnavailableError) || performance.now() + pause >= waitEnd) throw err;
+        if (!(await sleep(pause, signal))) signal.throwIfAborted();
+      }
+    }
+
+    let until = lock.validUntil, lost, expiry;
+    const stop = new AbortController(); // ends the extensions
+    const work = new AbortController(); // fn's signal: the lock is lost, or the caller aborted
+    const lose = (why, cause) => {
+      lost ??= new LockLostError(`${resource}: lock lost: ${why}`, { status: cause?.status ?? 0, requestId: cause?.requestId ?? '' }, cause);
+      stop.abort();
+      work.abort(lost);
+    };
+    const arm = () => {
+      clearTimeout(expiry);
+      expiry = setTimeout(() => lose('no extension succeeded before its validity ended'), until - performance.now());
+    };
+    // extend tries until deadline (the validity's end): a 503 or no answer
+    // is no verdict.
+    const extend = async (deadline = until) => {
+      while (!stop.signal.aborted) {
+        const left = deadline - performance.now();
+        if (left <= 0) return lose('no extension succeeded before its validity ended'), false;
+        try {
+          until = (await this.extend(resource, lock.token, { ttlMs, timeoutMs: Math.min(left, ttlMs / 3), signal: stop.signal })).validUntil;
+          arm();
+          return true;
+        } catch (err) {
+          if (stop.signal.aborted) return false;
+          if (!(err instanceof UnavailableError)) return lose(err.message, err), false;
+          await sleep(Math.min(200, left), stop.signal);
+        }
+      }
+      return false;
+    };
+    const onAbort = () => work.abort(signal.reason);
+    signal?.addEventListener('abort', onAbort);
+    // A wait or a slow round ate into the validity, maybe all of it: extend
+    // at once (an extension never waits) before the work starts; the
+    // gateway's answer tells whether the lock is still ours.
+    if (until - performance.now() < ttlMs * 2 / 3) await extend(Math.max(until, performance.now() + ttlMs / 3));
+    if (!lost) arm();
+    const keeping = (async () => { while (await sleep(ttlMs / 3, stop.signal) && await extend()); })();
+
+    let result, failure;
+    try {
+      work.signal.throwIfAborted();
+      result = await fn({ fencingToken: lock.fencing_token, signal: work.signal, token: lock.token, resource });
+      if (!lost && performance.now() >= until) lose('its validity ended during the work');
+    } catch (err) {
+      failure = { err };
+    }
+    stop.abort();
+    clearTimeout(expiry);
+    signal?.removeEventListener('abort', onAbort);
+    await keeping;
+    try {
+      await this.release(resource, lock.token);
+    } catch (err) {
+      if (err instanceof NotOwnerError) {
+        lost = new LockLostError(`${resource}: lock lost: not held at release (${err.lockState}): the work may not have been exclusive`,
+          { status: err.status, requestId: err.requestId }, err);
+      } // else unknown: the lock expires at the end of its TTL anyway
+    }
+    if (failure) throw failure.err;
+    if (lost) throw lost;
+    return result;
+  }
+}

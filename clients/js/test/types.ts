@@ -1,0 +1,22 @@
+// Compiled by `npm run typecheck` (tsc --noEmit), never run: the public
+// types fit together with the generated schema.
+import { Client, LockHeldError, type Held, type LockInfo } from '../src/index.js';
+
+const client = new Client({ url: 'http://127.0.0.1:8080', apiKey: 'k', timeoutMs: 5_000 });
+async function typed(): Promise<number> {
+  const held: Held = await client.acquire('r', { ttlMs: 1_000, waitMs: 0, owner: 'me' });
+  const info: LockInfo = await client.inspect('r');
+  const page = await client.list({ prefix: 'r' });
+  const fences: number[] = page.locks.map((l) => l.fencing_token);
+  try {
+    await client.extend('r', held.token, { ttlMs: 1_000 });
+  } catch (err) {
+    if (err instanceof LockHeldError) return err.retryAfterMs ?? 0;
+  }
+  await client.release('r', held.token);
+  return client.withLock('r', async ({ fencingToken, signal }) => {
+    signal.throwIfAborted();
+    return fencingToken + (info.fencing_token ?? 0) + fences.length + held.validUntil;
+  }, { ttlMs: 1_000, waitMs: 100 });
+}
+void typed;

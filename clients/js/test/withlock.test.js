@@ -1,0 +1,162 @@
+// withLock against a live gateway: contention, waiting, an acquire retried
+// with its token, a lock lost during the work (the gateway stops answering;
+// the lock taken over) and release after loss.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  Client, LockHeldError, LockLostError, NotOwnerError, UnavailableError, ConfigError,
+} from '../src/index.js';
+import { authURL, resource, client, startProxy, closedURL } from './helpers.js';
+
+// untilAborted resolves with performance.now() once signal aborts.
+const untilAborted = (signal) => new Promise((resolve) => {
+  if (signal.aborted) resolve(performance.now());
+  signal.addEventListener('abort', () => resolve(performance.now()), { once: true });
+});
+
+test('contention: two withLock on one resource take turns, fences increase', async () => {
+  const c = client(), res = resource('turns');
+  let inside = 0;
+  const fences = [];
+  const work = async ({ fencingToken, signal }) => {
+    assert.equal(++inside, 1, 'two holders at once');
+    fences.push(fencingToken);
+    await sleep(1_200, undefined, { signal }); // longer than the TTL: extended, and the other waits past its TTL
+    inside--;
+    return fencingToken;
+  };
+  const results = await Promise.all([0, 1].map(() => c.withLock(res, work, { ttlMs: 1_000, waitMs: 10_000 })));
+  assert.deepEqual(results.toSorted(), fences);
+  assert.ok(fences[1] > fences[0], `fences ${fences}`);
+  assert.equal((await c.inspect(res)).held, false, 'not released');
+});
+
+test('waiting: held by another, withLock waits, then extends at once before the work', async () => {
+  const c = client(), res = resource('wait');
+  const other = await c.acquire(res, { ttlMs: 800 });
+  const proxy = await startProxy();
+  try {
+    const fence = await new Client({ url: proxy.url }).withLock(res, ({ fencingToken }) => {
+      // The wait ate most of the validity: an extension came first (rule 1).
+      assert.deepEqual(proxy.methods, ['POST', 'PATCH']);
+      return fencingToken;
+    }, { ttlMs: 1_500, waitMs: 5_000 });
+    assert.ok(fence > other.fencing_token);
+    assert.deepEqual(proxy.methods, ['POST', 'PATCH', 'DELETE']);
+  } finally {
+    await proxy.close();
+  }
+
+  // Without waiting: LockHeldError, fn never runs.
+  const held = await c.acquire(res, { ttlMs: 2_000 });
+  const err = await c.withLock(res, () => assert.fail('ran without the lock'), { ttlMs: 1_000 }).catch((e) => e);
+  assert.ok(err instanceof LockHeldError && err.retryAfterMs > 0 && err.requestId, err);
+  await c.release(res, held.token);
+});
+
+test('an acquire whose answer was lost is retried with the same token', async () => {
+  const res = resource('retry');
+  const proxy = await startProxy();
+  let first = true;
+  proxy.drop = (req) => { // the first POST takes the lock, its answer is lost
+    const drop = first && req.method === 'POST';
+    if (drop) first = false;
+    return drop;
+  };
+  try {
+    const c = new Client({ url: proxy.url });
+    // Without the same token the retry would wait for the lock's TTL and fail.
+    const fence = await c.withLock(res, ({ fencingToken }) => fencingToken, { ttlMs: 30_000, waitMs: 2_000 });
+    assert.deepEqual(proxy.methods.slice(0, 2), ['POST', 'POST']);
+    assert.equal(fence, 1, 'the retry took the lock anew');
+  } finally {
+    await proxy.close();
+  }
+  assert.equal((await client().inspect(res)).held, false, 'the retried acquire left a lock behind');
+});
+
+test('the gateway stops answering: the signal fires before the validity ends', async () => {
+  const res = resource('silent');
+  const proxy = await startProxy();
+  try {
+    const c = new Client({ url: proxy.url, timeoutMs: 1_000 });
+    const start = performance.now();
+    let lostAt;
+    const err = await c.withLock(res, async ({ signal }) => {
+      proxy.stall = () => true;
+      lostAt = await untilAborted(signal);
+      proxy.stall = () => false;
+      assert.ok(signal.reason instanceof LockLostError, signal.reason);
+      signal.throwIfAborted();
+    }, { ttlMs: 1_500 }).catch((e) => e);
+    assert.ok(err instanceof LockLostError, err);
+    assert.ok(lostAt - start < 1_500, `lost ${lostAt - start} ms after the acquire began, past the TTL`);
+    assert.ok(proxy.methods.filter((m) => m === 'PATCH').length >= 1, 'no extension was tried');
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('the lock taken over: the extension 409s, the signal fires, release reports it', async () => {
+  const c = client(), res = resource('taken');
+  let other;
+  const err = await c.withLock(res, async ({ signal, token }) => {
+    await c.release(res, token); // e.g. an operator, or a paused holder's lock expiring
+    other = await c.acquire(res, { ttlMs: 5_000 });
+    await untilAborted(signal); // at the next extension, ttl/3
+    return 'done';
+  }, { ttlMs: 1_500 }).catch((e) => e);
+  assert.ok(err instanceof LockLostError, err);
+  assert.ok(err.cause instanceof NotOwnerError && err.cause.lockState === 'held-by-other', err.cause);
+  assert.ok(err.requestId);
+  assert.equal((await c.inspect(res)).fencing_token, other.fencing_token, 'the new holder lost the lock');
+  await c.release(res, other.token);
+});
+
+test('the lock expires through a silent gateway and is taken: release reports NotOwner', async () => {
+  const c = client(), res = resource('expired');
+  const proxy = await startProxy();
+  let other;
+  try {
+    const err = await new Client({ url: proxy.url, timeoutMs: 1_000 }).withLock(res, async ({ signal }) => {
+      proxy.stall = (req) => req.method === 'PATCH';
+      await untilAborted(signal);
+      // A holder that goes on regardless: another client takes the lock.
+      other = await c.acquire(res, { ttlMs: 5_000, waitMs: 5_000 });
+      return 'done';
+    }, { ttlMs: 1_000 }).catch((e) => e);
+    assert.ok(err instanceof LockLostError, err);
+    assert.match(err.message, /not held at release \(held-by-other\)/);
+    assert.ok(err.cause instanceof NotOwnerError);
+  } finally {
+    await proxy.close();
+  }
+  await c.release(res, other.token);
+});
+
+test('fn throws: the lock is released and fn\'s error is thrown', async () => {
+  const c = client(), res = resource('throws');
+  const boom = new Error('boom');
+  await assert.rejects(c.withLock(res, () => { throw boom; }, { ttlMs: 1_000 }), (e) => e === boom);
+  assert.equal((await c.inspect(res)).held, false);
+});
+
+test('withLock errors: unavailable and config', async () => {
+  const down = new Client({ url: await closedURL(), timeoutMs: 1_000 });
+  await assert.rejects(down.withLock(resource('down'), () => assert.fail('ran'), { ttlMs: 1_000 }), UnavailableError);
+  await assert.rejects(client().withLock('a/b', () => assert.fail('ran'), { ttlMs: 1_000 }), ConfigError);
+  if (authURL) {
+    const wrong = new Client({ url: authURL, apiKey: 'not-a-key-0123456789abcdefghijkl' });
+    await assert.rejects(wrong.withLock(resource('key'), () => assert.fail('ran')), (e) => e instanceof ConfigError && e.status === 401 && e.requestId !== '');
+  }
+});
+
+test('the caller\'s signal cancels a wait', async () => {
+  const c = client(), res = resource('cancel');
+  const held = await c.acquire(res, { ttlMs: 5_000 });
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(new Error('cancelled')), 200);
+  await assert.rejects(c.withLock(res, () => assert.fail('ran'), { waitMs: 5_000, signal: ac.signal }), /cancelled/);
+  await c.release(res, held.token);
+});

@@ -1,0 +1,40 @@
+package tests
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// TestClientJS runs the tests of the JavaScript client (clients/js, Node's
+// built-in runner) against two live gateways over 3 redis-servers: one
+// without API keys (REDLOCKD_URL) and one with (REDLOCKD_AUTH_URL,
+// REDLOCKD_API_KEY). The package has no runtime dependency: no npm install.
+func TestClientJS(t *testing.T) {
+	node := needTool(t, "node")
+	nodes := startCluster(t, 3)
+	g := startGateway(t, nodes)
+	key := keygen(t, "js", "js")
+	authed := startGateway(t, nodes, "--api-keys-file", keysFile(t, key))
+	dir, err := filepath.Abs(filepath.Join("..", "clients", "js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "test", "*.test.js"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no clients/js/test/*.test.js (%v)", err)
+	}
+	cmd := exec.Command(node, append([]string{"--test", "--test-reporter=tap"}, files...)...)
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), "REDLOCKD_URL="+g.URL, "REDLOCKD_AUTH_URL="+authed.URL, "REDLOCKD_API_KEY="+key.Key)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
+	pass := regexp.MustCompile(`(?m)^# pass (\d+)$`).FindSubmatch(out)
+	if pass == nil || string(pass[1]) == "0" {
+		t.Fatalf("node --test ran no test:\n%s", out)
+	}
+	t.Logf("clients/js: %s tests passed", pass[1])
+}
