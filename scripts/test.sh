@@ -18,6 +18,15 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 redis-server --version
 
+# need_npm installs nodejs and npm with apt-get when npm is missing.
+need_npm() {
+  if ! command -v npm >/dev/null 2>&1; then
+    step "installing nodejs and npm (apt-get)"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+  fi
+}
+
 step "go generate leaves no diff (api/ is generated from openapi.yaml)"
 go generate ./...
 if [ -d .git ] && [ -n "$(git status --porcelain -- api client openapi.yaml)" ]; then
@@ -30,11 +39,7 @@ fi
 step "lint openapi.yaml (@redocly/cli $REDOCLY_CLI, recommended rules, see redocly.yaml)"
 redocly_dir="${XDG_CACHE_HOME:-$HOME/.cache}/redlockd/redocly-cli-$REDOCLY_CLI"
 if [ ! -x "$redocly_dir/node_modules/.bin/redocly" ]; then
-  if ! command -v npm >/dev/null 2>&1; then
-    step "installing nodejs and npm (apt-get)"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
-  fi
+  need_npm
   npm install --prefix "$redocly_dir" --no-audit --no-fund --loglevel=error "@redocly/cli@$REDOCLY_CLI"
 fi
 # No telemetry, no update notice; any warning fails the run like an error.
@@ -47,11 +52,7 @@ if echo "$lint" | grep -qE '^ +[0-9]+:[0-9]+ +warning '; then
 fi
 
 step "clients/js types are up to date with openapi.yaml (openapi-typescript, tsc)"
-if ! command -v npm >/dev/null 2>&1; then
-  step "installing nodejs and npm (apt-get)"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
-fi
+need_npm
 npm ci --prefix clients/js --no-audit --no-fund --loglevel=error
 npm run --prefix clients/js --silent generate
 npm run --prefix clients/js --silent typecheck
