@@ -11,6 +11,7 @@ import threading
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Set
@@ -19,6 +20,8 @@ from typing import Callable, Set
 URL = os.environ.get("REDLOCKD_URL", "")
 AUTH_URL = os.environ.get("REDLOCKD_AUTH_URL", "")
 API_KEY = os.environ.get("REDLOCKD_API_KEY", "")
+# The redis:// URLs of the nodes behind REDLOCKD_URL, comma-separated.
+REDIS = [u for u in os.environ.get("REDLOCKD_REDIS", "").split(",") if u]
 
 needs_gateway = unittest.skipUnless(URL, "REDLOCKD_URL names no gateway (tests/clients_py_test.go starts one)")
 
@@ -43,6 +46,16 @@ def eventually(test: unittest.TestCase, what: str, f: Callable[[], bool], within
         if time.monotonic() > deadline:
             test.fail(f"not within {within}s: {what}")
         time.sleep(0.02)
+
+
+def flush_nodes() -> None:
+    """Empties every node (FLUSHALL): each lock vanishes behind its holder's back."""
+    for u in REDIS:
+        p = urllib.parse.urlsplit(u)
+        with socket.create_connection((p.hostname, p.port or 6379), timeout=5) as s:
+            s.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
+            if not s.recv(64).startswith(b"+OK"):
+                raise RuntimeError(f"FLUSHALL refused by {p.hostname}:{p.port}")
 
 
 class Proxy:

@@ -49,9 +49,10 @@ class ClientTest(unittest.TestCase):
         self.assertFalse(self.client.inspect(self.res).held)
         self.assertEqual(list(self.client.list_all(prefix=self.res)), [])
 
-        # A second release: the token holds nothing any more.
+        # Release is idempotent; an extension finds the token holds nothing.
+        self.client.release(self.res, lock.token)
         with self.assertRaises(NotOwnerError) as lost:
-            self.client.release(self.res, lock.token)
+            self.client.extend(self.res, lock.token, ttl=1)
         self.assertEqual((lost.exception.status, lost.exception.lock_state), (409, "expired"))
         self.assertNotIn(lock.token, str(lost.exception) + repr(lost.exception))
 

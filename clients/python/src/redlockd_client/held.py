@@ -71,9 +71,11 @@ class HeldLock:
 
     def __enter__(self) -> HeldLock:
         self.lock = self._acquire()
-        if self.lock.remaining() < self.ttl * 2 / 3 and not self._extend():
-            # Rule 1: the wait ate into the validity, and the extension that
-            # would tell how much is left failed.
+        # Rule 1: a wait ate into the validity, maybe all of it. Extending
+        # tells how much is left; it may be tried past the validity, as the
+        # work has not started.
+        if self.lock.remaining() < self.ttl * 2 / 3 and not self._extend(
+                max(self.lock.until, time.monotonic() + self.ttl / 3)):
             self._release_quietly()
             assert self.lost_error is not None
             raise self.lost_error
@@ -117,15 +119,14 @@ class HeldLock:
             pass
 
     def _keep(self) -> None:
-        while not self._stop.wait(self.ttl / 3) and self._extend():
+        while not self._stop.wait(self.ttl / 3) and self.lock is not None and self._extend(self.lock.until):
             pass
 
-    def _extend(self) -> bool:
-        """Extends the lock, trying again after a 503 or no answer while its
-        validity lasts; False (and lost) when that failed."""
-        assert self.lock is not None
+    def _extend(self, deadline: float) -> bool:
+        """Extends the lock, trying again after a 503 or no answer until
+        deadline (the end of its validity); False (and lost) when that failed."""
         while not self._stop.is_set():
-            left = self.lock.until - time.monotonic()
+            left = deadline - time.monotonic()
             if left <= 0:
                 return self._lose(LockLostError(
                     f"{self.resource}: no extension succeeded before the lock's validity ended", type="lost"))
@@ -133,7 +134,7 @@ class HeldLock:
                 lock = self._client.extend(self.resource, self.token, self.ttl,
                                            timeout=min(left, self._client.timeout))
             except UnavailableError:
-                self._stop.wait(min(_RETRY_PAUSE, max(self.lock.until - time.monotonic(), 0)))
+                self._stop.wait(min(_RETRY_PAUSE, max(deadline - time.monotonic(), 0)))
                 continue
             except NotOwnerError as e:
                 return self._lose(e)
