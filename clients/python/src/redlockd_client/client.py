@@ -11,10 +11,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from .errors import ConfigError, LockHeldError, NotOwnerError, RedlockdError, UnavailableError
 from .held import HeldLock
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,25 @@ class Client:
             with urllib.request.urlopen(req, timeout=self.timeout if timeout is None else timeout) as res:
                 return res.status, _json(res.read())
         except urllib.error.HTTPError as e:  # 4xx and 5xx answers
-            raise _problem(what, e.code, e.headers.get("X-Request-Id"), _json(e.read())) from None
+            try:
+                raw = e.read()
+            except (OSError, http.client.HTTPException):
+                raw = b""
+            raise _problem(what, e.code, e.headers.get("X-Request-Id"), _json(raw)) from None
         except (OSError, http.client.HTTPException) as e:  # refused, unreachable, timed out, cut
             raise UnavailableError(f"{what}: no answer from the gateway at {self.url}: {e}",
                                    type="network", detail=str(e)) from e
+        except ValueError:  # its text may quote a header, i.e. the token or the key
+            raise ConfigError(f"{what}: cannot send the request to {self.url}: "
+                              "a malformed URL, or a token or API key with characters a header cannot hold") from None
+
+    def _decode(self, what: str, build: Callable[[], T]) -> T:
+        """build()'s value; a ConfigError when the answer lacks what it needs."""
+        try:
+            return build()
+        except (KeyError, TypeError, AttributeError):
+            raise ConfigError(f"{what}: the answer of {self.url} is not redlockd's: a wrong URL?",
+                              type="unexpected-answer") from None
 
     def _path(self, resource: str) -> str:
         return "/locks/" + urllib.parse.quote(resource, safe="")
@@ -123,17 +140,18 @@ class Client:
         if owner is not None:
             body["owner"] = owner
         start = time.monotonic()  # rule 1: validity counts from before the request
-        _, res = self._request("POST", self._path(resource), body, timeout=self.timeout + wait,
-                               what=f"acquire {resource}")
-        return _lock(res, start)
+        what = f"acquire {resource}"
+        _, res = self._request("POST", self._path(resource), body, timeout=self.timeout + wait, what=what)
+        return self._decode(what, lambda: _lock(res, start))
 
     def extend(self, resource: str, token: str, ttl: float = 30.0, timeout: Optional[float] = None) -> Lock:
         """Resets the lock's TTL to ``ttl`` seconds from now; NotOwnerError
         when ``token`` does not hold it any more."""
         start = time.monotonic()
+        what = f"extend {resource}"
         _, res = self._request("PATCH", self._path(resource), {"ttl_ms": _ms(ttl)}, token=token,
-                               timeout=timeout, what=f"extend {resource}")
-        return _lock(res, start)
+                               timeout=timeout, what=what)
+        return self._decode(what, lambda: _lock(res, start))
 
     def release(self, resource: str, token: str, timeout: Optional[float] = None) -> None:
         """Releases the lock; NotOwnerError when ``token`` did not hold it
@@ -142,8 +160,9 @@ class Client:
 
     def inspect(self, resource: str) -> LockInfo:
         """Who holds the lock (never its token); ``held`` False when free."""
-        _, res = self._request("GET", self._path(resource), what=f"inspect {resource}")
-        return LockInfo(**_known(LockInfo, res))
+        what = f"inspect {resource}"
+        _, res = self._request("GET", self._path(resource), what=what)
+        return self._decode(what, lambda: LockInfo(**_known(LockInfo, res)))
 
     def list(self, prefix: str = "", limit: Optional[int] = None, cursor: Optional[str] = None) -> LockPage:
         """One page of the locks held in the API key's namespace whose
@@ -151,7 +170,8 @@ class Client:
         q = {k: v for k, v in (("prefix", prefix), ("limit", limit), ("cursor", cursor)) if v}
         path = "/locks" + ("?" + urllib.parse.urlencode(q) if q else "")
         _, res = self._request("GET", path, what="list locks")
-        return LockPage([ListedLock(**_known(ListedLock, x)) for x in res.get("locks", [])], res.get("next_cursor"))
+        return self._decode("list locks", lambda: LockPage(
+            [ListedLock(**_known(ListedLock, x)) for x in res["locks"]], res.get("next_cursor")))
 
     def list_all(self, prefix: str = "") -> Iterator[ListedLock]:
         """Every lock held whose resource starts with ``prefix``, page after page."""

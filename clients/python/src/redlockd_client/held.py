@@ -8,7 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from .errors import ConfigError, LockLostError, NotOwnerError, RedlockdError, UnavailableError
+from .errors import ConfigError, LockHeldError, LockLostError, NotOwnerError, RedlockdError, UnavailableError
 
 if TYPE_CHECKING:
     from .client import Client, Lock
@@ -70,7 +70,13 @@ class HeldLock:
             raise self.lost_error
 
     def __enter__(self) -> HeldLock:
-        self.lock = self._acquire()
+        try:
+            self.lock = self._acquire()
+        except (LockHeldError, ConfigError):
+            raise
+        except BaseException:
+            self._release_quietly()  # the outcome is unknown (no answer, interrupted): the lock may be ours
+            raise
         # Rule 1: a wait ate into the validity, maybe all of it. Extending
         # tells how much is left; it may be tried past the validity, as the
         # work has not started.
@@ -108,7 +114,6 @@ class HeldLock:
             except UnavailableError:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._release_quietly()  # the outcome is unknown: the lock may be ours
                     raise
                 time.sleep(min(left, _RETRY_PAUSE))
 
