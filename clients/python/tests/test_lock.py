@@ -91,7 +91,7 @@ class LockTest(unittest.TestCase):
         first = self.client.acquire(self.res, ttl=1)
         proxy = self.proxy()
         with Client(proxy.url).lock(self.res, ttl=1.5, wait=10) as held:
-            self.assertEqual(proxy.counts["PATCH"], 1)
+            self.assertGreaterEqual(proxy.counts["PATCH"], 1)
             assert held.lock is not None and held.fencing_token is not None
             self.assertGreater(held.lock.remaining(), 1)
             self.assertGreater(held.fencing_token, first.fencing_token)
