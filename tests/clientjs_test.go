@@ -9,7 +9,7 @@ import (
 
 // TestClientJS runs the tests of the JavaScript client (clients/js, Node's
 // built-in runner) against two live gateways over 3 redis-servers: one
-// without API keys (REDLOCKD_URL) and one with (REDLOCKD_AUTH_URL,
+// without API keys (REDLOCKD_URL) and one with (REDLOCKD_TESTS_AUTH_URL,
 // REDLOCKD_API_KEY). The package has no runtime dependency: no npm install.
 func TestClientJS(t *testing.T) {
 	node := needTool(t, "node")
@@ -27,7 +27,7 @@ func TestClientJS(t *testing.T) {
 	}
 	cmd := exec.Command(node, append([]string{"--test", "--test-reporter=tap"}, files...)...)
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "REDLOCKD_URL="+g.URL, "REDLOCKD_AUTH_URL="+authed.URL, "REDLOCKD_API_KEY="+key.Key)
+	cmd.Env = append(cleanEnv(), "REDLOCKD_URL="+g.URL, "REDLOCKD_TESTS_AUTH_URL="+authed.URL, "REDLOCKD_API_KEY="+key.Key)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test: %v\n%s", err, out)

@@ -29,7 +29,7 @@ func TestClientPython(t *testing.T) {
 	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "clients/python/tests", "-v")
 	cmd.Dir = root
 	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join(root, "clients/python/src"), "PYTHONDONTWRITEBYTECODE=1",
-		"REDLOCKD_URL="+g.URL, "REDLOCKD_AUTH_URL="+authed.URL, "REDLOCKD_API_KEY="+key.Key, "REDLOCKD_REDIS="+redisURLs(nodes))
+		"REDLOCKD_URL="+g.URL, "REDLOCKD_TESTS_AUTH_URL="+authed.URL, "REDLOCKD_API_KEY="+key.Key, "REDLOCKD_REDIS="+redisURLs(nodes))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 -m unittest: %v\n%s", err, out)

@@ -65,7 +65,7 @@ test('config errors: ConfigError with status and request id', async () => {
   assert.ok(wrongURL instanceof ConfigError && wrongURL.status === 404, wrongURL);
 });
 
-test('API keys: the right key works, a wrong one is a ConfigError 401', { skip: !authURL && 'REDLOCKD_AUTH_URL is not set' }, async () => {
+test('API keys: the right key works, a wrong one is a ConfigError 401', { skip: !authURL && 'REDLOCKD_TESTS_AUTH_URL is not set' }, async () => {
   const res = resource('auth');
   const good = new Client({ url: authURL, apiKey });
   const lock = await good.acquire(res, { ttlMs: 2_000 });

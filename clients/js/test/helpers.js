@@ -4,7 +4,7 @@ import http from 'node:http';
 import { Client } from '../src/index.js';
 
 export const url = process.env.REDLOCKD_URL;
-export const authURL = process.env.REDLOCKD_AUTH_URL;
+export const authURL = process.env.REDLOCKD_TESTS_AUTH_URL;
 export const apiKey = process.env.REDLOCKD_API_KEY;
 if (!url) throw new Error('REDLOCKD_URL is not set: run the tests through `go test ./tests -run TestClientJS`');
 

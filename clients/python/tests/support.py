@@ -18,7 +18,7 @@ from typing import Callable, Set
 
 # A gateway without API keys, and one with an API keys file and a key of it.
 URL = os.environ.get("REDLOCKD_URL", "")
-AUTH_URL = os.environ.get("REDLOCKD_AUTH_URL", "")
+AUTH_URL = os.environ.get("REDLOCKD_TESTS_AUTH_URL", "")
 API_KEY = os.environ.get("REDLOCKD_API_KEY", "")
 # The redis:// URLs of the nodes behind REDLOCKD_URL, comma-separated.
 REDIS = [u for u in os.environ.get("REDLOCKD_REDIS", "").split(",") if u]

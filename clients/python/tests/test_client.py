@@ -92,7 +92,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(e.exception.status, 404)
         self.assertFalse(self.client.inspect(self.res).held)
 
-    @unittest.skipUnless(AUTH_URL and API_KEY, "REDLOCKD_AUTH_URL and REDLOCKD_API_KEY name no gateway with API keys")
+    @unittest.skipUnless(AUTH_URL and API_KEY, "REDLOCKD_TESTS_AUTH_URL and REDLOCKD_API_KEY name no gateway with API keys")
     def test_api_key(self) -> None:
         lock = Client(AUTH_URL, api_key=API_KEY).acquire(self.res, ttl=1)
         Client(AUTH_URL, api_key=API_KEY).release(self.res, lock.token)
