@@ -16,6 +16,11 @@ const (
 	MaxToken = 128
 )
 
+// MaxLimit is the largest limit of a semaphore (SPEC §7): each of its
+// permits is a lock of its own, and a node looks through them on every
+// acquire.
+const MaxLimit = 256
+
 // Name reports whether s is a valid resource or namespace name: 1–200
 // characters of [A-Za-z0-9._:-], other than "." and "..". (HTTP clients
 // normalise those away as path segments, so a lock named so could not be
