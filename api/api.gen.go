@@ -53,6 +53,7 @@ func (e ProblemLockState) Valid() bool {
 const (
 	ProblemTypeUrnRedlockdProblemInternal          ProblemType = "urn:redlockd:problem:internal"
 	ProblemTypeUrnRedlockdProblemInvalidRequest    ProblemType = "urn:redlockd:problem:invalid-request"
+	ProblemTypeUrnRedlockdProblemLimitMismatch     ProblemType = "urn:redlockd:problem:limit-mismatch"
 	ProblemTypeUrnRedlockdProblemLockHeld          ProblemType = "urn:redlockd:problem:lock-held"
 	ProblemTypeUrnRedlockdProblemMethodNotAllowed  ProblemType = "urn:redlockd:problem:method-not-allowed"
 	ProblemTypeUrnRedlockdProblemNotFound          ProblemType = "urn:redlockd:problem:not-found"
@@ -70,6 +71,8 @@ func (e ProblemType) Valid() bool {
 	case ProblemTypeUrnRedlockdProblemInternal:
 		return true
 	case ProblemTypeUrnRedlockdProblemInvalidRequest:
+		return true
+	case ProblemTypeUrnRedlockdProblemLimitMismatch:
 		return true
 	case ProblemTypeUrnRedlockdProblemLockHeld:
 		return true
@@ -110,6 +113,30 @@ func (e ReadyResponseStatus) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// AcquirePermitRequest defines model for AcquirePermitRequest.
+type AcquirePermitRequest struct {
+	// Limit The number of permits, 1..256; every holder must give the same.
+	//
+	// Example: 4
+	Limit int `json:"limit"`
+
+	// Owner Free text shown by GET (e.g. host/pid/job id).
+	Owner *string `json:"owner,omitempty"`
+
+	// Token Client-chosen token; makes acquire idempotent. Default a new random token.
+	Token *string `json:"token,omitempty"`
+
+	// TTLMs Permit TTL, 100..max TTL (default 30000, max TTL default 60000).
+	//
+	// Example: 30000
+	TTLMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for a permit, 0..max wait (default 0 = one attempt round; max wait default 60000).
+	//
+	// Example: 0
+	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
 // AcquireRequest defines model for AcquireRequest.
@@ -232,9 +259,55 @@ type NodeStatus struct {
 	Up   bool `json:"up"`
 }
 
+// PermitInfo defines model for PermitInfo.
+type PermitInfo struct {
+	FencingToken int64 `json:"fencing_token"`
+
+	// HeldNodes Nodes known to hold the permit when it was read (at least the quorum).
+	HeldNodes int `json:"held_nodes"`
+
+	// Owner The holder's `owner` text (empty if it gave none).
+	Owner  string `json:"owner"`
+	Permit int    `json:"permit"`
+
+	// RemainingMs Smallest remaining TTL among the quorum holding the permit.
+	RemainingMs int64 `json:"remaining_ms"`
+}
+
+// PermitResponse A lock's acquire body (`resource` is the semaphore's name), with the limit and the permit.
+type PermitResponse struct {
+	// ExpiresAt Now + validity_ms, the end of the safe window (not of the keys' TTL).
+	//
+	// Example: 2025-01-02T15:04:05.000Z
+	ExpiresAt string `json:"expires_at"`
+
+	// FencingToken Strictly greater than every fencing token returned before for this resource.
+	FencingToken int64 `json:"fencing_token"`
+	Limit        int   `json:"limit"`
+
+	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
+	LockedNodes int `json:"locked_nodes"`
+	Nodes       int `json:"nodes"`
+
+	// Permit Which permit, 0..limit-1.
+	Permit   int    `json:"permit"`
+	Quorum   int    `json:"quorum"`
+	Resource string `json:"resource"`
+
+	// Token The lock's identity; send it as `Lock-Token` to extend or release.
+	Token string `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+
+	// ValidityMs TTL minus elapsed time minus clock drift.
+	ValidityMs int64 `json:"validity_ms"`
+}
+
 // Problem defines model for Problem.
 type Problem struct {
 	Detail string `json:"detail"`
+
+	// Limit With `limit-mismatch`, the limit of the semaphore's permits held now (the request's was another).
+	Limit *int `json:"limit,omitempty"`
 
 	// LockState With `not-owner`. `expired` — nobody holds the lock (expired or released before); `held-by-other` — another token holds it.
 	LockState *ProblemLockState `json:"lock_state,omitempty"`
@@ -268,8 +341,24 @@ type ReadyResponse struct {
 // ReadyResponseStatus defines model for ReadyResponse.Status.
 type ReadyResponseStatus string
 
+// SemaphoreInfo The permits of a semaphore held on a quorum of nodes; never their tokens.
+type SemaphoreInfo struct {
+	// Held How many permits are held.
+	Held int `json:"held"`
+
+	// Limit The limit of the permits held; 0 when none is.
+	Limit int    `json:"limit"`
+	Name  string `json:"name"`
+
+	// Permits The permits held, by permit.
+	Permits []PermitInfo `json:"permits"`
+}
+
 // LockToken defines model for LockToken.
 type LockToken = string
+
+// Name defines model for Name.
+type Name = string
 
 // Resource defines model for Resource.
 type Resource = string
@@ -294,6 +383,9 @@ type NotOwner = Problem
 
 // PayloadTooLarge defines model for PayloadTooLarge.
 type PayloadTooLarge = Problem
+
+// PermitConflict defines model for PermitConflict.
+type PermitConflict = Problem
 
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = Problem
@@ -325,11 +417,29 @@ type ExtendLockParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// ReleasePermitParams defines parameters for ReleasePermit.
+type ReleasePermitParams struct {
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
+// ExtendPermitParams defines parameters for ExtendPermit.
+type ExtendPermitParams struct {
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // ExtendLockJSONRequestBody defines body for ExtendLock for application/json ContentType.
 type ExtendLockJSONRequestBody = ExtendRequest
 
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
+
+// ExtendPermitJSONRequestBody defines body for ExtendPermit for application/json ContentType.
+type ExtendPermitJSONRequestBody = ExtendRequest
+
+// AcquirePermitJSONRequestBody defines body for AcquirePermit for application/json ContentType.
+type AcquirePermitJSONRequestBody = AcquirePermitRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -357,6 +467,18 @@ type ServerInterface interface {
 	// GetReadyz Readiness
 	// (GET /readyz)
 	GetReadyz(w http.ResponseWriter, r *http.Request)
+	// ReleasePermit Release a permit
+	// (DELETE /semaphores/{name})
+	ReleasePermit(w http.ResponseWriter, r *http.Request, name Name, params ReleasePermitParams)
+	// InspectSemaphore Inspect a semaphore
+	// (GET /semaphores/{name})
+	InspectSemaphore(w http.ResponseWriter, r *http.Request, name Name)
+	// ExtendPermit Extend a permit
+	// (PATCH /semaphores/{name})
+	ExtendPermit(w http.ResponseWriter, r *http.Request, name Name, params ExtendPermitParams)
+	// AcquirePermit Acquire a permit of a semaphore
+	// (POST /semaphores/{name})
+	AcquirePermit(w http.ResponseWriter, r *http.Request, name Name)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -408,6 +530,30 @@ func (_ Unimplemented) GetOpenAPI(w http.ResponseWriter, r *http.Request) {
 // GetReadyz Readiness
 // (GET /readyz)
 func (_ Unimplemented) GetReadyz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleasePermit Release a permit
+// (DELETE /semaphores/{name})
+func (_ Unimplemented) ReleasePermit(w http.ResponseWriter, r *http.Request, name Name, params ReleasePermitParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// InspectSemaphore Inspect a semaphore
+// (GET /semaphores/{name})
+func (_ Unimplemented) InspectSemaphore(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ExtendPermit Extend a permit
+// (PATCH /semaphores/{name})
+func (_ Unimplemented) ExtendPermit(w http.ResponseWriter, r *http.Request, name Name, params ExtendPermitParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquirePermit Acquire a permit of a semaphore
+// (POST /semaphores/{name})
+func (_ Unimplemented) AcquirePermit(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -681,6 +827,166 @@ func (siw *ServerInterfaceWrapper) GetReadyz(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// ReleasePermit operation middleware
+func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleasePermitParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleasePermit(w, r, name, params)
+	}))
+
+	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
+		handler = siw.HandlerMiddlewares[i](handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// InspectSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) InspectSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.InspectSemaphore(w, r, name)
+	}))
+
+	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
+		handler = siw.HandlerMiddlewares[i](handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ExtendPermit operation middleware
+func (siw *ServerInterfaceWrapper) ExtendPermit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ExtendPermitParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ExtendPermit(w, r, name, params)
+	}))
+
+	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
+		handler = siw.HandlerMiddlewares[i](handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquirePermit operation middleware
+func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquirePermit(w, r, name)
+	}))
+
+	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
+		handler = siw.HandlerMiddlewares[i](handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -810,6 +1116,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/locks/{resource}", wrapper.AcquireLock)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/semaphores/{name}", wrapper.ReleasePermit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/semaphores/{name}", wrapper.InspectSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/semaphores/{name}", wrapper.ExtendPermit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/semaphores/{name}", wrapper.AcquirePermit)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealthz)
 	})
 	r.Group(func(r chi.Router) {
@@ -887,6 +1205,16 @@ type PayloadTooLargeApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers PayloadTooLargeResponseHeaders
+}
+
+type PermitConflictResponseHeaders struct {
+	RetryAfter *int
+	XRequestId string
+}
+type PermitConflictApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers PermitConflictResponseHeaders
 }
 
 type UnauthorizedResponseHeaders struct {
@@ -2076,6 +2404,710 @@ func (response GetReadyz503JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	return err
 }
 
+type ReleasePermitRequestObject struct {
+	Name   Name `json:"name"`
+	Params ReleasePermitParams
+}
+
+type ReleasePermitResponseObject interface {
+	VisitReleasePermitResponse(w http.ResponseWriter) error
+}
+
+type ReleasePermit204ResponseHeaders struct {
+	XRequestId string
+}
+
+type ReleasePermit204Response struct {
+	Headers ReleasePermit204ResponseHeaders
+}
+
+func (response ReleasePermit204Response) VisitReleasePermitResponse(w http.ResponseWriter) error {
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleasePermit400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit400ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit401ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit404ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit405ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit409ApplicationProblemPlusJSONResponse struct {
+	NotOwnerApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit409ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit413ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit431TextResponse HeadersTooLargeTextResponse
+
+func (response ReleasePermit431TextResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type ReleasePermit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit500ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit503ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphoreRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type InspectSemaphoreResponseObject interface {
+	VisitInspectSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type InspectSemaphore200ResponseHeaders struct {
+	XRequestId string
+}
+
+type InspectSemaphore200JSONResponse struct {
+	Body    SemaphoreInfo
+	Headers InspectSemaphore200ResponseHeaders
+}
+
+func (response InspectSemaphore200JSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore400ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore401ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore404ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore405ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore413ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore431TextResponse HeadersTooLargeTextResponse
+
+func (response InspectSemaphore431TextResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type InspectSemaphore500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore500ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore503ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermitRequestObject struct {
+	Name   Name `json:"name"`
+	Params ExtendPermitParams
+	Body   *ExtendPermitJSONRequestBody
+}
+
+type ExtendPermitResponseObject interface {
+	VisitExtendPermitResponse(w http.ResponseWriter) error
+}
+
+type ExtendPermit200ResponseHeaders struct {
+	XRequestId string
+}
+
+type ExtendPermit200JSONResponse struct {
+	Body    PermitResponse
+	Headers ExtendPermit200ResponseHeaders
+}
+
+func (response ExtendPermit200JSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit400ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit401ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit404ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit405ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit409ApplicationProblemPlusJSONResponse struct {
+	NotOwnerApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit409ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit413ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit431TextResponse HeadersTooLargeTextResponse
+
+func (response ExtendPermit431TextResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type ExtendPermit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit500ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendPermit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendPermit503ApplicationProblemPlusJSONResponse) VisitExtendPermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermitRequestObject struct {
+	Name Name `json:"name"`
+	Body *AcquirePermitJSONRequestBody
+}
+
+type AcquirePermitResponseObject interface {
+	VisitAcquirePermitResponse(w http.ResponseWriter) error
+}
+
+type AcquirePermit201ResponseHeaders struct {
+	Location   string
+	XRequestId string
+}
+
+type AcquirePermit201JSONResponse struct {
+	Body    PermitResponse
+	Headers AcquirePermit201ResponseHeaders
+}
+
+func (response AcquirePermit201JSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit400ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit401ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit404ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit405ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit409ApplicationProblemPlusJSONResponse struct {
+	PermitConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit409ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit413ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit431TextResponse HeadersTooLargeTextResponse
+
+func (response AcquirePermit431TextResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type AcquirePermit500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit500ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit503ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealthz Liveness
@@ -2102,6 +3134,18 @@ type StrictServerInterface interface {
 	// GetReadyz Readiness
 	// (GET /readyz)
 	GetReadyz(ctx context.Context, request GetReadyzRequestObject) (GetReadyzResponseObject, error)
+	// ReleasePermit Release a permit
+	// (DELETE /semaphores/{name})
+	ReleasePermit(ctx context.Context, request ReleasePermitRequestObject) (ReleasePermitResponseObject, error)
+	// InspectSemaphore Inspect a semaphore
+	// (GET /semaphores/{name})
+	InspectSemaphore(ctx context.Context, request InspectSemaphoreRequestObject) (InspectSemaphoreResponseObject, error)
+	// ExtendPermit Extend a permit
+	// (PATCH /semaphores/{name})
+	ExtendPermit(ctx context.Context, request ExtendPermitRequestObject) (ExtendPermitResponseObject, error)
+	// AcquirePermit Acquire a permit of a semaphore
+	// (POST /semaphores/{name})
+	AcquirePermit(ctx context.Context, request AcquirePermitRequestObject) (AcquirePermitResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -2360,6 +3404,129 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetReadyzResponseObject); ok {
 		if err := validResponse.VisitGetReadyzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleasePermit operation middleware
+func (sh *strictHandler) ReleasePermit(w http.ResponseWriter, r *http.Request, name Name, params ReleasePermitParams) {
+	var request ReleasePermitRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleasePermit(ctx, request.(ReleasePermitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleasePermit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleasePermitResponseObject); ok {
+		if err := validResponse.VisitReleasePermitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// InspectSemaphore operation middleware
+func (sh *strictHandler) InspectSemaphore(w http.ResponseWriter, r *http.Request, name Name) {
+	var request InspectSemaphoreRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.InspectSemaphore(ctx, request.(InspectSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InspectSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(InspectSemaphoreResponseObject); ok {
+		if err := validResponse.VisitInspectSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ExtendPermit operation middleware
+func (sh *strictHandler) ExtendPermit(w http.ResponseWriter, r *http.Request, name Name, params ExtendPermitParams) {
+	var request ExtendPermitRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body ExtendPermitJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ExtendPermit(ctx, request.(ExtendPermitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ExtendPermit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ExtendPermitResponseObject); ok {
+		if err := validResponse.VisitExtendPermitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquirePermit operation middleware
+func (sh *strictHandler) AcquirePermit(w http.ResponseWriter, r *http.Request, name Name) {
+	var request AcquirePermitRequestObject
+
+	request.Name = name
+
+	var body AcquirePermitJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquirePermit(ctx, request.(AcquirePermitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquirePermit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquirePermitResponseObject); ok {
+		if err := validResponse.VisitAcquirePermitResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

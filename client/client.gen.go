@@ -53,6 +53,7 @@ func (e ProblemLockState) Valid() bool {
 const (
 	ProblemTypeUrnRedlockdProblemInternal          ProblemType = "urn:redlockd:problem:internal"
 	ProblemTypeUrnRedlockdProblemInvalidRequest    ProblemType = "urn:redlockd:problem:invalid-request"
+	ProblemTypeUrnRedlockdProblemLimitMismatch     ProblemType = "urn:redlockd:problem:limit-mismatch"
 	ProblemTypeUrnRedlockdProblemLockHeld          ProblemType = "urn:redlockd:problem:lock-held"
 	ProblemTypeUrnRedlockdProblemMethodNotAllowed  ProblemType = "urn:redlockd:problem:method-not-allowed"
 	ProblemTypeUrnRedlockdProblemNotFound          ProblemType = "urn:redlockd:problem:not-found"
@@ -70,6 +71,8 @@ func (e ProblemType) Valid() bool {
 	case ProblemTypeUrnRedlockdProblemInternal:
 		return true
 	case ProblemTypeUrnRedlockdProblemInvalidRequest:
+		return true
+	case ProblemTypeUrnRedlockdProblemLimitMismatch:
 		return true
 	case ProblemTypeUrnRedlockdProblemLockHeld:
 		return true
@@ -110,6 +113,30 @@ func (e ReadyResponseStatus) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// AcquirePermitRequest defines model for AcquirePermitRequest.
+type AcquirePermitRequest struct {
+	// Limit The number of permits, 1..256; every holder must give the same.
+	//
+	// Example: 4
+	Limit int `json:"limit"`
+
+	// Owner Free text shown by GET (e.g. host/pid/job id).
+	Owner *string `json:"owner,omitempty"`
+
+	// Token Client-chosen token; makes acquire idempotent. Default a new random token.
+	Token *string `json:"token,omitempty"`
+
+	// TTLMs Permit TTL, 100..max TTL (default 30000, max TTL default 60000).
+	//
+	// Example: 30000
+	TTLMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for a permit, 0..max wait (default 0 = one attempt round; max wait default 60000).
+	//
+	// Example: 0
+	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
 // AcquireRequest defines model for AcquireRequest.
@@ -232,9 +259,55 @@ type NodeStatus struct {
 	Up   bool `json:"up"`
 }
 
+// PermitInfo defines model for PermitInfo.
+type PermitInfo struct {
+	FencingToken int64 `json:"fencing_token"`
+
+	// HeldNodes Nodes known to hold the permit when it was read (at least the quorum).
+	HeldNodes int `json:"held_nodes"`
+
+	// Owner The holder's `owner` text (empty if it gave none).
+	Owner  string `json:"owner"`
+	Permit int    `json:"permit"`
+
+	// RemainingMs Smallest remaining TTL among the quorum holding the permit.
+	RemainingMs int64 `json:"remaining_ms"`
+}
+
+// PermitResponse A lock's acquire body (`resource` is the semaphore's name), with the limit and the permit.
+type PermitResponse struct {
+	// ExpiresAt Now + validity_ms, the end of the safe window (not of the keys' TTL).
+	//
+	// Example: 2025-01-02T15:04:05.000Z
+	ExpiresAt string `json:"expires_at"`
+
+	// FencingToken Strictly greater than every fencing token returned before for this resource.
+	FencingToken int64 `json:"fencing_token"`
+	Limit        int   `json:"limit"`
+
+	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
+	LockedNodes int `json:"locked_nodes"`
+	Nodes       int `json:"nodes"`
+
+	// Permit Which permit, 0..limit-1.
+	Permit   int    `json:"permit"`
+	Quorum   int    `json:"quorum"`
+	Resource string `json:"resource"`
+
+	// Token The lock's identity; send it as `Lock-Token` to extend or release.
+	Token string `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+
+	// ValidityMs TTL minus elapsed time minus clock drift.
+	ValidityMs int64 `json:"validity_ms"`
+}
+
 // Problem defines model for Problem.
 type Problem struct {
 	Detail string `json:"detail"`
+
+	// Limit With `limit-mismatch`, the limit of the semaphore's permits held now (the request's was another).
+	Limit *int `json:"limit,omitempty"`
 
 	// LockState With `not-owner`. `expired` — nobody holds the lock (expired or released before); `held-by-other` — another token holds it.
 	LockState *ProblemLockState `json:"lock_state,omitempty"`
@@ -268,8 +341,24 @@ type ReadyResponse struct {
 // ReadyResponseStatus defines model for ReadyResponse.Status.
 type ReadyResponseStatus string
 
+// SemaphoreInfo The permits of a semaphore held on a quorum of nodes; never their tokens.
+type SemaphoreInfo struct {
+	// Held How many permits are held.
+	Held int `json:"held"`
+
+	// Limit The limit of the permits held; 0 when none is.
+	Limit int    `json:"limit"`
+	Name  string `json:"name"`
+
+	// Permits The permits held, by permit.
+	Permits []PermitInfo `json:"permits"`
+}
+
 // LockToken defines model for LockToken.
 type LockToken = string
+
+// Name defines model for Name.
+type Name = string
 
 // Resource defines model for Resource.
 type Resource = string
@@ -294,6 +383,9 @@ type NotOwner = Problem
 
 // PayloadTooLarge defines model for PayloadTooLarge.
 type PayloadTooLarge = Problem
+
+// PermitConflict defines model for PermitConflict.
+type PermitConflict = Problem
 
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = Problem
@@ -325,11 +417,29 @@ type ExtendLockParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// ReleasePermitParams defines parameters for ReleasePermit.
+type ReleasePermitParams struct {
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
+// ExtendPermitParams defines parameters for ExtendPermit.
+type ExtendPermitParams struct {
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // ExtendLockJSONRequestBody defines body for ExtendLock for application/json ContentType.
 type ExtendLockJSONRequestBody = ExtendRequest
 
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
+
+// ExtendPermitJSONRequestBody defines body for ExtendPermit for application/json ContentType.
+type ExtendPermitJSONRequestBody = ExtendRequest
+
+// AcquirePermitJSONRequestBody defines body for AcquirePermit for application/json ContentType.
+type AcquirePermitJSONRequestBody = AcquirePermitRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -552,6 +662,80 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleasePermit Release a permit
+	//
+	// Releases the permit held with `Lock-Token`, with the same rules as
+	// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+	// token holds no permit).
+	//
+	// Corresponds with DELETE /semaphores/{name} (the `ReleasePermit` operationId).
+	ReleasePermit(ctx context.Context, name Name, params *ReleasePermitParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InspectSemaphore Inspect a semaphore
+	//
+	// The permits held on a quorum of nodes: their limit (0 when none is
+	// held), how many, and each one's owner, fencing token and remaining
+	// time. Never a token. 503 `quorum-unavailable` when too few nodes
+	// answer to tell. HEAD gives the same status and headers without a
+	// body.
+	//
+	// Corresponds with GET /semaphores/{name} (the `InspectSemaphore` operationId).
+	InspectSemaphore(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExtendPermitWithBody Extend a permit
+	//
+	// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+	// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+	// token, permit and fencing token.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+	ExtendPermitWithBody(ctx context.Context, name Name, params *ExtendPermitParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExtendPermit Extend a permit
+	//
+	// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+	// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+	// token, permit and fencing token.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+	ExtendPermit(ctx context.Context, name Name, params *ExtendPermitParams, body ExtendPermitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquirePermitWithBody Acquire a permit of a semaphore
+	//
+	// Takes one of the `limit` permits of the semaphore (permit `i` is a
+	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+	// takes a lock: waiting with `wait_ms`, idempotent with a client
+	// `token` (the same permit and `fencing_token` again). Fencing tokens
+	// are strictly increasing across every permit of the semaphore. 409
+	// `lock-held` when every permit is held (with `Retry-After`); 409
+	// `limit-mismatch` when the permits held have another `limit` (given
+	// in the problem's `limit`), and nothing changes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+	AcquirePermitWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquirePermit Acquire a permit of a semaphore
+	//
+	// Takes one of the `limit` permits of the semaphore (permit `i` is a
+	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+	// takes a lock: waiting with `wait_ms`, idempotent with a client
+	// `token` (the same permit and `fencing_token` again). Fencing tokens
+	// are strictly increasing across every permit of the semaphore. 409
+	// `lock-held` when every permit is held (with `Retry-After`); 409
+	// `limit-mismatch` when the permits held have another `limit` (given
+	// in the problem's `limit`), and nothing changes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+	AcquirePermit(ctx context.Context, name Name, body AcquirePermitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealthz Liveness
@@ -802,6 +986,140 @@ func (c *RawClient) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorF
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *RawClient) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleasePermit Release a permit
+//
+// Releases the permit held with `Lock-Token`, with the same rules as
+// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+// token holds no permit).
+//
+// Corresponds with DELETE /semaphores/{name} (the `ReleasePermit` operationId).
+func (c *RawClient) ReleasePermit(ctx context.Context, name Name, params *ReleasePermitParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleasePermitRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InspectSemaphore Inspect a semaphore
+//
+// The permits held on a quorum of nodes: their limit (0 when none is
+// held), how many, and each one's owner, fencing token and remaining
+// time. Never a token. 503 `quorum-unavailable` when too few nodes
+// answer to tell. HEAD gives the same status and headers without a
+// body.
+//
+// Corresponds with GET /semaphores/{name} (the `InspectSemaphore` operationId).
+func (c *RawClient) InspectSemaphore(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInspectSemaphoreRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExtendPermitWithBody Extend a permit
+//
+// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+// token, permit and fencing token.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+func (c *RawClient) ExtendPermitWithBody(ctx context.Context, name Name, params *ExtendPermitParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendPermitRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExtendPermit Extend a permit
+//
+// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+// token, permit and fencing token.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+func (c *RawClient) ExtendPermit(ctx context.Context, name Name, params *ExtendPermitParams, body ExtendPermitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendPermitRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquirePermitWithBody Acquire a permit of a semaphore
+//
+// Takes one of the `limit` permits of the semaphore (permit `i` is a
+// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+// takes a lock: waiting with `wait_ms`, idempotent with a client
+// `token` (the same permit and `fencing_token` again). Fencing tokens
+// are strictly increasing across every permit of the semaphore. 409
+// `lock-held` when every permit is held (with `Retry-After`); 409
+// `limit-mismatch` when the permits held have another `limit` (given
+// in the problem's `limit`), and nothing changes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+func (c *RawClient) AcquirePermitWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquirePermitRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquirePermit Acquire a permit of a semaphore
+//
+// Takes one of the `limit` permits of the semaphore (permit `i` is a
+// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+// takes a lock: waiting with `wait_ms`, idempotent with a client
+// `token` (the same permit and `fencing_token` again). Fencing tokens
+// are strictly increasing across every permit of the semaphore. 409
+// `lock-held` when every permit is held (with `Retry-After`); 409
+// `limit-mismatch` when the permits held have another `limit` (given
+// in the problem's `limit`), and nothing changes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+func (c *RawClient) AcquirePermit(ctx context.Context, name Name, body AcquirePermitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquirePermitRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1186,6 +1504,194 @@ func NewGetReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewReleasePermitRequest constructs an http.Request for the ReleasePermit method
+func NewReleasePermitRequest(server string, name Name, params *ReleasePermitParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/semaphores/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Lock-Token", params.LockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Lock-Token", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewInspectSemaphoreRequest constructs an http.Request for the InspectSemaphore method
+func NewInspectSemaphoreRequest(server string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/semaphores/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewExtendPermitRequest calls the generic ExtendPermit builder with application/json body
+func NewExtendPermitRequest(server string, name Name, params *ExtendPermitParams, body ExtendPermitJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewExtendPermitRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewExtendPermitRequestWithBody constructs an http.Request for the ExtendPermit method, with any body, and a specified content type
+func NewExtendPermitRequestWithBody(server string, name Name, params *ExtendPermitParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/semaphores/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Lock-Token", params.LockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Lock-Token", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewAcquirePermitRequest calls the generic AcquirePermit builder with application/json body
+func NewAcquirePermitRequest(server string, name Name, body AcquirePermitJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcquirePermitRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewAcquirePermitRequestWithBody constructs an http.Request for the AcquirePermit method, with any body, and a specified content type
+func NewAcquirePermitRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/semaphores/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *RawClient) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1391,6 +1897,84 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
+
+	// ReleasePermitWithResponse Release a permit
+	//
+	// Releases the permit held with `Lock-Token`, with the same rules as
+	// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+	// token holds no permit).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /semaphores/{name} (the `ReleasePermit` operationId).
+	ReleasePermitWithResponse(ctx context.Context, name Name, params *ReleasePermitParams, reqEditors ...RequestEditorFn) (*ReleasePermitResponse, error)
+
+	// InspectSemaphoreWithResponse Inspect a semaphore
+	//
+	// The permits held on a quorum of nodes: their limit (0 when none is
+	// held), how many, and each one's owner, fencing token and remaining
+	// time. Never a token. 503 `quorum-unavailable` when too few nodes
+	// answer to tell. HEAD gives the same status and headers without a
+	// body.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /semaphores/{name} (the `InspectSemaphore` operationId).
+	InspectSemaphoreWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*InspectSemaphoreResponse, error)
+
+	// ExtendPermitWithBodyWithResponse Extend a permit
+	//
+	// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+	// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+	// token, permit and fencing token.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+	ExtendPermitWithBodyWithResponse(ctx context.Context, name Name, params *ExtendPermitParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendPermitResponse, error)
+
+	// ExtendPermitWithResponse Extend a permit
+	//
+	// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+	// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+	// token, permit and fencing token.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+	ExtendPermitWithResponse(ctx context.Context, name Name, params *ExtendPermitParams, body ExtendPermitJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendPermitResponse, error)
+
+	// AcquirePermitWithBodyWithResponse Acquire a permit of a semaphore
+	//
+	// Takes one of the `limit` permits of the semaphore (permit `i` is a
+	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+	// takes a lock: waiting with `wait_ms`, idempotent with a client
+	// `token` (the same permit and `fencing_token` again). Fencing tokens
+	// are strictly increasing across every permit of the semaphore. 409
+	// `lock-held` when every permit is held (with `Retry-After`); 409
+	// `limit-mismatch` when the permits held have another `limit` (given
+	// in the problem's `limit`), and nothing changes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+	AcquirePermitWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquirePermitResponse, error)
+
+	// AcquirePermitWithResponse Acquire a permit of a semaphore
+	//
+	// Takes one of the `limit` permits of the semaphore (permit `i` is a
+	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+	// takes a lock: waiting with `wait_ms`, idempotent with a client
+	// `token` (the same permit and `fencing_token` again). Fencing tokens
+	// are strictly increasing across every permit of the semaphore. 409
+	// `lock-held` when every permit is held (with `Retry-After`); 409
+	// `limit-mismatch` when the permits held have another `limit` (given
+	// in the problem's `limit`), and nothing changes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+	AcquirePermitWithResponse(ctx context.Context, name Name, body AcquirePermitJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquirePermitResponse, error)
 }
 
 // GetHealthzResponse200Headers the declared response headers of an HTTP 200 response for GetHealthz
@@ -2568,6 +3152,639 @@ func (r GetReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ReleasePermitResponse204Headers the declared response headers of an HTTP 204 response for ReleasePermit
+type ReleasePermitResponse204Headers struct {
+	XRequestId string
+}
+
+// ReleasePermitResponse400Headers the declared response headers of an HTTP 400 response for ReleasePermit
+type ReleasePermitResponse400Headers struct {
+	XRequestId string
+}
+
+// ReleasePermitResponse401Headers the declared response headers of an HTTP 401 response for ReleasePermit
+type ReleasePermitResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ReleasePermitResponse404Headers the declared response headers of an HTTP 404 response for ReleasePermit
+type ReleasePermitResponse404Headers struct {
+	XRequestId string
+}
+
+// ReleasePermitResponse405Headers the declared response headers of an HTTP 405 response for ReleasePermit
+type ReleasePermitResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// ReleasePermitResponse409Headers the declared response headers of an HTTP 409 response for ReleasePermit
+type ReleasePermitResponse409Headers struct {
+	XRequestId string
+}
+
+// ReleasePermitResponse413Headers the declared response headers of an HTTP 413 response for ReleasePermit
+type ReleasePermitResponse413Headers struct {
+	XRequestId string
+}
+
+// ReleasePermitResponse500Headers the declared response headers of an HTTP 500 response for ReleasePermit
+type ReleasePermitResponse500Headers struct {
+	XRequestId string
+}
+
+// ReleasePermitResponse503Headers the declared response headers of an HTTP 503 response for ReleasePermit
+type ReleasePermitResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ReleasePermitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *NotOwner
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *ReleasePermitResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReleasePermitResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleasePermitResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReleasePermitResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ReleasePermitResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReleasePermitResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReleasePermitResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReleasePermitResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleasePermitResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON409() *NotOwner {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReleasePermitResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleasePermitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleasePermitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleasePermitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleasePermitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// InspectSemaphoreResponse200Headers the declared response headers of an HTTP 200 response for InspectSemaphore
+type InspectSemaphoreResponse200Headers struct {
+	XRequestId string
+}
+
+// InspectSemaphoreResponse400Headers the declared response headers of an HTTP 400 response for InspectSemaphore
+type InspectSemaphoreResponse400Headers struct {
+	XRequestId string
+}
+
+// InspectSemaphoreResponse401Headers the declared response headers of an HTTP 401 response for InspectSemaphore
+type InspectSemaphoreResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// InspectSemaphoreResponse404Headers the declared response headers of an HTTP 404 response for InspectSemaphore
+type InspectSemaphoreResponse404Headers struct {
+	XRequestId string
+}
+
+// InspectSemaphoreResponse405Headers the declared response headers of an HTTP 405 response for InspectSemaphore
+type InspectSemaphoreResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// InspectSemaphoreResponse413Headers the declared response headers of an HTTP 413 response for InspectSemaphore
+type InspectSemaphoreResponse413Headers struct {
+	XRequestId string
+}
+
+// InspectSemaphoreResponse500Headers the declared response headers of an HTTP 500 response for InspectSemaphore
+type InspectSemaphoreResponse500Headers struct {
+	XRequestId string
+}
+
+// InspectSemaphoreResponse503Headers the declared response headers of an HTTP 503 response for InspectSemaphore
+type InspectSemaphoreResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type InspectSemaphoreResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SemaphoreInfo
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *InspectSemaphoreResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *InspectSemaphoreResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *InspectSemaphoreResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *InspectSemaphoreResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *InspectSemaphoreResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *InspectSemaphoreResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *InspectSemaphoreResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InspectSemaphoreResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r InspectSemaphoreResponse) GetJSON200() *SemaphoreInfo {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r InspectSemaphoreResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r InspectSemaphoreResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r InspectSemaphoreResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r InspectSemaphoreResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r InspectSemaphoreResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r InspectSemaphoreResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r InspectSemaphoreResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r InspectSemaphoreResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InspectSemaphoreResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InspectSemaphoreResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InspectSemaphoreResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ExtendPermitResponse200Headers the declared response headers of an HTTP 200 response for ExtendPermit
+type ExtendPermitResponse200Headers struct {
+	XRequestId string
+}
+
+// ExtendPermitResponse400Headers the declared response headers of an HTTP 400 response for ExtendPermit
+type ExtendPermitResponse400Headers struct {
+	XRequestId string
+}
+
+// ExtendPermitResponse401Headers the declared response headers of an HTTP 401 response for ExtendPermit
+type ExtendPermitResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ExtendPermitResponse404Headers the declared response headers of an HTTP 404 response for ExtendPermit
+type ExtendPermitResponse404Headers struct {
+	XRequestId string
+}
+
+// ExtendPermitResponse405Headers the declared response headers of an HTTP 405 response for ExtendPermit
+type ExtendPermitResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// ExtendPermitResponse409Headers the declared response headers of an HTTP 409 response for ExtendPermit
+type ExtendPermitResponse409Headers struct {
+	XRequestId string
+}
+
+// ExtendPermitResponse413Headers the declared response headers of an HTTP 413 response for ExtendPermit
+type ExtendPermitResponse413Headers struct {
+	XRequestId string
+}
+
+// ExtendPermitResponse500Headers the declared response headers of an HTTP 500 response for ExtendPermit
+type ExtendPermitResponse500Headers struct {
+	XRequestId string
+}
+
+// ExtendPermitResponse503Headers the declared response headers of an HTTP 503 response for ExtendPermit
+type ExtendPermitResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ExtendPermitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PermitResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *NotOwner
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ExtendPermitResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ExtendPermitResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ExtendPermitResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ExtendPermitResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ExtendPermitResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ExtendPermitResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ExtendPermitResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ExtendPermitResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExtendPermitResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExtendPermitResponse) GetJSON200() *PermitResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON409() *NotOwner {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ExtendPermitResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ExtendPermitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExtendPermitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExtendPermitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExtendPermitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcquirePermitResponse201Headers the declared response headers of an HTTP 201 response for AcquirePermit
+type AcquirePermitResponse201Headers struct {
+	Location   string
+	XRequestId string
+}
+
+// AcquirePermitResponse400Headers the declared response headers of an HTTP 400 response for AcquirePermit
+type AcquirePermitResponse400Headers struct {
+	XRequestId string
+}
+
+// AcquirePermitResponse401Headers the declared response headers of an HTTP 401 response for AcquirePermit
+type AcquirePermitResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// AcquirePermitResponse404Headers the declared response headers of an HTTP 404 response for AcquirePermit
+type AcquirePermitResponse404Headers struct {
+	XRequestId string
+}
+
+// AcquirePermitResponse405Headers the declared response headers of an HTTP 405 response for AcquirePermit
+type AcquirePermitResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// AcquirePermitResponse409Headers the declared response headers of an HTTP 409 response for AcquirePermit
+type AcquirePermitResponse409Headers struct {
+	RetryAfter *int
+	XRequestId string
+}
+
+// AcquirePermitResponse413Headers the declared response headers of an HTTP 413 response for AcquirePermit
+type AcquirePermitResponse413Headers struct {
+	XRequestId string
+}
+
+// AcquirePermitResponse500Headers the declared response headers of an HTTP 500 response for AcquirePermit
+type AcquirePermitResponse500Headers struct {
+	XRequestId string
+}
+
+// AcquirePermitResponse503Headers the declared response headers of an HTTP 503 response for AcquirePermit
+type AcquirePermitResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type AcquirePermitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PermitResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *PermitConflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *AcquirePermitResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AcquirePermitResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquirePermitResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AcquirePermitResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *AcquirePermitResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AcquirePermitResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *AcquirePermitResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *AcquirePermitResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquirePermitResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AcquirePermitResponse) GetJSON201() *PermitResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON409() *PermitConflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquirePermitResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquirePermitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquirePermitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquirePermitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquirePermitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthzWithResponse Liveness
 //
 // Always 200 while the process serves requests; HEAD too.
@@ -2794,6 +4011,120 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetReadyzResponse(rsp)
+}
+
+// ReleasePermitWithResponse Release a permit
+//
+// Releases the permit held with `Lock-Token`, with the same rules as
+// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+// token holds no permit).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /semaphores/{name} (the `ReleasePermit` operationId).
+func (c *ClientWithResponses) ReleasePermitWithResponse(ctx context.Context, name Name, params *ReleasePermitParams, reqEditors ...RequestEditorFn) (*ReleasePermitResponse, error) {
+	rsp, err := c.ReleasePermit(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleasePermitResponse(rsp)
+}
+
+// InspectSemaphoreWithResponse Inspect a semaphore
+//
+// The permits held on a quorum of nodes: their limit (0 when none is
+// held), how many, and each one's owner, fencing token and remaining
+// time. Never a token. 503 `quorum-unavailable` when too few nodes
+// answer to tell. HEAD gives the same status and headers without a
+// body.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /semaphores/{name} (the `InspectSemaphore` operationId).
+func (c *ClientWithResponses) InspectSemaphoreWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*InspectSemaphoreResponse, error) {
+	rsp, err := c.InspectSemaphore(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInspectSemaphoreResponse(rsp)
+}
+
+// ExtendPermitWithBodyWithResponse Extend a permit
+//
+// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+// token, permit and fencing token.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+func (c *ClientWithResponses) ExtendPermitWithBodyWithResponse(ctx context.Context, name Name, params *ExtendPermitParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendPermitResponse, error) {
+	rsp, err := c.ExtendPermitWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExtendPermitResponse(rsp)
+}
+
+// ExtendPermitWithResponse Extend a permit
+//
+// Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+// (default TTL when absent), as `PATCH /locks/{resource}`: the same
+// token, permit and fencing token.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /semaphores/{name} (the `ExtendPermit` operationId).
+func (c *ClientWithResponses) ExtendPermitWithResponse(ctx context.Context, name Name, params *ExtendPermitParams, body ExtendPermitJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendPermitResponse, error) {
+	rsp, err := c.ExtendPermit(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExtendPermitResponse(rsp)
+}
+
+// AcquirePermitWithBodyWithResponse Acquire a permit of a semaphore
+//
+// Takes one of the `limit` permits of the semaphore (permit `i` is a
+// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+// takes a lock: waiting with `wait_ms`, idempotent with a client
+// `token` (the same permit and `fencing_token` again). Fencing tokens
+// are strictly increasing across every permit of the semaphore. 409
+// `lock-held` when every permit is held (with `Retry-After`); 409
+// `limit-mismatch` when the permits held have another `limit` (given
+// in the problem's `limit`), and nothing changes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+func (c *ClientWithResponses) AcquirePermitWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquirePermitResponse, error) {
+	rsp, err := c.AcquirePermitWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquirePermitResponse(rsp)
+}
+
+// AcquirePermitWithResponse Acquire a permit of a semaphore
+//
+// Takes one of the `limit` permits of the semaphore (permit `i` is a
+// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+// takes a lock: waiting with `wait_ms`, idempotent with a client
+// `token` (the same permit and `fencing_token` again). Fencing tokens
+// are strictly increasing across every permit of the semaphore. 409
+// `lock-held` when every permit is held (with `Retry-After`); 409
+// `limit-mismatch` when the permits held have another `limit` (given
+// in the problem's `limit`), and nothing changes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /semaphores/{name} (the `AcquirePermit` operationId).
+func (c *ClientWithResponses) AcquirePermitWithResponse(ctx context.Context, name Name, body AcquirePermitJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquirePermitResponse, error) {
+	rsp, err := c.AcquirePermit(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquirePermitResponse(rsp)
 }
 
 // ParseGetHealthzResponse parses an HTTP response from a GetHealthzWithResponse call
@@ -4171,6 +5502,783 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetReadyzResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleasePermitResponse parses an HTTP response from a ReleasePermitWithResponse call
+func ParseReleasePermitResponse(rsp *http.Response) (*ReleasePermitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleasePermitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NotOwner
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers ReleasePermitResponse204Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReleasePermitResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReleasePermitResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReleasePermitResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ReleasePermitResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReleasePermitResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReleasePermitResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReleasePermitResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReleasePermitResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseInspectSemaphoreResponse parses an HTTP response from a InspectSemaphoreWithResponse call
+func ParseInspectSemaphoreResponse(rsp *http.Response) (*InspectSemaphoreResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InspectSemaphoreResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SemaphoreInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers InspectSemaphoreResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers InspectSemaphoreResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers InspectSemaphoreResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers InspectSemaphoreResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers InspectSemaphoreResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers InspectSemaphoreResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers InspectSemaphoreResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers InspectSemaphoreResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExtendPermitResponse parses an HTTP response from a ExtendPermitWithResponse call
+func ParseExtendPermitResponse(rsp *http.Response) (*ExtendPermitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExtendPermitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PermitResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NotOwner
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ExtendPermitResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ExtendPermitResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ExtendPermitResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ExtendPermitResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ExtendPermitResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ExtendPermitResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ExtendPermitResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ExtendPermitResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ExtendPermitResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcquirePermitResponse parses an HTTP response from a AcquirePermitWithResponse call
+func ParseAcquirePermitResponse(rsp *http.Response) (*AcquirePermitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquirePermitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PermitResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest PermitConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers AcquirePermitResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers AcquirePermitResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers AcquirePermitResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers AcquirePermitResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers AcquirePermitResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers AcquirePermitResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers AcquirePermitResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers AcquirePermitResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquirePermitResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -144,13 +144,13 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 func routeOf(r *http.Request) (route, resource string) {
 	rctx := chi.RouteContext(r.Context())
 	if route = rctx.RoutePattern(); route != "" {
-		return route, loggableResource(r, rctx.URLParam("resource"))
+		return route, loggableResource(r, cmp.Or(rctx.URLParam("resource"), rctx.URLParam("name")))
 	}
 	path := cmp.Or(r.URL.RawPath, r.URL.Path)
 	for _, m := range []string{r.Method, http.MethodGet, http.MethodPost} {
 		found := chi.NewRouteContext()
 		if route = rctx.Routes.Find(found, m, path); route != "" {
-			return route, loggableResource(r, found.URLParam("resource"))
+			return route, loggableResource(r, cmp.Or(found.URLParam("resource"), found.URLParam("name")))
 		}
 	}
 	return "", ""

@@ -173,11 +173,11 @@ func namespaceFrom(ctx context.Context) string {
 }
 
 // needsKey reports whether a request to path needs an API key: every /locks
-// path, and /metrics with Config.MetricsAuth. Both the raw and the decoded
+// and /semaphores path, and /metrics with Config.MetricsAuth. Both the raw and the decoded
 // path are checked, so that no spelling reaches a lock unauthenticated.
 func (s *Server) needsKey(r *http.Request) bool {
 	for _, p := range []string{r.URL.Path, r.URL.RawPath} {
-		if p == "/locks" || strings.HasPrefix(p, "/locks/") || (s.cfg.MetricsAuth && p == "/metrics") {
+		if p == "/locks" || strings.HasPrefix(p, "/locks/") || strings.HasPrefix(p, "/semaphores/") || (s.cfg.MetricsAuth && p == "/metrics") {
 			return true
 		}
 	}

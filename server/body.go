@@ -40,11 +40,14 @@ const (
 	jsonString  = "a string"
 )
 
-// bodyFields are the JSON members of api.AcquireRequest and
-// api.ExtendRequest, by operation, with the type each must have.
+// bodyFields are the JSON members of api.AcquireRequest,
+// api.AcquirePermitRequest and api.ExtendRequest, by operation, with the
+// type each must have.
 var bodyFields = map[string]map[string]string{
-	"POST /locks/{resource}":  {"ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
-	"PATCH /locks/{resource}": {"ttl_ms": jsonInteger},
+	"POST /locks/{resource}":   {"ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
+	"PATCH /locks/{resource}":  {"ttl_ms": jsonInteger},
+	"POST /semaphores/{name}":  {"limit": jsonInteger, "ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
+	"PATCH /semaphores/{name}": {"ttl_ms": jsonInteger},
 }
 
 // strictJSON checks a request body after routing, before the generated

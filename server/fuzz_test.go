@@ -32,6 +32,11 @@ func FuzzHandlers(f *testing.F) {
 	f.Add("GET", "/locks/held", "", "")
 	f.Add("GET", "/locks?prefix=job-&limit=10&cursor=MC4wLjAu", "", "")
 	f.Add("GET", "/locks?limit=0&prefix=a*", "Authorization: Bearer "+keyA, "")
+	f.Add("POST", "/semaphores/api", "Content-Type: application/json", `{"limit": 4, "ttl_ms": 100, "wait_ms": 5, "token": "`+tokenA+`", "owner": "x"}`)
+	f.Add("POST", "/semaphores/api", "", `{"limit": 1.5}`)
+	f.Add("PATCH", "/semaphores/api:1", "Lock-Token: "+tokenA, `{"ttl_ms": 60000}`)
+	f.Add("DELETE", "/semaphores/a.b", "Lock-Token: "+tokenB, "")
+	f.Add("GET", "/semaphores/held", "", "")
 	f.Add("GET", "/readyz", "", "")
 	f.Add("GET", "/openapi.yaml", "", "")
 	f.Add("GET", "/metrics", "", "")
@@ -139,7 +144,7 @@ func checkFuzzResponse(t *testing.T, r *http.Request, w *httptest.ResponseRecord
 		if _, ok := keyOf(r); !ok && calls != 0 {
 			t.Errorf("%s %q: a request without a valid key reached the Locker (%d calls)", method, path, calls)
 		}
-		if _, ok := keyOf(r); !ok && (r.URL.Path == "/locks" || strings.HasPrefix(r.URL.Path, "/locks/")) && w.Code != http.StatusUnauthorized {
+		if _, ok := keyOf(r); !ok && (r.URL.Path == "/locks" || strings.HasPrefix(r.URL.Path, "/locks/") || strings.HasPrefix(r.URL.Path, "/semaphores/")) && w.Code != http.StatusUnauthorized {
 			t.Errorf("%s %q: a request without a valid key got %d, want 401", method, path, w.Code)
 		}
 	}
@@ -234,6 +239,26 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 			return redlock.Page{}, fmt.Errorf("%w: cursor is malformed", redlock.ErrInvalid)
 		}
 		return redlock.Page{Locks: []redlock.Info{{Resource: "a", Fence: 1, Remaining: time.Second, HeldNodes: 3}}, Next: "MC4wLjAu"}, nil
+	}
+	l.AcquirePermitFn = func(ctx context.Context, name string, o redlock.PermitOptions) (redlock.Permit, error) {
+		if o.Limit < 1 || o.Limit > redlock.MaxLimit {
+			t.Errorf("invalid limit %d", o.Limit)
+		}
+		if o.Limit == 3 { // another limit than the permits held
+			return redlock.Permit{}, mutate(&redlock.LimitError{Limit: 2})
+		}
+		lock, err := l.AcquireFn(ctx, name, o.AcquireOptions)
+		return redlock.Permit{Lock: lock, Limit: o.Limit}, err
+	}
+	l.ExtendPermitFn = func(ctx context.Context, namespace, name, token string, ttl time.Duration) (redlock.Permit, error) {
+		lock, err := l.ExtendFn(ctx, namespace, name, token, ttl)
+		return redlock.Permit{Lock: lock, Limit: 2, Index: 1}, err
+	}
+	l.ReleasePermitFn = l.ReleaseFn
+	l.InspectSemaphoreFn = func(_ context.Context, namespace, name string) (redlock.SemaphoreInfo, error) {
+		l.calls.Add(1)
+		checkName(namespace, name)
+		return redlock.SemaphoreInfo{Name: name, Limit: 2, Permits: []redlock.PermitInfo{{Index: 1, Fence: 1, Remaining: time.Second, HeldNodes: 3}}}, nil
 	}
 	l.StatusFn = func(context.Context) []redlock.NodeStatus {
 		return []redlock.NodeStatus{{Addr: "a:1", Up: true}, {Addr: "b:1", Up: true}, {Addr: "c:1", Up: true}}

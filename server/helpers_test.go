@@ -30,6 +30,11 @@ type fakeLocker struct {
 	ListFn    func(ctx context.Context, o redlock.ListOptions) (redlock.Page, error)
 	StatusFn  func(ctx context.Context) []redlock.NodeStatus
 
+	AcquirePermitFn    func(ctx context.Context, name string, o redlock.PermitOptions) (redlock.Permit, error)
+	ExtendPermitFn     func(ctx context.Context, namespace, name, token string, ttl time.Duration) (redlock.Permit, error)
+	ReleasePermitFn    func(ctx context.Context, namespace, name, token string) error
+	InspectSemaphoreFn func(ctx context.Context, namespace, name string) (redlock.SemaphoreInfo, error)
+
 	// Counters kept by validatingLocker (see there).
 	calls, mutations, changed atomic.Int64
 }
@@ -60,6 +65,22 @@ func newFake(t testing.TB) *fakeLocker {
 			t.Error("unexpected Status")
 			return nil
 		},
+		AcquirePermitFn: func(context.Context, string, redlock.PermitOptions) (redlock.Permit, error) {
+			t.Error("unexpected AcquirePermit")
+			return redlock.Permit{}, nil
+		},
+		ExtendPermitFn: func(context.Context, string, string, string, time.Duration) (redlock.Permit, error) {
+			t.Error("unexpected ExtendPermit")
+			return redlock.Permit{}, nil
+		},
+		ReleasePermitFn: func(context.Context, string, string, string) error {
+			t.Error("unexpected ReleasePermit")
+			return nil
+		},
+		InspectSemaphoreFn: func(context.Context, string, string) (redlock.SemaphoreInfo, error) {
+			t.Error("unexpected InspectSemaphore")
+			return redlock.SemaphoreInfo{}, nil
+		},
 	}
 }
 
@@ -81,6 +102,22 @@ func (f *fakeLocker) Inspect(ctx context.Context, namespace, resource string) (r
 
 func (f *fakeLocker) List(ctx context.Context, o redlock.ListOptions) (redlock.Page, error) {
 	return f.ListFn(ctx, o)
+}
+
+func (f *fakeLocker) AcquirePermit(ctx context.Context, name string, o redlock.PermitOptions) (redlock.Permit, error) {
+	return f.AcquirePermitFn(ctx, name, o)
+}
+
+func (f *fakeLocker) ExtendPermit(ctx context.Context, namespace, name, token string, ttl time.Duration) (redlock.Permit, error) {
+	return f.ExtendPermitFn(ctx, namespace, name, token, ttl)
+}
+
+func (f *fakeLocker) ReleasePermit(ctx context.Context, namespace, name, token string) error {
+	return f.ReleasePermitFn(ctx, namespace, name, token)
+}
+
+func (f *fakeLocker) InspectSemaphore(ctx context.Context, namespace, name string) (redlock.SemaphoreInfo, error) {
+	return f.InspectSemaphoreFn(ctx, namespace, name)
 }
 
 func (f *fakeLocker) Status(ctx context.Context) []redlock.NodeStatus { return f.StatusFn(ctx) }

@@ -15,6 +15,10 @@ type Locker interface {
 	Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error)
 	Inspect(ctx context.Context, namespace, resource string) (redlock.Info, error)
 	List(ctx context.Context, o redlock.ListOptions) (redlock.Page, error)
+	AcquirePermit(ctx context.Context, name string, o redlock.PermitOptions) (redlock.Permit, error)
+	ExtendPermit(ctx context.Context, namespace, name, token string, ttl time.Duration) (redlock.Permit, error)
+	ReleasePermit(ctx context.Context, namespace, name, token string) error
+	InspectSemaphore(ctx context.Context, namespace, name string) (redlock.SemaphoreInfo, error)
 	Status(ctx context.Context) []redlock.NodeStatus
 	Quorum() int // the number of nodes a lock needs, of Nodes
 	Nodes() int

@@ -23,13 +23,27 @@ const (
 )
 
 // AcquireLock takes a lock: 201. An acquire with wait_ms waits here, in its
-// handler, for the lock, the end of its wait, its client to go away (which
-// cancels ctx) or BeginShutdown (503 shutting-down).
+// handler (see waitFor).
 func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
-	o, err := s.acquireOptions(ctx, req)
+	if err := s.admit(ctx, req.Resource); err != nil {
+		return nil, err
+	}
+	o, err := s.acquireOptions(ctx, req.Body)
 	if err != nil {
 		return nil, err
 	}
+	return waitFor(s, ctx, o, "acquire", func(ctx context.Context, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
+		return s.acquire(ctx, req.Resource, o)
+	})
+}
+
+// waitFor runs acquire, a lock or permit acquire with options o. With
+// o.Wait > 0 it runs in a waiting slot (takeWaiter) until it gets what it
+// asked for, the end of its wait, its client going away (which cancels ctx)
+// or BeginShutdown (503 shutting-down). op is its metrics label when it
+// makes one round.
+func waitFor[T any](s *Server, ctx context.Context, o redlock.AcquireOptions, op string,
+	acquire func(context.Context, redlock.AcquireOptions) (T, error)) (T, error) {
 	var full error // takeWaiter's error
 	if o.Wait > 0 {
 		if full = s.takeWaiter(o.Namespace); full == nil {
@@ -38,7 +52,7 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 			defer cancel(nil)
 			stop := context.AfterFunc(s.drain, func() { cancel(errShuttingDown) })
 			defer stop()
-			resp, err := s.acquire(ctx, req.Resource, o)
+			resp, err := acquire(ctx, o)
 			if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
 				err = errors.Join(errShuttingDown, err)
 			}
@@ -48,21 +62,17 @@ func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObje
 		// without wait_ms, that answers full only if the lock is held.
 		o.Wait = 0
 	}
-	defer s.cfg.Metrics.observeOp("acquire", time.Now())
-	resp, err := s.acquire(ctx, req.Resource, o)
+	defer s.cfg.Metrics.observeOp(op, time.Now())
+	resp, err := acquire(ctx, o)
 	if full != nil && errors.Is(err, redlock.ErrLockHeld) {
 		err = full
 	}
 	return resp, err
 }
 
-// acquireOptions checks an acquire request and returns its options.
-func (s *Server) acquireOptions(ctx context.Context, req api.AcquireLockRequestObject) (redlock.AcquireOptions, error) {
+// acquireOptions checks the body of an acquire and returns its options.
+func (s *Server) acquireOptions(ctx context.Context, b *api.AcquireRequest) (redlock.AcquireOptions, error) {
 	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.cfg.DefaultTTL}
-	if err := s.admit(ctx, req.Resource); err != nil {
-		return o, err
-	}
-	b := req.Body
 	if b == nil {
 		return o, nil
 	}

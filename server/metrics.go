@@ -61,6 +61,7 @@ var acquireOutcomes = map[string]string{
 	"payload-too-large":  "invalid",
 	"unauthorized":       "unauthorized",
 	"too-many-waiters":   "too_many_waiters",
+	"limit-mismatch":     "limit_mismatch",
 	"shutting-down":      "shutting_down",
 	outcomeClientGone:    "client_gone",
 	"internal":           "error",
@@ -82,12 +83,12 @@ func NewMetrics() *Metrics {
 		}, []string{"route", "method"}),
 		opTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "redlockd_lock_operation_duration_seconds",
-			Help:    "Time of lock operations against the Redis nodes, whatever their outcome, by op (acquire, release, extend, inspect, list: one page); acquires that asked to wait are in redlockd_wait_duration_seconds instead.",
+			Help:    "Time of lock operations against the Redis nodes, whatever their outcome, by op (acquire, release, extend, inspect, list: one page; acquire_permit, extend_permit, release_permit, inspect_semaphore); acquires that asked to wait are in redlockd_wait_duration_seconds instead.",
 			Buckets: requestBuckets,
 		}, []string{"op"}),
 		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "redlockd_acquisitions_total",
-			Help: "Acquire requests by outcome: acquired, held (409 lock-held), unavailable (503 quorum-unavailable), invalid (400, 413), unauthorized (401), too_many_waiters, shutting_down, client_gone (the client went away before the answer), error (500).",
+			Help: "Acquire requests of locks and permits by outcome: acquired, held (409 lock-held), limit_mismatch (409), unavailable (503 quorum-unavailable), invalid (400, 413), unauthorized (401), too_many_waiters, shutting_down, client_gone (the client went away before the answer), error (500).",
 		}, []string{"outcome"}),
 		waitTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "redlockd_wait_duration_seconds",
@@ -113,7 +114,7 @@ func NewMetrics() *Metrics {
 	for _, o := range acquireOutcomes {
 		m.acquisitions.WithLabelValues(o)
 	}
-	for _, op := range []string{"acquire", "release", "extend", "inspect", "list"} {
+	for _, op := range []string{"acquire", "release", "extend", "inspect", "list", "acquire_permit", "extend_permit", "release_permit", "inspect_semaphore"} {
 		m.opTime.WithLabelValues(op)
 	}
 	m.waitTime.WithLabelValues("false")
@@ -250,7 +251,7 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.requestTime.WithLabelValues(route, method).Observe(d.Seconds())
-	if route == "/locks/{resource}" && method == http.MethodPost {
+	if (route == "/locks/{resource}" || route == "/semaphores/{name}") && method == http.MethodPost {
 		m.acquisitions.WithLabelValues(cmp.Or(acquireOutcomes[outcome], "error")).Inc()
 	}
 }

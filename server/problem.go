@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
@@ -54,6 +55,7 @@ type problem struct {
 	status              int
 	kind, title, detail string
 	lockState           api.ProblemLockState
+	limit               int // with limit-mismatch
 	// retryAfter, when positive, is sent as Retry-After and retry_after_ms;
 	// wwwAuthenticate, when set, as WWW-Authenticate.
 	retryAfter      time.Duration
@@ -64,9 +66,11 @@ type problem struct {
 // types. Anything it does not know is a 500 whose detail hides the error.
 func (s *Server) problemFor(err error) problem {
 	var (
-		held   *redlock.HeldError
-		req    *requestError
-		tooBig *http.MaxBytesError
+		held     *redlock.HeldError
+		req      *requestError
+		tooBig   *http.MaxBytesError
+		mismatch *limitMismatch
+		limitErr *redlock.LimitError
 	)
 	switch {
 	case errors.Is(err, errShuttingDown):
@@ -97,6 +101,10 @@ func (s *Server) problemFor(err error) problem {
 	case errors.Is(err, redlock.ErrInvalid):
 		return problem{status: http.StatusBadRequest, kind: "invalid-request", title: "Invalid request",
 			detail: invalidDetail(err)}
+	case errors.As(err, &mismatch) && errors.As(err, &limitErr):
+		return problem{status: http.StatusConflict, kind: "limit-mismatch", title: "Limit mismatch",
+			detail: fmt.Sprintf("the semaphore's permits are held with limit %d, not %d: every holder must ask for the same limit", limitErr.Limit, mismatch.asked),
+			limit:  limitErr.Limit}
 	case errors.Is(err, redlock.ErrLockHeld):
 		// Come back when the lock expires (1s if unknown, at most max TTL),
 		// with jitter, so that many waiting clients do not come back at once.
@@ -104,8 +112,12 @@ func (s *Server) problemFor(err error) problem {
 		if errors.As(err, &held) && held.Remaining > 0 {
 			remaining = held.Remaining
 		}
+		detail := "the lock is held by another owner"
+		if errors.Is(err, errPermitsHeld) {
+			detail = "every permit of the semaphore is held"
+		}
 		return problem{status: http.StatusConflict, kind: "lock-held", title: "Lock held",
-			detail: "the lock is held by another owner", retryAfter: jitter(min(remaining, s.cfg.MaxTTL))}
+			detail: detail, retryAfter: jitter(min(remaining, s.cfg.MaxTTL))}
 	case errors.Is(err, redlock.ErrLockExpired):
 		return problem{status: http.StatusConflict, kind: "not-owner", title: "Not the lock owner",
 			detail:    "the lock expired or was released before: the critical section may not have been exclusive",
@@ -156,6 +168,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	body := api.Problem{Type: api.ProblemType(problemTypePrefix + p.kind), Title: p.title, Status: p.status, Detail: p.detail}
 	if p.lockState != "" {
 		body.LockState = &p.lockState
+	}
+	if p.limit != 0 {
+		body.Limit = &p.limit
 	}
 	if p.retryAfter > 0 {
 		ms := p.retryAfter.Milliseconds()
@@ -208,6 +223,8 @@ func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 		detail = fmt.Sprintf("the %s header must be given once", many.ParamName)
 	case errors.As(err, &format) && format.ParamName == "resource":
 		detail = resourceRule
+	case errors.As(err, &format) && format.ParamName == "name":
+		detail = nameRule
 	case errors.As(err, &format) && format.ParamName == "Lock-Token":
 		detail = lockTokenRule
 	case errors.As(err, &format) && format.ParamName == "limit":
@@ -221,7 +238,11 @@ func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 // bodyError is the strict handler's hook for request bodies it cannot
 // decode. strictJSON has decoded the body before, so this is rare.
 func (s *Server) bodyError(w http.ResponseWriter, r *http.Request, err error) {
-	s.writeProblem(w, r, &requestError{detail: "malformed JSON body", err: err})
+	detail := "malformed JSON body"
+	if errors.Is(err, io.EOF) {
+		detail = "a JSON body is required"
+	}
+	s.writeProblem(w, r, &requestError{detail: detail, err: err})
 }
 
 // recoverer answers a panic in a handler with a 500 internal problem, logged
