@@ -1,5 +1,6 @@
 // Package client is a Go client of the redlockd HTTP API: Acquire, Extend,
-// Release, Inspect and List. It stands alone: a program that uses it links neither
+// Release, Inspect and List for locks; AcquirePermit, ExtendPermit,
+// ReleasePermit and InspectSemaphore for semaphores. It stands alone: a program that uses it links neither
 // package redlock nor go-redis nor zerolog, so it has sentinel errors of its
 // own, named as the library's (ErrLockHeld, ErrNotOwner, ...).
 //
@@ -78,6 +79,11 @@ var (
 	// not expect: an internal error, an unknown problem type, a malformed
 	// body, or something that is not redlockd at all (check the URL).
 	ErrUnexpected = errors.New("client: unexpected response")
+
+	// ErrLimitMismatch means the semaphore's permits are held with another
+	// limit than the one asked for (409 limit-mismatch); the *ProblemError's
+	// Limit is theirs. Nothing changed.
+	ErrLimitMismatch = errors.New("client: the semaphore's permits are held with another limit")
 
 	// ErrNotFound means the answer was 404: the base URL (or its path
 	// prefix) is wrong, or a proxy in front of the gateway does not forward
@@ -445,6 +451,8 @@ type ProblemError struct {
 	Title, Detail string
 	// LockState is "expired" or "held-by-other" with not-owner, else empty.
 	LockState string
+	// Limit is the limit of the permits held with limit-mismatch, else 0.
+	Limit int
 	// RetryAfter is the gateway's hint when to try again (retry_after_ms,
 	// else the Retry-After header); 0 if none.
 	RetryAfter time.Duration
@@ -482,6 +490,9 @@ func responseError(res *http.Response, body []byte) error {
 		if p.LockState != nil {
 			e.LockState = string(*p.LockState)
 		}
+		if p.Limit != nil {
+			e.Limit = *p.Limit
+		}
 		if p.RetryAfterMs != nil && *p.RetryAfterMs > 0 {
 			e.RetryAfter = time.Duration(*p.RetryAfterMs) * time.Millisecond
 		}
@@ -503,6 +514,8 @@ func responseError(res *http.Response, body []byte) error {
 		default:
 			e.Err = ErrNotOwner
 		}
+	case "limit-mismatch":
+		e.Err = ErrLimitMismatch
 	case "quorum-unavailable", "shutting-down":
 		e.Err = ErrQuorumUnavailable
 	case "invalid-request", "payload-too-large":
@@ -543,6 +556,11 @@ func check(resource string, tokens ...string) error {
 	if !valid.Name(resource) {
 		return invalid("resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..")
 	}
+	return checkTokens(tokens...)
+}
+
+// checkTokens validates tokens.
+func checkTokens(tokens ...string) error {
 	for _, t := range tokens {
 		if !valid.Token(t) {
 			return invalid("token must be 22-128 characters of [A-Za-z0-9_-]")
