@@ -20,6 +20,7 @@ import (
 var otherEnv = map[string]string{
 	runAPIKeyEnv: "run", runEnv["url"]: "run", runEnv["api-key-file"]: "run",
 	"REDLOCKD_RESOURCE": "run's command", "REDLOCKD_TOKEN": "run's command", "REDLOCKD_FENCING_TOKEN": "run's command",
+	"REDLOCKD_SEMAPHORE": "run's command", "REDLOCKD_PERMIT": "run's command",
 	"REDLOCKD_SOAK_SEED": "the tests", "REDLOCKD_SOAK_DURATION": "the tests",
 }
 

@@ -26,7 +26,7 @@ import (
 // sysexits.h numbers).
 const (
 	exitUnavailable = 69  // EX_UNAVAILABLE: gateway or quorum unavailable, CMD not run
-	exitLockHeld    = 75  // EX_TEMPFAIL: lock held by another owner, not acquired within --wait
+	exitLockHeld    = 75  // EX_TEMPFAIL: lock (every permit) held by others, not acquired within --wait
 	exitLockLost    = 76  // lock lost while CMD ran
 	exitCannotExec  = 126 // CMD found but not executable (as shells do)
 	exitNotFound    = 127 // CMD not found (as shells do)
@@ -41,17 +41,21 @@ const (
 )
 
 // RunConfig is the configuration of `redlockd run`: each field but APIKey
-// and Command is the flag of the same name (see flagSet).
+// and Command is the flag of the same name (see flagSet). Either Resource
+// (a lock) or Semaphore and Limit (a permit of a semaphore) is set.
 type RunConfig struct {
 	URL, Resource, Owner, APIKeyFile string
+	Semaphore                        string
+	Limit                            int
 	TTL, Wait, Grace                 time.Duration
 	APIKey                           string   // from REDLOCKD_API_KEY; never printed
 	Command                          []string // CMD and its arguments
 }
 
 // runEnv are the flags of run with an environment variable twin. The other
-// flags have none on purpose: REDLOCKD_RESOURCE is what CMD gets, and a
-// `redlockd run` inside CMD must not take its parent's lock by accident.
+// flags have none on purpose: REDLOCKD_RESOURCE (REDLOCKD_SEMAPHORE) is what
+// CMD gets, and a `redlockd run` inside CMD must not take its parent's lock
+// by accident.
 var runEnv = map[string]string{"url": "REDLOCKD_URL", "api-key-file": "REDLOCKD_API_KEY_FILE"}
 
 // flagSet returns the run flags bound to c's fields, which it sets to their
@@ -61,7 +65,9 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // errors are returned, help is printed by printRunUsage
 	fs.Usage = func() {}
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base `URL` of the redlockd gateway, http:// or https://")
-	fs.StringVar(&c.Resource, "resource", "", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (required)")
+	fs.StringVar(&c.Resource, "resource", "", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (this or --semaphore)")
+	fs.StringVar(&c.Semaphore, "semaphore", "", "`name` of a semaphore: hold one of its --limit permits instead of a lock")
+	fs.IntVar(&c.Limit, "limit", 0, "`N`, the semaphore's number of permits, 1-256 (required with --semaphore)")
 	c.TTL = redlock.DefaultTTL
 	fs.Var((*duration)(&c.TTL), "ttl", "TTL of the lock; run extends it every ttl/3 while CMD runs")
 	c.Wait = redlock.DefaultMaxWait
@@ -75,7 +81,7 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 }
 
 // runFlagOrder is the order of the flags in the help.
-var runFlagOrder = []string{"url", "resource", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
+var runFlagOrder = []string{"url", "resource", "semaphore", "limit", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
 
 // ParseRunFlags returns the configuration given by args (after "run") and
 // the variables of runEnv and REDLOCKD_API_KEY; a flag wins over its
@@ -122,9 +128,15 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 		add("--url: %v", strings.TrimPrefix(err.Error(), "client: "))
 	}
 	errs = append(errs, problems([]check{
-		{c.Resource == "", "--resource is required"},
+		{c.Resource == "" && c.Semaphore == "", "--resource is required (or --semaphore and --limit, for a permit)"},
+		{c.Resource != "" && c.Semaphore != "", "--resource and --semaphore exclude each other: hold a lock or a permit"},
 		{c.Resource != "" && !redlock.ValidName(c.Resource),
 			fmt.Sprintf("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Resource)},
+		{c.Semaphore != "" && !redlock.ValidName(c.Semaphore),
+			fmt.Sprintf("--semaphore %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Semaphore)},
+		{c.Semaphore != "" && (c.Limit < 1 || c.Limit > redlock.MaxLimit),
+			fmt.Sprintf("--semaphore needs --limit within [1, %d]", redlock.MaxLimit)},
+		{c.Semaphore == "" && given["limit"], "--limit goes with --semaphore"},
 		{c.TTL < redlock.MinTTL, fmt.Sprintf("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)},
 		{c.Wait < 0, fmt.Sprintf("--wait %v must not be negative", c.Wait)},
 		{c.Grace < 0, fmt.Sprintf("--grace %v must not be negative", c.Grace)},
@@ -162,13 +174,16 @@ func readAPIKey(path string) (string, error) {
 // docs/clients.md says more.
 func printRunUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: redlockd run --resource NAME [flags] -- CMD [ARGS...]
+       redlockd run --semaphore NAME --limit N [flags] -- CMD [ARGS...]
 
 Holds a lock around a command, like flock(1) for many machines (docs/clients.md
 says more): acquires NAME, runs CMD with REDLOCKD_RESOURCE, REDLOCKD_TOKEN,
 REDLOCKD_FENCING_TOKEN and REDLOCKD_URL set, extends the lock every ttl/3,
 releases it when CMD exits and exits with CMD's status. If the lock is lost,
 CMD's process group gets SIGTERM, SIGKILL after --grace. Signals are forwarded
-to CMD; before CMD starts they stop run.
+to CMD; before CMD starts they stop run. With --semaphore it holds one of the
+N permits of NAME instead (at most N CMDs at once), and CMD gets
+REDLOCKD_SEMAPHORE and REDLOCKD_PERMIT (0..N-1) instead of REDLOCKD_RESOURCE.
 
 Flags:
 `)
@@ -182,7 +197,7 @@ Flags:
 		if f.Name == "api-key-file" {
 			notes = append(notes, "or the key itself in "+runAPIKeyEnv)
 		}
-		if def != "" && def != "false" {
+		if def != "" && def != "false" && def != "0" {
 			notes = append(notes, "default "+def)
 		}
 		return notes
@@ -191,9 +206,11 @@ Flags:
 Exit status:
   CMD's   CMD ran holding the lock throughout (128+N if signal N killed it)
   64      usage error: bad flags, unreadable --api-key-file, or the gateway
-          refused a value, the API key or the --url (404)
+          refused a value, the API key or the --url (404), or the
+          semaphore's permits are held with another --limit
   69      gateway or quorum unavailable: CMD not run
-  75      lock held by another owner, not acquired within --wait: CMD not run
+  75      lock held by another owner (every permit held), not acquired
+          within --wait: CMD not run
   76      lock lost while CMD ran, or not held when CMD exited
   126     CMD is not executable (CMD not run, lock released)
   127     CMD not found (CMD not run, lock released)
@@ -260,6 +277,7 @@ type runner struct {
 	// token is chosen here, so that the lock can be released even when the
 	// acquire's answer never came. It is never printed.
 	token          string
+	permit         int // with --semaphore, the permit held
 	base           context.Context
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal
@@ -311,9 +329,7 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 		if r.cfg.Wait == 0 {
 			wait = 0
 		}
-		lock, err := r.client.Acquire(ctx, r.cfg.Resource, client.AcquireOptions{
-			TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,
-		})
+		lock, err := r.take(ctx, wait)
 		if err == nil {
 			// Lock.Until counts the validity from before the request was sent,
 			// so a long wait eats into it. Extend at once if less than 2/3 of
@@ -336,18 +352,30 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 
 // acquireFailed says why the lock was not acquired; it returns the status.
 func (r *runner) acquireFailed(err error) int {
+	held := r.subject() + " is held by another owner"
+	if r.cfg.Semaphore != "" {
+		held = fmt.Sprintf("every permit of %s is held by other owners", r.subject())
+	}
 	switch {
 	case errors.Is(err, client.ErrLockHeld):
 		if r.cfg.Wait == 0 {
-			r.printf("lock %q is held by another owner: CMD not run", r.cfg.Resource)
+			r.printf("%s: CMD not run", held)
 		} else {
-			r.printf("lock %q is held by another owner: not acquired within %v: CMD not run", r.cfg.Resource, r.cfg.Wait)
+			r.printf("%s: not acquired within %v: CMD not run", held, r.cfg.Wait)
 		}
 		return exitLockHeld
 	case errors.Is(err, client.ErrNotOwner):
 		// The extension right after a slow acquire found the lock gone.
-		r.printf("lock %q was lost right after it was acquired: CMD not run", r.cfg.Resource)
+		r.printf("%s was lost right after it was acquired: CMD not run", r.subject())
 		return exitLockHeld
+	case errors.Is(err, client.ErrLimitMismatch):
+		limit := 0
+		if pe, ok := errors.AsType[*client.ProblemError](err); ok {
+			limit = pe.Limit
+		}
+		r.printf("the permits of %s are held with --limit %d, not %d: every holder must give the same --limit: CMD not run",
+			r.subject(), limit, r.cfg.Limit)
+		return exitUsage
 	case errors.Is(err, client.ErrInvalid):
 		r.printf("the gateway refused the request: %v", err)
 		return exitUsage
@@ -395,7 +423,7 @@ func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, e
 	retry := min(max(r.cfg.TTL/10, 50*time.Millisecond), time.Second)
 	for {
 		reqCtx, cancel := context.WithDeadline(ctx, deadline)
-		lock, err := r.client.Extend(reqCtx, r.cfg.Resource, r.token, r.cfg.TTL)
+		lock, err := r.renew(reqCtx)
 		cancel()
 		switch {
 		case err == nil:
@@ -442,8 +470,11 @@ func (r *runner) keep(lock client.Lock) (lost <-chan error, stop func() time.Tim
 // runCommand runs CMD under the lock and returns the exit status.
 func (r *runner) runCommand(lock client.Lock) int {
 	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
-	cmd.Env = append(os.Environ(),
-		"REDLOCKD_RESOURCE="+r.cfg.Resource,
+	held := []string{"REDLOCKD_RESOURCE=" + r.cfg.Resource}
+	if r.cfg.Semaphore != "" {
+		held = []string{"REDLOCKD_SEMAPHORE=" + r.cfg.Semaphore, "REDLOCKD_PERMIT=" + strconv.Itoa(r.permit)}
+	}
+	cmd.Env = append(append(os.Environ(), held...),
 		"REDLOCKD_TOKEN="+r.token,
 		"REDLOCKD_FENCING_TOKEN="+strconv.FormatInt(lock.Fence, 10),
 		"REDLOCKD_URL="+r.cfg.URL,
@@ -492,7 +523,7 @@ wait:
 			_ = syscall.Kill(target, sig.(syscall.Signal))
 		case lost = <-lostc:
 			lostc = nil
-			r.printf("lock %q lost: %v; sending SIGTERM to CMD (SIGKILL in %v)", r.cfg.Resource, lost, r.cfg.Grace)
+			r.printf("%s lost: %v; sending SIGTERM to CMD (SIGKILL in %v)", r.subject(), lost, r.cfg.Grace)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			grace = time.After(r.cfg.Grace)
 		case <-grace:
@@ -514,13 +545,13 @@ wait:
 	}
 	if time.Now().After(until) {
 		r.release(false)
-		r.printf("lock %q: no extension succeeded before its validity ended, while CMD ran (CMD exited %d): "+
-			"its work may not have been exclusive", r.cfg.Resource, status)
+		r.printf("%s: no extension succeeded before its validity ended, while CMD ran (CMD exited %d): "+
+			"its work may not have been exclusive", r.subject(), status)
 		return exitLockLost
 	}
 	if err := r.release(true); errors.Is(err, client.ErrNotOwner) {
-		r.printf("lock %q was not held when CMD exited (%v; CMD exited %d): its work may not have been exclusive",
-			r.cfg.Resource, err, status)
+		r.printf("%s was not held when CMD exited (%v; CMD exited %d): its work may not have been exclusive",
+			r.subject(), err, status)
 		return exitLockLost
 	}
 	return status
@@ -531,11 +562,48 @@ wait:
 func (r *runner) release(report bool) error {
 	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
 	defer cancel()
-	err := r.client.Release(ctx, r.cfg.Resource, r.token)
+	var err error
+	if r.cfg.Semaphore == "" {
+		err = r.client.Release(ctx, r.cfg.Resource, r.token)
+	} else {
+		err = r.client.ReleasePermit(ctx, r.cfg.Semaphore, r.token)
+	}
 	if err != nil && report && !errors.Is(err, client.ErrNotOwner) {
-		r.printf("could not confirm the release of lock %q (%v): it expires within %v", r.cfg.Resource, err, r.cfg.TTL)
+		r.printf("could not confirm the release of %s (%v): it expires within %v", r.subject(), err, r.cfg.TTL)
 	}
 	return err
+}
+
+// subject names what run holds, for messages.
+func (r *runner) subject() string {
+	if r.cfg.Semaphore != "" {
+		return fmt.Sprintf("semaphore %q", r.cfg.Semaphore)
+	}
+	return fmt.Sprintf("lock %q", r.cfg.Resource)
+}
+
+// take acquires the lock, or with --semaphore a permit (noting its index),
+// letting the gateway wait up to wait.
+func (r *runner) take(ctx context.Context, wait time.Duration) (client.Lock, error) {
+	if r.cfg.Semaphore == "" {
+		return r.client.Acquire(ctx, r.cfg.Resource, client.AcquireOptions{TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner})
+	}
+	p, err := r.client.AcquirePermit(ctx, r.cfg.Semaphore, client.PermitOptions{
+		Limit: r.cfg.Limit, TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,
+	})
+	if err == nil {
+		r.permit = p.Index
+	}
+	return p.Lock, err
+}
+
+// renew extends the lock or permit by --ttl.
+func (r *runner) renew(ctx context.Context) (client.Lock, error) {
+	if r.cfg.Semaphore == "" {
+		return r.client.Extend(ctx, r.cfg.Resource, r.token, r.cfg.TTL)
+	}
+	p, err := r.client.ExtendPermit(ctx, r.cfg.Semaphore, r.token, r.cfg.TTL)
+	return p.Lock, err
 }
 
 // exitStatus is the status a shell would report for CMD: its exit code, or

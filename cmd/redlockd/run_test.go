@@ -155,6 +155,43 @@ func TestParseRunFlagsErrors(t *testing.T) {
 	}
 }
 
+func TestParseRunFlagsSemaphore(t *testing.T) {
+	c, err := ParseRunFlags([]string{"--semaphore", "partner-api", "--limit", "4", "--owner", "w", "--", "true"}, runEnvOf("REDLOCKD_SEMAPHORE=parent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RunConfig{URL: "http://127.0.0.1:8080", Semaphore: "partner-api", Limit: 4, TTL: 30 * time.Second, Wait: 60 * time.Second,
+		Grace: 10 * time.Second, Owner: "w", Command: []string{"true"}}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("ParseRunFlags =\n%+v\nwant\n%+v", c, want)
+	}
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"Both":         {[]string{"--resource", "r", "--semaphore", "s", "--limit", "2"}, "exclude each other"},
+		"Neither":      {[]string{"--limit", "2"}, "--resource is required"},
+		"NoLimit":      {[]string{"--semaphore", "s"}, "--limit within [1, 256]"},
+		"LimitZero":    {[]string{"--semaphore", "s", "--limit", "0"}, "--limit within [1, 256]"},
+		"LimitTooBig":  {[]string{"--semaphore", "s", "--limit", "257"}, "--limit within [1, 256]"},
+		"LimitNotInt":  {[]string{"--semaphore", "s", "--limit", "1.5"}, "limit"},
+		"LimitAlone":   {[]string{"--resource", "r", "--limit", "2"}, "--limit goes with --semaphore"},
+		"BadSemaphore": {[]string{"--semaphore", "a/b", "--limit", "2"}, "--semaphore \"a/b\""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseRunFlags(append(tc.args, "--", "true"), runEnvOf())
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q: %v, want a *UsageError mentioning %q", tc.args, err, tc.want)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--semaphore", "s", "--", "true"}, &stdout, &stderr, runEnvOf()); code != exitUsage {
+		t.Errorf("--semaphore without --limit: exit %d, want %d", code, exitUsage)
+	}
+}
+
 // TestRunHelp checks that `redlockd run --help` documents every flag, the
 // environment variables and every exit status of SPEC §5.
 func TestRunHelp(t *testing.T) {
@@ -165,7 +202,7 @@ func TestRunHelp(t *testing.T) {
 		}
 		out := stdout.String()
 		for _, want := range []string{
-			"--url", "--resource", "--ttl", "--wait", "--fail-if-locked", "--owner", "--api-key-file", "--grace",
+			"--url", "--resource", "--semaphore", "--limit", "REDLOCKD_SEMAPHORE", "REDLOCKD_PERMIT", "--ttl", "--wait", "--fail-if-locked", "--owner", "--api-key-file", "--grace",
 			"REDLOCKD_URL", "REDLOCKD_API_KEY_FILE", "default 30s", "default 60s", "default 10s",
 			"REDLOCKD_RESOURCE", "REDLOCKD_TOKEN", "REDLOCKD_FENCING_TOKEN",
 			"\n  64 ", "\n  69 ", "\n  75 ", "\n  76 ", "128+N", "SIGTERM", "SIGKILL",
