@@ -105,6 +105,59 @@ export interface paths {
         patch: operations["extendLock"];
         trace?: never;
     };
+    "/semaphores/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Semaphore name, with the rules of a lock's `resource`.
+                 * @example partner-api
+                 */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Inspect a semaphore
+         * @description The permits held on a quorum of nodes: their limit (0 when none is
+         *     held), how many, and each one's owner, fencing token and remaining
+         *     time. Never a token. 503 `quorum-unavailable` when too few nodes
+         *     answer to tell. HEAD gives the same status and headers without a
+         *     body.
+         */
+        get: operations["inspectSemaphore"];
+        put?: never;
+        /**
+         * Acquire a permit of a semaphore
+         * @description Takes one of the `limit` permits of the semaphore (permit `i` is a
+         *     lock of its own on a quorum of nodes), as `POST /locks/{resource}`
+         *     takes a lock: waiting with `wait_ms`, idempotent with a client
+         *     `token` (the same permit and `fencing_token` again). Fencing tokens
+         *     are strictly increasing across every permit of the semaphore. 409
+         *     `lock-held` when every permit is held (with `Retry-After`); 409
+         *     `limit-mismatch` when the permits held have another `limit` (given
+         *     in the problem's `limit`), and nothing changes.
+         */
+        post: operations["acquirePermit"];
+        /**
+         * Release a permit
+         * @description Releases the permit held with `Lock-Token`, with the same rules as
+         *     `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+         *     token holds no permit).
+         */
+        delete: operations["releasePermit"];
+        options?: never;
+        head?: never;
+        /**
+         * Extend a permit
+         * @description Makes the permit held with `Lock-Token` valid for `ttl_ms` from now
+         *     (default TTL when absent), as `PATCH /locks/{resource}`: the same
+         *     token, permit and fencing token.
+         */
+        patch: operations["extendPermit"];
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -220,6 +273,59 @@ export interface components {
             /** @description Free text shown by GET (e.g. host/pid/job id). */
             owner?: string;
         };
+        AcquirePermitRequest: {
+            /**
+             * @description The number of permits, 1..256; every holder must give the same.
+             * @example 4
+             */
+            limit: number;
+            /**
+             * Format: int64
+             * @description Permit TTL, 100..max TTL (default 30000, max TTL default 60000).
+             * @example 30000
+             */
+            ttl_ms?: number;
+            /**
+             * Format: int64
+             * @description How long to wait for a permit, 0..max wait (default 0 = one attempt round; max wait default 60000).
+             * @example 0
+             */
+            wait_ms?: number;
+            /** @description Client-chosen token; makes acquire idempotent. Default a new random token. */
+            token?: string;
+            /** @description Free text shown by GET (e.g. host/pid/job id). */
+            owner?: string;
+        };
+        /** @description A lock's acquire body (`resource` is the semaphore's name), with the limit and the permit. */
+        PermitResponse: components["schemas"]["LockResponse"] & {
+            limit: number;
+            /** @description Which permit, 0..limit-1. */
+            permit: number;
+        };
+        /** @description The permits of a semaphore held on a quorum of nodes; never their tokens. */
+        SemaphoreInfo: {
+            name: string;
+            /** @description The limit of the permits held; 0 when none is. */
+            limit: number;
+            /** @description How many permits are held. */
+            held: number;
+            /** @description The permits held, by permit. */
+            permits: components["schemas"]["PermitInfo"][];
+        };
+        PermitInfo: {
+            permit: number;
+            /** @description The holder's `owner` text (empty if it gave none). */
+            owner: string;
+            /** Format: int64 */
+            fencing_token: number;
+            /**
+             * Format: int64
+             * @description Smallest remaining TTL among the quorum holding the permit.
+             */
+            remaining_ms: number;
+            /** @description Nodes known to hold the permit when it was read (at least the quorum). */
+            held_nodes: number;
+        };
         ExtendRequest: {
             /**
              * Format: int64
@@ -283,7 +389,7 @@ export interface components {
          * @example urn:redlockd:problem:lock-held
          * @enum {string}
          */
-        ProblemType: "urn:redlockd:problem:lock-held" | "urn:redlockd:problem:not-owner" | "urn:redlockd:problem:quorum-unavailable" | "urn:redlockd:problem:invalid-request" | "urn:redlockd:problem:unauthorized" | "urn:redlockd:problem:payload-too-large" | "urn:redlockd:problem:not-found" | "urn:redlockd:problem:method-not-allowed" | "urn:redlockd:problem:shutting-down" | "urn:redlockd:problem:too-many-waiters" | "urn:redlockd:problem:internal";
+        ProblemType: "urn:redlockd:problem:lock-held" | "urn:redlockd:problem:not-owner" | "urn:redlockd:problem:quorum-unavailable" | "urn:redlockd:problem:invalid-request" | "urn:redlockd:problem:unauthorized" | "urn:redlockd:problem:payload-too-large" | "urn:redlockd:problem:not-found" | "urn:redlockd:problem:method-not-allowed" | "urn:redlockd:problem:shutting-down" | "urn:redlockd:problem:too-many-waiters" | "urn:redlockd:problem:limit-mismatch" | "urn:redlockd:problem:internal";
         Problem: {
             type: components["schemas"]["ProblemType"];
             title: string;
@@ -299,6 +405,8 @@ export interface components {
              * @enum {string}
              */
             lock_state?: "expired" | "held-by-other";
+            /** @description With `limit-mismatch`, the limit of the semaphore's permits held now (the request's was another). */
+            limit?: number;
         };
         HealthResponse: {
             /** @enum {string} */
@@ -418,6 +526,21 @@ export interface components {
                 };
             };
         };
+        /** @description Every permit is held (`lock-held`, with `retry_after_ms` and `Retry-After`), or the permits held have another limit (`limit-mismatch`, with `limit`; no `Retry-After`). */
+        PermitConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                /** @description With `lock-held` only. Whole seconds, at least 1, jittered. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    type?: "urn:redlockd:problem:lock-held" | "urn:redlockd:problem:limit-mismatch";
+                };
+            };
+        };
         /** @description The token does not hold the lock (`not-owner`); carries `lock_state`. */
         NotOwner: {
             headers: {
@@ -487,6 +610,11 @@ export interface components {
          * @example nightly-backup
          */
         Resource: string;
+        /**
+         * @description Semaphore name, with the rules of a lock's `resource`.
+         * @example partner-api
+         */
+        Name: string;
         /** @description The token returned by acquire. */
         LockToken: string;
     };
@@ -683,6 +811,163 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LockResponse"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["NotOwner"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    inspectSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Semaphore name, with the rules of a lock's `resource`.
+                 * @example partner-api
+                 */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The permits held (none when the semaphore is free). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SemaphoreInfo"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    acquirePermit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Semaphore name, with the rules of a lock's `resource`.
+                 * @example partner-api
+                 */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AcquirePermitRequest"];
+            };
+        };
+        responses: {
+            /** @description Acquired. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    /** @description `/semaphores/{name}`, percent-encoded. */
+                    Location: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermitResponse"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["PermitConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    releasePermit: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The token returned by acquire. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path: {
+                /**
+                 * @description Semaphore name, with the rules of a lock's `resource`.
+                 * @example partner-api
+                 */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Released on every reachable node, now or by an earlier release with this token. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["NotOwner"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    extendPermit: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The token returned by acquire. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path: {
+                /**
+                 * @description Semaphore name, with the rules of a lock's `resource`.
+                 * @example partner-api
+                 */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ExtendRequest"];
+            };
+        };
+        responses: {
+            /** @description Extended. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermitResponse"];
                 };
             };
             400: components["responses"]["InvalidRequest"];
