@@ -101,9 +101,15 @@ func (s *Server) problemFor(err error) problem {
 	case errors.Is(err, redlock.ErrInvalid):
 		return problem{status: http.StatusBadRequest, kind: "invalid-request", title: "Invalid request",
 			detail: invalidDetail(err)}
-	case errors.As(err, &mismatch) && errors.As(err, &limitErr):
+	case errors.As(err, &mismatch):
+		held := "another limit"
+		if errors.As(err, &limitErr) {
+			held = fmt.Sprintf("limit %d", limitErr.Limit)
+		} else {
+			limitErr = &redlock.LimitError{}
+		}
 		return problem{status: http.StatusConflict, kind: "limit-mismatch", title: "Limit mismatch",
-			detail: fmt.Sprintf("the semaphore's permits are held with limit %d, not %d: every holder must ask for the same limit", limitErr.Limit, mismatch.asked),
+			detail: fmt.Sprintf("the semaphore's permits are held with %s, not %d: every holder must ask for the same limit", held, mismatch.asked),
 			limit:  limitErr.Limit}
 	case errors.Is(err, redlock.ErrLockHeld):
 		// Come back when the lock expires (1s if unknown, at most max TTL),
