@@ -50,7 +50,6 @@ func wrapScript(wrapper, body string) *redis.Script {
 	return redis.NewScript(bodyLine.ReplaceAllLiteralString(string(w), string(b)))
 }
 
-
 func loadScript(name string) *redis.Script {
 	src, err := lua.ReadFile(name)
 	if err != nil {
