@@ -173,3 +173,73 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestSemaphoreNodesDown: a minority of nodes down changes nothing; a
+// majority down is unavailable, not "full".
+func TestSemaphoreNodesDown(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	cl.setDown(0b00011)
+	var held []Permit
+	for range 2 {
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{}))
+		if err != nil {
+			t.Fatalf("acquire with 2 of 5 down: %v", err)
+		}
+		held = append(held, p)
+	}
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{})); !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("a third holder with 2 of 5 down: %v, want ErrLockHeld", err)
+	}
+	if _, err := c.ExtendPermit(ctx, "", "s", held[0].Token, 0); err != nil {
+		t.Fatalf("extend with 2 of 5 down: %v", err)
+	}
+	cl.setDown(0b00111)
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{})); !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("acquire with 3 of 5 down: %v, want ErrQuorumUnavailable", err)
+	}
+	if _, err := c.InspectSemaphore(ctx, "", "s"); !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("inspect with 3 of 5 down: %v, want ErrQuorumUnavailable", err)
+	}
+	cl.setDown(0)
+	// The nodes that were down come back without the permits: extend puts
+	// them back (reassert), as for a lock.
+	if _, err := c.ExtendPermit(ctx, "", "s", held[1].Token, 0); err != nil {
+		t.Fatalf("extend with every node up: %v", err)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", held[0].Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	info, err := c.InspectSemaphore(ctx, "", "s")
+	if err != nil || len(info.Permits) != 1 || info.Permits[0].Index != held[1].Index {
+		t.Fatalf("inspect: %+v, %v", info, err)
+	}
+}
+
+// TestSemaphoreSplitPermits: holders left on a minority of nodes (stale keys
+// of permits) neither fill the semaphore nor block the permits they hold.
+func TestSemaphoreSplitPermits(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	// Permits 0 and 1 of 3 are held by strangers on 2 nodes each.
+	for i, s := range cl.servers[:2] {
+		for p := range 2 {
+			key := "redlockd:lock:/s#" + string(rune('0'+p))
+			if err := s.Client().Set(ctx, key, "stranger"+string(rune('0'+i)), time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Client().Set(ctx, "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{}))
+		if err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+		if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
