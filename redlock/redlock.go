@@ -213,7 +213,8 @@ func releaseKeys(keys []string, token string) []string {
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	_, rd := runScript(ctx, a.c, idxs, scriptRelease, releaseKeys(a.keys, a.token), []any{a.token, a.c.released, 0}, (*redis.Cmd).Int64, nil)
+	tg := a.target()
+	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), tg.with(releaseKeys(a.keys, a.token)), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
 	rd.stragglers(nil)
 }
 
@@ -253,6 +254,7 @@ type attempt struct {
 	waiting bool
 	ttl     time.Duration
 	owner   string
+	sem     *semAttempt // a semaphore's permit; nil for a lock
 	// Nodes where a failed round of a random token may have left it (it
 	// failed, was silent, or granted late), to undo once no later round can
 	// run (see outcome); over once a waiting acquire ended without the lock.
@@ -268,6 +270,11 @@ type acqReply struct {
 	fence     int64
 	counter   int64 // existing: the node's fence counter
 	pttl      int64 // the other holder's remaining TTL, when !ok
+	// A semaphore's (see semAttempt.parser): the permit, the permits free on
+	// the node, and the limit of the permits held there when it differs.
+	permit   int
+	free     []int
+	mismatch int
 }
 
 func parseAcquire(cmd *redis.Cmd) (acqReply, error) {
@@ -355,8 +362,16 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c.stats.attempts.Add(1)
 	start := time.Now()
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, minFence: math.MaxInt64}
-	_, rd := runScript(ctx, c, c.idxs, scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, parseAcquire, t.add)
+	script, keys, args, parse, add := scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, parseAcquire, t.add
+	if a.sem != nil {
+		script, keys, parse, add = permitScripts[scriptAcquire], a.target().with(a.keys[:4]), a.sem.parser(a.sem.prefer), a.sem.tally(t)
+		args = append(args, a.sem.prefer, a.sem.limit)
+	}
+	_, rd := runScript(ctx, c, c.idxs, script, keys, args, parse, add)
 	lock, err := a.outcome(ctx, start, t)
+	if a.sem != nil {
+		err = a.sem.after(err, c.quorum)
+	}
 	rd.stragglers(func(late []reply[acqReply], silent []int) { a.finish(err == nil, lock.Fence, t, late, silent) })
 	return lock, err
 }
@@ -377,7 +392,7 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 		held := t.yes
 		t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
 		if !t.skipped {
-			held = c.commit(ctx, a.keys, a.token, t.answered, fence)
+			held = c.commit(ctx, a.target(), a.token, t.answered, fence)
 		}
 		validity := c.validity(a.ttl, start)
 		if held >= c.quorum && validity > 0 {
@@ -452,7 +467,7 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 			grants = t.granted
 		}
 		if len(grants) > 0 {
-			a.c.commit(ctx, a.keys, a.token, grants, fence)
+			a.c.commit(ctx, a.target(), a.token, grants, fence)
 		}
 		return
 	}
@@ -511,9 +526,9 @@ func committedFence(existing []acqReply) (f int64, n int) {
 // any later quorum reads a counter at least this high; decided at the
 // quorum, it returns on how many voting nodes it was written and the token
 // holds the lock.
-func (c *Coordinator) commit(ctx context.Context, keys []string, token string, idxs []int, fence int64) (held int) {
+func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64) (held int) {
 	t := &votes{n: len(idxs), q: c.quorum}
-	_, rd := runScript(ctx, c, idxs, scriptCommit, keys[:3], []any{token, fence}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(tg.keys[:3]), []any{token, fence}, tg.int64s(), func(r reply[int64]) bool {
 		switch {
 		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
 			t.bad++
@@ -570,12 +585,16 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	if err := c.checkName(namespace, resource, token); err != nil {
 		return err
 	}
-	keys := releaseKeys(c.keys(namespace, resource), token)
+	return c.release(ctx, target{keys: c.keys(namespace, resource)}, token)
+}
+
+// release is Release of tg, on checked names.
+func (c *Coordinator) release(ctx context.Context, tg target, token string) error {
 	keep := c.opts.MaxTTL.Milliseconds()
 	t := votes{n: len(c.nodes), q: c.quorum}
 	var other int
 	var errs []error
-	_, rd := runScript(ctx, c, c.idxs, scriptRelease, keys, []any{token, c.released, keep}, (*redis.Cmd).Int64, func(r reply[int64]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.with(releaseKeys(tg.keys, token)), []any{token, c.released, keep}, tg.int64s(), func(r reply[int64]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++
@@ -611,6 +630,8 @@ type extReply struct {
 	fence     int64
 	committed bool // fence is the chosen one, not the node's tentative one
 	owner     string
+	// A semaphore's: the permit the token holds on the node, and the limit.
+	permit, limit int
 }
 
 // Extend makes the lock valid for ttl from now (DefaultTTL when ttl is 0).
@@ -626,15 +647,22 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 	if err != nil {
 		return Lock{}, err
 	}
-	keys := c.keys(namespace, resource)
+	lock, _, err := c.extend(ctx, target{keys: c.keys(namespace, resource)}, namespace, resource, token, ttl)
+	return lock, err
+}
+
+// extend is Extend of tg, on checked arguments; for a semaphore it also
+// returns the permit's (permit and limit, in a Permit without its Lock).
+func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource, token string, ttl time.Duration) (Lock, Permit, error) {
 	start := time.Now()
+	var p Permit
 	t := votes{n: len(c.nodes), q: c.quorum}
 	var other int
 	var absent []int
 	var errs []error
 	var fence fenceChoice
 	var owner string
-	_, rd := runScript(ctx, c, c.idxs, scriptExtend, keys[:2], []any{token, ttl.Milliseconds()}, parseExtend, func(r reply[extReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.with(tg.keys[:2]), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++
@@ -649,6 +677,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			t.yes++
 			fence.add(r.val.committed, r.val.fence)
 			owner = r.val.owner
+			p.Index, p.Limit = r.val.permit, r.val.limit
 		case r.val.state == 0:
 			t.no++
 			absent = append(absent, r.node)
@@ -677,7 +706,7 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 		// The quorum holds: put the lock back where it vanished, in the
 		// background (it decides nothing).
 		if len(absent) > 0 {
-			c.bg.Go(func() { c.reassert(context.WithoutCancel(ctx), keys, token, absent, ttl, f, owner) })
+			c.bg.Go(func() { c.reassert(context.WithoutCancel(ctx), tg, token, absent, ttl, f, owner, p) })
 		}
 		validity := c.validity(ttl, start)
 		if validity <= 0 {
@@ -697,10 +726,10 @@ func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token str
 			}
 		}
 		if err == nil {
-			c.reassert(context.Background(), keys, token, absent, ttl, lock.Fence, lock.Owner)
+			c.reassert(context.Background(), tg, token, absent, ttl, lock.Fence, lock.Owner, p)
 		}
 	})
-	return lock, err
+	return lock, p, err
 }
 
 func parseExtend(cmd *redis.Cmd) (extReply, error) {
@@ -718,11 +747,17 @@ func parseExtend(cmd *redis.Cmd) (extReply, error) {
 // reassert puts token's lock back on the nodes idxs, where it vanished (a
 // restarted node), while a quorum holds it; it never overwrites another
 // token.
-func (c *Coordinator) reassert(ctx context.Context, keys []string, token string, idxs []int, ttl time.Duration, fence int64, owner string) {
-	if len(idxs) > 0 {
-		_, rd := runScript(ctx, c, idxs, scriptReassert, keys[:3], []any{token, ttl.Milliseconds(), fence, owner}, (*redis.Cmd).Int64, nil)
-		rd.stragglers(nil)
+// A semaphore's permit is put back as p (its index and limit).
+func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idxs []int, ttl time.Duration, fence int64, owner string, p Permit) {
+	if len(idxs) == 0 {
+		return
 	}
+	args := []any{token, ttl.Milliseconds(), fence, owner}
+	if tg.sem {
+		args = append(args, p.Index, p.Limit)
+	}
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.with(tg.keys[:3]), args, tg.int64s(), nil)
+	rd.stragglers(nil)
 }
 
 // Inspect tells who holds the lock (never the token). The lock is held when

@@ -2,6 +2,9 @@ package redlock
 
 import (
 	"embed"
+	"maps"
+	"regexp"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,8 +20,35 @@ var (
 	scriptExtend   = loadScript("extend.lua")
 	scriptReassert = loadScript("reassert.lua")
 	scriptInspect  = loadScript("inspect.lua")
-	scripts        = []*redis.Script{scriptAcquire, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect}
+
+	// The scripts of a semaphore's permits (see semaphore.go): each runs a
+	// lock script on the permit its prelude picks.
+	permitScripts = map[*redis.Script]*redis.Script{
+		scriptAcquire:  wrapScript("permit_acquire.lua", "acquire.lua"),
+		scriptCommit:   wrapScript("permit_find.lua", "commit.lua"),
+		scriptRelease:  wrapScript("permit_find.lua", "release.lua"),
+		scriptExtend:   wrapScript("permit_find.lua", "extend.lua"),
+		scriptReassert: wrapScript("permit_reassert.lua", "reassert.lua"),
+	}
+	scriptPermitInspect = loadScript("permit_inspect.lua")
+
+	scripts = append([]*redis.Script{scriptAcquire, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect,
+		scriptPermitInspect}, slices.Collect(maps.Values(permitScripts))...)
 )
+
+// bodyLine is where a permit script runs the lock script (as a function).
+var bodyLine = regexp.MustCompile(`(?m)^-- BODY.*$`)
+
+// wrapScript is the script of file wrapper with the lock script of file
+// body in place of its "-- BODY" line.
+func wrapScript(wrapper, body string) *redis.Script {
+	w, err := lua.ReadFile(wrapper)
+	b, err2 := lua.ReadFile(body)
+	if err != nil || err2 != nil || !bodyLine.Match(w) {
+		panic("redlock: embedded scripts " + wrapper + ", " + body) // cannot happen
+	}
+	return redis.NewScript(bodyLine.ReplaceAllLiteralString(string(w), string(b)))
+}
 
 func loadScript(name string) *redis.Script {
 	src, err := lua.ReadFile(name)

@@ -1,10 +1,15 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockd/redlockd/internal/valid"
 )
@@ -69,32 +74,352 @@ type PermitInfo struct {
 	HeldNodes int
 }
 
-var errNotYet = errors.New("redlock: semaphores are not implemented yet")
+// semKeys returns a semaphore's keys: those of a lock named name + "#",
+// whose lock and meta keys are the prefixes of its permits' (permit i:
+// prefix + i), then its limit key (the limit of the permits held on the
+// node). Names never contain '#'.
+func (c *Coordinator) semKeys(namespace, name string) []string {
+	return append(c.keys(namespace, name+"#"), c.opts.KeyPrefix+"limit:"+namespace+"/"+name+"#")
+}
+
+// target is what a round works on: a lock, or a semaphore, whose scripts
+// (permitScripts) run the lock's on the permit that the token holds on each
+// node, found from the keys' prefixes and the limit key.
+type target struct {
+	keys []string // see keys, or semKeys
+	sem  bool
+}
+
+func (a *attempt) target() target { return target{keys: a.keys, sem: a.sem != nil} }
+
+// script is s, or its version for a semaphore's permits.
+func (tg target) script(s *redis.Script) *redis.Script {
+	if tg.sem {
+		return permitScripts[s]
+	}
+	return s
+}
+
+// with returns keys, and a semaphore's limit key after them.
+func (tg target) with(keys []string) []string {
+	if tg.sem {
+		return append(slices.Clip(keys), tg.keys[5])
+	}
+	return keys
+}
+
+// int64s parses the integer reply of a lock script, or of its permit version.
+func (tg target) int64s() func(*redis.Cmd) (int64, error) {
+	if !tg.sem {
+		return (*redis.Cmd).Int64
+	}
+	return func(cmd *redis.Cmd) (int64, error) {
+		_, body, _, err := permitReply(cmd)
+		if err != nil {
+			return 0, err
+		}
+		return body.Int64()
+	}
+}
+
+// extends parses extend.lua's reply, or its permit version's.
+func (tg target) extends() func(*redis.Cmd) (extReply, error) {
+	if !tg.sem {
+		return parseExtend
+	}
+	return func(cmd *redis.Cmd) (extReply, error) {
+		permit, body, limit, err := permitReply(cmd)
+		if err != nil {
+			return extReply{}, err
+		}
+		r, err := parseExtend(body)
+		r.permit, r.limit = permit, int(toInt(limit))
+		return r, err
+	}
+}
+
+// permitReply splits a permit script's reply, {permit, reply, extra} (see
+// permit_find.lua), into the permit, a command holding the lock script's
+// reply, and extra.
+func permitReply(cmd *redis.Cmd) (permit int, body *redis.Cmd, extra any, err error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return -1, nil, nil, err
+	}
+	if len(v) != 3 {
+		return -1, nil, nil, fmt.Errorf("unexpected permit reply %v", v)
+	}
+	body = redis.NewCmd(context.Background())
+	body.SetVal(v[1])
+	return int(toInt(v[0])), body, v[2], nil
+}
+
+// semAttempt is what an attempt on a semaphore adds to a lock's: every round
+// asks the nodes for one permit, prefer, so that holders of a permit conflict
+// pairwise as a lock's do. The first round asks for a random permit (any is
+// free on an idle semaphore); a refused round reports the permits free on
+// each node, and the next one asks for the permit free on most nodes, or the
+// one whose release woke the waiter.
+type semAttempt struct {
+	limit  int
+	prefer int
+
+	// again: the last round was refused, but another permit may be granted
+	// at once (free on a quorum, or held by the token already).
+	again bool
+
+	// Of the last round: the limit a quorum of nodes hold the permits with
+	// (mismatch), and the permits they reported free or holding the token.
+	mismatch, mismatches int
+	free                 map[int]int // permit → nodes
+	held                 map[int]int // permit → nodes where the token holds it already
+	soonest              map[int]int // permit → nodes where it expires first of all, when none is free
+}
+
+// parser parses the replies of a round that asked for permit p. A node where
+// the token holds another permit already, or where the permits are held with
+// another limit, refuses p: its acqReply says which (permit, mismatch).
+func (s *semAttempt) parser(p int) func(*redis.Cmd) (acqReply, error) {
+	return func(cmd *redis.Cmd) (acqReply, error) {
+		permit, body, free, err := permitReply(cmd)
+		if err != nil {
+			return acqReply{}, err
+		}
+		r := acqReply{pttl: -1, permit: permit}
+		if fv, ok := free.([]any); ok {
+			for _, f := range fv {
+				r.free = append(r.free, int(toInt(f)))
+			}
+		}
+		if v, _ := body.Slice(); len(v) == 2 && toInt(v[0]) == -2 {
+			r.mismatch = int(toInt(v[1]))
+			return r, nil
+		}
+		if a, err := parseAcquire(body); err != nil {
+			return acqReply{}, err
+		} else if permit == p || !a.ok {
+			a.permit, a.free = permit, r.free
+			return a, nil
+		}
+		return r, nil // the token holds another permit here
+	}
+}
+
+// tally is t.add, noting what the answers say about the permits first.
+func (s *semAttempt) tally(t *acqTally) func(reply[acqReply]) bool {
+	s.mismatches, s.mismatch = 0, 0
+	s.free, s.held, s.soonest = map[int]int{}, map[int]int{}, map[int]int{}
+	return func(r reply[acqReply]) bool {
+		if r.err == nil {
+			switch v := r.val; {
+			case v.mismatch > 0:
+				s.mismatches++
+				s.mismatch = v.mismatch
+			case !v.ok && v.pttl < 0:
+				s.held[v.permit]++
+			case !v.ok && len(v.free) == 0:
+				s.soonest[v.permit]++
+			}
+			for _, f := range r.val.free {
+				s.free[f]++
+			}
+		}
+		return t.add(r)
+	}
+}
+
+// after turns a failed round's error into a *LimitError when a quorum holds
+// the permits with another limit, and picks the next round's permit.
+func (s *semAttempt) after(err error, quorum int) error {
+	if err == nil {
+		return nil
+	}
+	if s.mismatches >= quorum {
+		return &LimitError{Limit: s.mismatch}
+	}
+	for _, m := range []map[int]int{s.held, s.free, s.soonest} {
+		if len(m) > 0 {
+			s.prefer = most(m)
+			break
+		}
+	}
+	s.again = len(s.held) > 0 || s.free[s.prefer] >= quorum
+	return err
+}
+
+// acquireOnce is AcquirePermit without a wait: a round, and at most two
+// more when the refusals show another permit that can be granted at once.
+func (c *Coordinator) acquirePermitOnce(ctx context.Context, a *attempt) (Lock, error) {
+	if c.hub.waiters(a.keys[0]) > 0 {
+		c.stats.held.Add(1) // others are waiting here: it is theirs first
+		return Lock{}, &HeldError{}
+	}
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			a.abandon(ctx)
+			return Lock{}, errors.Join(ErrQuorumUnavailable, err)
+		}
+		lock, err := a.run(ctx)
+		if err == nil {
+			return lock, nil
+		}
+		if i == 2 || !a.sem.again || !errors.Is(err, ErrLockHeld) {
+			a.abandon(ctx)
+			if ctx.Err() != nil {
+				err = errors.Join(err, ctx.Err())
+			}
+			return Lock{}, err
+		}
+	}
+}
+
+// freed makes a permit whose release woke the waiter the next one to ask for.
+func (s *semAttempt) freed(permit int) {
+	if s != nil && permit >= 0 && permit < s.limit {
+		s.prefer = permit
+	}
+}
+
+// most is the key of m with the greatest count, a random one among ties.
+func most(m map[int]int) int {
+	best, n, ties := -1, 0, 0
+	for k, v := range m {
+		switch {
+		case v > n:
+			best, n, ties = k, v, 1
+		case v == n:
+			if ties++; rand.N(ties) == 0 {
+				best = k
+			}
+		}
+	}
+	return best
+}
 
 // AcquirePermit takes a permit of the semaphore name, trying again while
-// o.Wait lasts (waiting acquires are served first come, first served). May
-// return ErrInvalid, a *HeldError (ErrLockHeld: every permit is held), a
-// *LimitError (ErrLimitMismatch) or ErrQuorumUnavailable.
+// o.Wait lasts (waiting acquires are served first come, first served, and
+// woken by the release of any permit). May return ErrInvalid, a *HeldError
+// (ErrLockHeld: every permit is held), a *LimitError (ErrLimitMismatch) or
+// ErrQuorumUnavailable.
 func (c *Coordinator) AcquirePermit(ctx context.Context, name string, o PermitOptions) (Permit, error) {
-	return Permit{}, errNotYet
+	if o.Limit < 1 || o.Limit > MaxLimit {
+		return Permit{}, invalid("limit must be within [1, %d]", MaxLimit)
+	}
+	a, err := c.newAttempt(name, o.AcquireOptions)
+	if err != nil {
+		return Permit{}, err
+	}
+	a.keys = c.semKeys(o.Namespace, name)
+	a.sem = &semAttempt{limit: o.Limit, prefer: rand.N(o.Limit)}
+	var lock Lock
+	if o.Wait == 0 {
+		lock, err = c.acquirePermitOnce(ctx, a)
+	} else {
+		lock, err = c.acquireWaiting(ctx, a, o.Wait)
+	}
+	if err != nil {
+		return Permit{}, err
+	}
+	return Permit{Lock: lock, Limit: o.Limit, Index: a.sem.prefer}, nil
 }
 
 // ExtendPermit makes the permit held with token valid for ttl from now
 // (DefaultTTL when 0). May return ErrInvalid, ErrLockExpired (the permit is
 // lost) or ErrQuorumUnavailable.
 func (c *Coordinator) ExtendPermit(ctx context.Context, namespace, name, token string, ttl time.Duration) (Permit, error) {
-	return Permit{}, errNotYet
+	if err := c.checkName(namespace, name, token); err != nil {
+		return Permit{}, err
+	}
+	ttl, err := c.ttlOrDefault(ttl)
+	if err != nil {
+		return Permit{}, err
+	}
+	lock, p, err := c.extend(ctx, target{keys: c.semKeys(namespace, name), sem: true}, namespace, name, token, ttl)
+	if err != nil {
+		return Permit{}, err
+	}
+	p.Lock = lock
+	return p, nil
 }
 
 // ReleasePermit releases the permit held with token; idempotent as Release.
 // May return ErrInvalid, ErrLockExpired or ErrQuorumUnavailable.
 func (c *Coordinator) ReleasePermit(ctx context.Context, namespace, name, token string) error {
-	return errNotYet
+	if err := c.checkName(namespace, name, token); err != nil {
+		return err
+	}
+	return c.release(ctx, target{keys: c.semKeys(namespace, name), sem: true}, token)
 }
 
-// InspectSemaphore tells which permits of the semaphore a quorum holds. A
-// semaphore with no permit held is a SemaphoreInfo with Limit 0, no error.
-// May return ErrInvalid or ErrQuorumUnavailable.
+// InspectSemaphore tells which permits of the semaphore a quorum holds (each
+// permit as Inspect tells a lock). A semaphore with no permit held is a
+// SemaphoreInfo with Limit 0 and no error. It waits for every node's answer,
+// at most the node timeout. May return ErrInvalid or ErrQuorumUnavailable.
 func (c *Coordinator) InspectSemaphore(ctx context.Context, namespace, name string) (SemaphoreInfo, error) {
-	return SemaphoreInfo{}, errNotYet
+	if err := c.checkName(namespace, name); err != nil {
+		return SemaphoreInfo{}, err
+	}
+	keys := c.semKeys(namespace, name)
+	type holder struct {
+		permit int
+		token  string
+	}
+	type group struct {
+		count int
+		fence fenceChoice
+		info  PermitInfo
+	}
+	groups := map[holder]*group{}
+	limits := map[int]int{}
+	answered := 0
+	var errs []error
+	replies, rd := runScript(ctx, c, c.idxs, scriptPermitInspect, []string{keys[0], keys[1], keys[5]}, nil, func(cmd *redis.Cmd) ([]any, error) { return cmd.Slice() }, nil)
+	rd.stragglers(nil)
+	for _, r := range replies {
+		if r.err == nil && c.nodes[r.node].quarantined(time.Now()) {
+			r.err = c.nodes[r.node].fail(errQuarantined)
+		}
+		if r.err != nil || len(r.val) == 0 {
+			errs = append(errs, cmp.Or(r.err, errors.New("empty inspect reply")))
+			continue
+		}
+		answered++
+		if l := int(toInt(r.val[0])); l > 0 {
+			limits[l]++
+		}
+		for _, e := range r.val[1:] {
+			v, ok := e.([]any)
+			if !ok || len(v) != 6 {
+				continue
+			}
+			h := holder{permit: int(toInt(v[0]))}
+			h.token, _ = v[1].(string)
+			g := groups[h]
+			if g == nil {
+				g = &group{info: PermitInfo{Index: h.permit, Remaining: time.Duration(toInt(v[2])) * time.Millisecond}}
+				groups[h] = g
+			}
+			g.count++
+			g.info.Remaining = min(g.info.Remaining, time.Duration(toInt(v[2]))*time.Millisecond)
+			fence, committed, owner := recorded(v[3:])
+			g.fence.add(committed, fence)
+			g.info.Owner = owner
+		}
+	}
+	if answered < c.quorum {
+		return SemaphoreInfo{}, unavailable(errs)
+	}
+	info := SemaphoreInfo{Namespace: namespace, Name: name}
+	for _, g := range groups {
+		if g.count >= c.quorum {
+			g.info.HeldNodes = g.count
+			g.info.Fence, _ = g.fence.value(c.quorum)
+			info.Permits = append(info.Permits, g.info)
+		}
+	}
+	slices.SortFunc(info.Permits, func(a, b PermitInfo) int { return a.Index - b.Index })
+	if len(info.Permits) > 0 {
+		info.Limit = most(limits)
+	}
+	return info, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/bits"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,9 +115,16 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			}
 		}
 		w.drain()
+		if p := w.freed.Swap(0); p > 0 {
+			a.sem.freed(int(p) - 1)
+		}
 		lock, err = a.run(ctx)
 		if err == nil {
 			return lock, nil
+		}
+		if errors.Is(err, ErrLimitMismatch) { // waiting cannot change it
+			a.abandon(ctx)
+			return Lock{}, err
 		}
 		if ctx.Err() != nil {
 			a.abandon(ctx)
@@ -127,6 +135,9 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			sleep = jitter(c.opts.PollInterval) // until a release, or the fallback poll
 			if he.Remaining > 0 {
 				sleep = min(sleep, he.Remaining+time.Millisecond)
+			}
+			if a.sem != nil && a.sem.again { // another permit is free
+				sleep = jitter(c.opts.RetryDelay)
 			}
 		}
 	}
@@ -172,6 +183,8 @@ type waiter struct {
 	own  string        // fingerprint of its token: its own releases do not wake it
 	wake chan int      // node index per release announcement; -1: resubscribed
 	head chan struct{} // one value when it becomes the head
+	// freed is 1 + the permit of a semaphore whose release woke it last.
+	freed atomic.Int64
 }
 
 // drain drops stale wake-ups.
@@ -241,11 +254,21 @@ func (h *waitHub) waiters(key string) int {
 	return len(h.queues[key])
 }
 
-// notify wakes the head waiter of key, unless the release was its own.
+// notify wakes the head waiter of key, unless the release was its own. The
+// key of a semaphore's permit i, <prefix>#i, wakes the semaphore's waiter
+// (queued under <prefix>#) and tells it i.
 func (h *waitHub) notify(key, from string, node int) {
+	permit := -1
+	if i := strings.LastIndexByte(key, '#'); i >= 0 {
+		permit, _ = strconv.Atoi(key[i+1:])
+		key = key[:i+1]
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.queues[key]; len(q) > 0 && q[0].own != from {
+		if permit >= 0 {
+			q[0].freed.Store(int64(permit) + 1)
+		}
 		select {
 		case q[0].wake <- node:
 		default:

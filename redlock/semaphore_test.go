@@ -1,0 +1,245 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func permitOpts(limit int, o AcquireOptions) PermitOptions {
+	return PermitOptions{AcquireOptions: o, Limit: limit}
+}
+
+// TestSemaphore: at most limit holders, each on its own permit, fences
+// increasing across permits; a full semaphore refuses, a release frees a
+// permit, release and extend by token alone, inspect without tokens.
+func TestSemaphore(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	var held []Permit
+	var last int64
+	for i := range 3 {
+		p, err := c.AcquirePermit(ctx, "sem", permitOpts(3, AcquireOptions{Owner: "w"}))
+		if err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+		if p.Fence <= last || p.Limit != 3 || p.Index < 0 || p.Index > 2 || p.Resource != "sem" {
+			t.Fatalf("acquire %d: %+v after fence %d", i, p, last)
+		}
+		last = p.Fence
+		held = append(held, p)
+	}
+	idx := []int{held[0].Index, held[1].Index, held[2].Index}
+	slices.Sort(idx)
+	if !slices.Equal(idx, []int{0, 1, 2}) {
+		t.Fatalf("permits %v, want 0, 1 and 2", idx)
+	}
+	var he *HeldError
+	if _, err := c.AcquirePermit(ctx, "sem", permitOpts(3, AcquireOptions{})); !errors.As(err, &he) {
+		t.Fatalf("a fourth holder: %v, want ErrLockHeld", err)
+	}
+	info, err := c.InspectSemaphore(ctx, "", "sem")
+	if err != nil || info.Limit != 3 || len(info.Permits) != 3 || info.Permits[0].Owner != "w" || info.Permits[2].HeldNodes < 3 {
+		t.Fatalf("inspect: %+v, %v", info, err)
+	}
+	ext, err := c.ExtendPermit(ctx, "", "sem", held[1].Token, 10*time.Second)
+	if err != nil || ext.Index != held[1].Index || ext.Fence != held[1].Fence || ext.Limit != 3 || ext.TTL != 10*time.Second {
+		t.Fatalf("extend: %+v, %v; held %+v", ext, err, held[1])
+	}
+	if err := c.ReleasePermit(ctx, "", "sem", held[1].Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := c.ReleasePermit(ctx, "", "sem", held[1].Token); err != nil {
+		t.Fatalf("release again: %v", err)
+	}
+	if _, err := c.ExtendPermit(ctx, "", "sem", held[1].Token, 0); !errors.Is(err, ErrLockExpired) {
+		t.Fatalf("extend after release: %v, want ErrLockExpired", err)
+	}
+	if err := c.ReleasePermit(ctx, "", "sem", NewToken()); !errors.Is(err, ErrLockExpired) {
+		t.Fatalf("release with a stranger's token: %v, want ErrLockExpired", err)
+	}
+	// The free permit is found at once, whatever permit the first round asked for.
+	p, err := c.AcquirePermit(ctx, "sem", permitOpts(3, AcquireOptions{}))
+	if err != nil || p.Index != held[1].Index || p.Fence <= last {
+		t.Fatalf("acquire after a release: %+v, %v; want permit %d, fence over %d", p, err, held[1].Index, last)
+	}
+	// A lock of the same name is another thing.
+	if _, err := c.Acquire(ctx, "sem", AcquireOptions{}); err != nil {
+		t.Fatalf("lock named as the semaphore: %v", err)
+	}
+}
+
+func TestSemaphoreLimitMismatch(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	c, ctx := cl.c, t.Context()
+	p, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *LimitError
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{Wait: time.Second})); !errors.As(err, &le) || le.Limit != 2 {
+		t.Fatalf("another limit: %v, want a LimitError of 2", err)
+	}
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{Token: p.Token})); err != nil {
+		t.Fatalf("the same token and limit again: %v", err)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody holds a permit: any limit goes.
+	if q, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{})); err != nil || q.Limit != 3 {
+		t.Fatalf("another limit once every permit is free: %+v, %v", q, err)
+	}
+	for _, limit := range []int{0, -1, MaxLimit + 1} {
+		if _, err := c.AcquirePermit(ctx, "s", permitOpts(limit, AcquireOptions{})); !errors.Is(err, ErrInvalid) {
+			t.Errorf("limit %d: %v, want ErrInvalid", limit, err)
+		}
+	}
+}
+
+// TestSemaphoreIdempotent: a client token acquires again the permit it holds,
+// with its fence.
+func TestSemaphoreIdempotent(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	tok := NewToken()
+	first, err := c.AcquirePermit(ctx, "s", permitOpts(4, AcquireOptions{Token: tok}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		again, err := c.AcquirePermit(ctx, "s", permitOpts(4, AcquireOptions{Token: tok}))
+		if err != nil || again.Index != first.Index || again.Fence != first.Fence {
+			t.Fatalf("again: %+v, %v; first %+v", again, err, first)
+		}
+	}
+	info, err := c.InspectSemaphore(ctx, "", "s")
+	if err != nil || len(info.Permits) != 1 {
+		t.Fatalf("inspect: %+v, %v", info, err)
+	}
+}
+
+// TestSemaphoreWaiting: waiters are served first come, first served, each
+// woken by a release of any permit.
+func TestSemaphoreWaiting(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute}) // no fallback poll: only wake-ups
+	c, ctx := cl.c, t.Context()
+	a, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Permit, 2)
+	for i := range 2 {
+		go func() {
+			p, err := c.AcquirePermit(context.Background(), "s", permitOpts(2, AcquireOptions{Wait: 20 * time.Second, Owner: string(rune('x' + i))}))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			got <- p
+		}()
+		waitFor(t, func() bool { return c.Stats().Waiting == int64(i+1) })
+	}
+	start := time.Now()
+	if err := c.ReleasePermit(ctx, "", "s", b.Token); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if first.Owner != "x" || first.Index != b.Index {
+		t.Fatalf("first served %+v, want waiter x on permit %d", first, b.Index)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", a.Token); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second.Owner != "y" || second.Index != a.Index || second.Fence <= first.Fence {
+		t.Fatalf("second served %+v after %+v", second, first)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("served after %v: woken by the fallback poll, not by the releases", d)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("condition not met within 10s")
+		}
+	}
+}
+
+// TestSemaphoreNodesDown: a minority of nodes down changes nothing; a
+// majority down is unavailable, not "full".
+func TestSemaphoreNodesDown(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	cl.setDown(0b00011)
+	var held []Permit
+	for range 2 {
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{}))
+		if err != nil {
+			t.Fatalf("acquire with 2 of 5 down: %v", err)
+		}
+		held = append(held, p)
+	}
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{})); !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("a third holder with 2 of 5 down: %v, want ErrLockHeld", err)
+	}
+	if _, err := c.ExtendPermit(ctx, "", "s", held[0].Token, 0); err != nil {
+		t.Fatalf("extend with 2 of 5 down: %v", err)
+	}
+	cl.setDown(0b00111)
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{})); !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("acquire with 3 of 5 down: %v, want ErrQuorumUnavailable", err)
+	}
+	if _, err := c.InspectSemaphore(ctx, "", "s"); !errors.Is(err, ErrQuorumUnavailable) {
+		t.Fatalf("inspect with 3 of 5 down: %v, want ErrQuorumUnavailable", err)
+	}
+	cl.setDown(0)
+	// The nodes that were down come back without the permits: extend puts
+	// them back (reassert), as for a lock.
+	if _, err := c.ExtendPermit(ctx, "", "s", held[1].Token, 0); err != nil {
+		t.Fatalf("extend with every node up: %v", err)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", held[0].Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	info, err := c.InspectSemaphore(ctx, "", "s")
+	if err != nil || len(info.Permits) != 1 || info.Permits[0].Index != held[1].Index {
+		t.Fatalf("inspect: %+v, %v", info, err)
+	}
+}
+
+// TestSemaphoreSplitPermits: holders left on a minority of nodes (stale keys
+// of permits) neither fill the semaphore nor block the permits they hold.
+func TestSemaphoreSplitPermits(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	// Permits 0 and 1 of 3 are held by strangers on 2 nodes each.
+	for i, s := range cl.servers[:2] {
+		for p := range 2 {
+			key := "redlockd:lock:/s#" + string(rune('0'+p))
+			if err := s.Client().Set(ctx, key, "stranger"+string(rune('0'+i)), time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Client().Set(ctx, "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{}))
+		if err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+		if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
