@@ -13,10 +13,7 @@ import (
 // REDLOCKD_API_KEY). The package has no runtime dependency: no npm install.
 func TestClientJS(t *testing.T) {
 	node := needTool(t, "node")
-	nodes := startCluster(t, 3)
-	g := startGateway(t, nodes)
-	key := keygen(t, "js", "js")
-	authed := startGateway(t, nodes, "--api-keys-file", keysFile(t, key))
+	_, g, authed, key := clientGateways(t, "js")
 	dir, err := filepath.Abs(filepath.Join("..", "clients", "js"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,4 +34,15 @@ func TestClientJS(t *testing.T) {
 		t.Fatalf("node --test ran no test:\n%s", out)
 	}
 	t.Logf("clients/js: %s tests passed", pass[1])
+}
+
+// clientGateways starts what the tests of a client package run against: 3
+// redis-servers, a gateway without API keys and one with an API keys file
+// holding key (named and in the namespace name).
+func clientGateways(t *testing.T, name string) (nodes []*RedisNode, g, authed *Gateway, key apiKey) {
+	t.Helper()
+	nodes = startCluster(t, 3)
+	g = startGateway(t, nodes)
+	key = keygen(t, name, name)
+	return nodes, g, startGateway(t, nodes, "--api-keys-file", keysFile(t, key)), key
 }

@@ -15,10 +15,7 @@ import (
 // redis-servers: one without API keys and one with an API keys file.
 func TestClientPython(t *testing.T) {
 	python := needTool(t, "python3")
-	nodes := startCluster(t, 3)
-	g := startGateway(t, nodes)
-	key := keygen(t, "python", "python")
-	authed := startGateway(t, nodes, "--api-keys-file", keysFile(t, key))
+	nodes, g, authed, key := clientGateways(t, "python")
 
 	root, err := filepath.Abs("..")
 	if err != nil {
