@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -241,5 +242,64 @@ func TestSemaphoreSplitPermits(t *testing.T) {
 		if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSemaphoreHeads: the first limit waiters contend at once, one per
+// permit, so releases of several permits serve as many waiters together;
+// the waiter behind them moves up when one is served.
+func TestSemaphoreHeads(t *testing.T) {
+	cl := newCluster(t, 5, Options{PollInterval: time.Minute}) // no fallback poll: only wake-ups
+	c, ctx := cl.c, t.Context()
+	var held []Permit
+	for range 3 {
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	got := make(chan Permit, 4)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // the fourth waiter gives up
+	for i := range 4 {
+		wg.Go(func() {
+			p, err := c.AcquirePermit(wctx, "s", permitOpts(3, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second}))
+			if err != nil {
+				if wctx.Err() == nil {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+				return
+			}
+			got <- p
+		})
+		waitFor(t, func() bool { return c.Stats().Waiting == int64(i+1) })
+	}
+	start := time.Now()
+	for _, p := range held {
+		if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int]bool{}
+	for range 3 {
+		p := <-got
+		if seen[p.Index] {
+			t.Fatalf("permit %d granted twice", p.Index)
+		}
+		seen[p.Index] = true
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("3 waiters served after %v: woken by the fallback poll, not by the releases", d)
+	}
+	if n := c.Stats().Waiting; n != 1 {
+		t.Fatalf("%d waiting, want the fourth", n)
+	}
+	select {
+	case p := <-got:
+		t.Fatalf("a fourth holder of a semaphore of limit 3: %+v", p)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

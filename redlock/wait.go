@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,8 @@ import (
 // Waiting acquires.
 //
 // A waiting Acquire joins a first-come-first-served queue per lock on this
-// coordinator; only the head of the queue sends commands. The head tries,
+// coordinator; only the head of the queue sends commands (of a semaphore's
+// queue, the first limit waiters: one per permit). The head tries,
 // and when the lock is held it sleeps until the first of:
 //   - a release of that lock, announced by release.lua on a pub/sub channel
 //     of every node (one subscription per node, not per lock or waiter); it
@@ -80,7 +82,11 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		defer func() { f(time.Since(start), err == nil) }()
 	}
 
-	w := c.hub.join(c, a.keys[0], fingerprint(a.token))
+	heads := 1 // a lock's waiters contend one at a time; a semaphore's, one per permit
+	if a.sem != nil {
+		heads = a.sem.limit
+	}
+	w := c.hub.join(c, a.keys[0], fingerprint(a.token), heads)
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
 	defer c.hub.leave(a.keys[0], w)
@@ -185,6 +191,10 @@ type waiter struct {
 	head chan struct{} // one value when it becomes the head
 	// freed is 1 + the permit of a semaphore whose release woke it last.
 	freed atomic.Int64
+	// wokenBy is the fingerprint of the release that woke it last: the
+	// other nodes' announcements of that release wake it too, not another
+	// head of a semaphore. Guarded by the hub's mu.
+	wokenBy string
 }
 
 // drain drops stale wake-ups.
@@ -202,48 +212,59 @@ func (w *waiter) drain() {
 // that wake them. Its zero value is ready once start has run.
 type waitHub struct {
 	mu     sync.Mutex
-	queues map[string][]*waiter
+	queues map[string]*queue
 	subs   []*redis.PubSub
 	closed bool
 	wg     sync.WaitGroup
 }
 
-// join appends a waiter for key. The first in the queue is the head at once.
-func (h *waitHub) join(c *Coordinator, key, own string) *waiter {
+// queue is the waiters of one lock or semaphore, first come first served;
+// the first heads of them are its heads, which contend.
+type queue struct {
+	ws    []*waiter
+	heads int
+}
+
+// first returns the heads.
+func (q *queue) first() []*waiter { return q.ws[:min(q.heads, len(q.ws))] }
+
+// join appends a waiter for key, whose queue has heads heads (the first
+// waiter sets it). The waiter is a head at once if there is room.
+func (h *waitHub) join(c *Coordinator, key, own string, heads int) *waiter {
 	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.queues == nil {
-		h.queues = map[string][]*waiter{}
+		h.queues = map[string]*queue{}
 	}
 	q := h.queues[key]
-	if len(q) == 0 {
+	if q == nil {
+		q = &queue{heads: heads}
+		h.queues[key] = q
+	}
+	if len(q.ws) < q.heads {
 		w.head <- struct{}{}
 	}
-	h.queues[key] = append(q, w)
+	q.ws = append(q.ws, w)
 	return w
 }
 
-// leave removes w from key's queue. If w was the head, the next waiter
-// becomes the head.
+// leave removes w from key's queue. If w was a head, the next waiter
+// becomes one.
 func (h *waitHub) leave(key string, w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[key]
-	for i, x := range q {
-		if x != w {
-			continue
-		}
-		q = append(q[:i:i], q[i+1:]...)
-		if i == 0 && len(q) > 0 {
-			q[0].head <- struct{}{}
-		}
-		break
+	i := slices.Index(q.ws, w)
+	if i < 0 {
+		return
 	}
-	if len(q) == 0 {
+	q.ws = slices.Delete(q.ws, i, i+1)
+	if i < q.heads && len(q.ws) >= q.heads {
+		q.ws[q.heads-1].head <- struct{}{}
+	}
+	if len(q.ws) == 0 {
 		delete(h.queues, key)
-	} else {
-		h.queues[key] = q
 	}
 }
 
@@ -251,12 +272,17 @@ func (h *waitHub) leave(key string, w *waiter) {
 func (h *waitHub) waiters(key string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.queues[key])
+	if q := h.queues[key]; q != nil {
+		return len(q.ws)
+	}
+	return 0
 }
 
-// notify wakes the head waiter of key, unless the release was its own. The
-// key of a semaphore's permit i, <prefix>#i, wakes the semaphore's waiter
-// (queued under <prefix>#) and tells it i.
+// notify wakes a head waiter of key, unless the release (from) was its own:
+// the one this release woke already (another node's announcement of it),
+// else the first head (of a semaphore, the first without a permit to try).
+// The key of a semaphore's permit i, <prefix>#i, wakes a head of the
+// semaphore's queue (<prefix>#) and tells it i.
 func (h *waitHub) notify(key, from string, node int) {
 	permit := -1
 	if i := strings.LastIndexByte(key, '#'); i >= 0 {
@@ -265,14 +291,26 @@ func (h *waitHub) notify(key, from string, node int) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if q := h.queues[key]; len(q) > 0 && q[0].own != from {
-		if permit >= 0 {
-			q[0].freed.Store(int64(permit) + 1)
-		}
-		select {
-		case q[0].wake <- node:
-		default:
-		}
+	q := h.queues[key]
+	if q == nil {
+		return
+	}
+	heads := q.first()
+	i := slices.IndexFunc(heads, func(w *waiter) bool { return w.wokenBy == from })
+	if i < 0 {
+		i = slices.IndexFunc(heads, func(w *waiter) bool { return w.own != from && (q.heads == 1 || w.freed.Load() == 0) })
+	}
+	if i < 0 || heads[i].own == from {
+		return
+	}
+	w := heads[i]
+	w.wokenBy = from
+	if permit >= 0 {
+		w.freed.Store(int64(permit) + 1)
+	}
+	select {
+	case w.wake <- node:
+	default:
 	}
 }
 
@@ -281,9 +319,11 @@ func (h *waitHub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, q := range h.queues {
-		select {
-		case q[0].wake <- -1:
-		default:
+		for _, w := range q.first() {
+			select {
+			case w.wake <- -1:
+			default:
+			}
 		}
 	}
 }
