@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"math"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSmoke runs every mode briefly, so that the tool cannot rot: each
@@ -49,5 +52,25 @@ func TestSmoke(t *testing.T) {
 	}
 	if _, err := parse([]string{"--floors", "latency,nope"}); err == nil {
 		t.Error("--floors nope: accepted")
+	}
+}
+
+// TestSemaphoreFigures checks the semaphore floors' arithmetic on turns
+// made up for it: limit 2, three workers, the third waiting from the start.
+func TestSemaphoreFigures(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cycle := func(w, start, acquired, releasing, released int) turn {
+		return turn{worker: w, start: at(start), acquired: at(acquired), releasing: at(releasing), released: at(released)}
+	}
+	turns := []turn{cycle(0, 0, 1, 5, 6), cycle(1, 0, 1, 7, 8), cycle(2, 0, 6, 12, 13), cycle(0, 6, 8, 14, 15)}
+	// From the first 201 (1) to worker 1's last 204 (8): fewer than 2 held
+	// while someone waits over [5, 6] and [7, 8].
+	if got, want := idleWhileWaiting(turns, 2), 2.0/7; math.Abs(got-want) > 1e-9 {
+		t.Errorf("idle while waiting: %v, want %v", got, want)
+	}
+	// The first two did not wait for a release; the others, 1ms each.
+	if got := permitHandoffs(turns); !slices.Equal(got, sample{time.Millisecond, time.Millisecond}) {
+		t.Errorf("hand-offs: %v", got)
 	}
 }
