@@ -33,11 +33,13 @@ func (s sample) pct(p float64) time.Duration {
 // group. With a hold, the workers share one resource, ask for it with wait
 // and hold it that long (the contended runs); without, each has its own.
 // With a limit, the resources are semaphores of that limit, whose permits
-// the workers take through the gateway.
+// the workers take through the gateway. A mode in halves runs twice, for
+// half the duration each time, and its two results are added up.
 type mode struct {
 	group, name string
 	c, limit    int
 	hold, wait  time.Duration
+	halves      bool
 }
 
 // turn is one cycle that acquired and released the lock: when the acquire
@@ -58,6 +60,14 @@ type result struct {
 }
 
 func (r result) perSecond() float64 { return float64(r.cycles) / r.duration.Seconds() }
+
+// add adds x, another run of the same mode, to r.
+func (r *result) add(x result) {
+	r.cycles, r.errors, r.duration = r.cycles+x.cycles, r.errors+x.errors, r.duration+x.duration
+	r.lastErr = cmp.Or(x.lastErr, r.lastErr)
+	r.lat, r.turns = append(r.lat, x.lat...), append(r.turns, x.turns...)
+	slices.Sort(r.lat)
+}
 
 // run runs the mode's cycles on resources named prefix... for d and times
 // each. A cycle cut off by the end of the run is not counted.
