@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"math"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSmoke runs every mode briefly, so that the tool cannot rot: each
-// completes cycles without errors (with a paused or slow minority too),
+// (the semaphore ones too) completes cycles without errors (with a paused or slow minority too),
 // every waiter is served or times out after its wait, the acquires with 3
 // of 5 nodes paused get 503, and the floors table is printed. The figures themselves
 // are not checked: a short run on a shared machine says nothing about them.
@@ -23,8 +26,9 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if len(rep.runs) != 7+len(scenarios) || rep.runs[6].name != contendedMode || rep.waiting == nil || len(rep.gray) != 1 {
-		t.Fatalf("runs %d (want 6, the contended one and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
+	if len(rep.runs) != 10+len(scenarios) || rep.runs[6].name != contendedMode || rep.runs[9].name != semContendedMode ||
+		rep.waiting == nil || len(rep.gray) != 1 {
+		t.Fatalf("runs %d (want 6, the contended one, the 3 semaphore ones and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
 	}
 	for _, r := range rep.runs {
 		if r.cycles == 0 || r.errors != 0 {
@@ -40,7 +44,7 @@ func TestSmoke(t *testing.T) {
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
-		"hand-off p99", "peak RSS", "Redis commands/s while they wait",
+		"hand-off p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "Redis commands/s while they wait",
 		"gray 50ms, 2 of 5 slow: p50, p99, cycles/s over healthy", "gray 50ms, 3 of 5 paused: acquire's 503"} {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())
@@ -48,5 +52,25 @@ func TestSmoke(t *testing.T) {
 	}
 	if _, err := parse([]string{"--floors", "latency,nope"}); err == nil {
 		t.Error("--floors nope: accepted")
+	}
+}
+
+// TestSemaphoreFigures checks the semaphore floors' arithmetic on turns
+// made up for it: limit 2, three workers, the third waiting from the start.
+func TestSemaphoreFigures(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cycle := func(w, start, acquired, releasing, released int) turn {
+		return turn{worker: w, start: at(start), acquired: at(acquired), releasing: at(releasing), released: at(released)}
+	}
+	turns := []turn{cycle(0, 0, 1, 5, 6), cycle(1, 0, 1, 7, 8), cycle(2, 0, 6, 12, 13), cycle(0, 6, 8, 14, 15)}
+	// From the first 201 (1) to worker 1's last 204 (8): fewer than 2 held
+	// while someone waits over [5, 6] and [7, 8].
+	if got, want := idleWhileWaiting(turns, 2), 2.0/7; math.Abs(got-want) > 1e-9 {
+		t.Errorf("idle while waiting: %v, want %v", got, want)
+	}
+	// The first two did not wait for a release; the others, 1ms each.
+	if got := permitHandoffs(turns); !slices.Equal(got, sample{time.Millisecond, time.Millisecond}) {
+		t.Errorf("hand-offs: %v", got)
 	}
 }

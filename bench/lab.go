@@ -160,14 +160,22 @@ const (
 	// 16 clients take turns on one lock of the gateway, asking with wait_ms:
 	// each takes it, holds it for 1ms, releases it and at once asks again.
 	contendedMode = "contended (one lock, hold 1ms, wait_ms)"
+	// A permit of an idle semaphore of limit 4 through the gateway, beside
+	// a lock's cycle; and 32 clients on one semaphore of limit 4, asking
+	// with wait_ms, each holding a permit for 2ms.
+	permitMode       = "gateway permit (limit 4)"
+	semContendedMode = "contended semaphore (limit 4, hold 2ms, wait_ms)"
 )
 
 // locker takes the lock on res and returns how to release it.
 type locker func(ctx context.Context, res string) (unlock func(context.Context) error, err error)
 
-// open returns the locker of m and how to close it: the gateway over HTTP,
-// or redsync and the redlock library in-process on the same nodes.
+// open returns the locker of m and how to close it: the gateway over HTTP
+// (permits of a semaphore when m has a limit), or redsync and the redlock library in-process on the same nodes.
 func (l *lab) open(m mode) (locker, func(), error) {
+	if m.limit > 0 {
+		return permits(l.client, client.PermitOptions{Limit: m.limit, TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
+	}
 	if m.name == gatewayMode || m.name == contendedMode {
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	}
@@ -214,5 +222,13 @@ func gateway(c *client.Client, o client.AcquireOptions) locker {
 	return func(ctx context.Context, res string) (func(context.Context) error, error) {
 		l, err := c.Acquire(ctx, res, o)
 		return func(ctx context.Context) error { return c.Release(ctx, res, l.Token) }, err
+	}
+}
+
+// permits takes a permit of the semaphore named res through the gateway with o.
+func permits(c *client.Client, o client.PermitOptions) locker {
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
+		p, err := c.AcquirePermit(ctx, res, o)
+		return func(ctx context.Context) error { return c.ReleasePermit(ctx, res, p.Token) }, err
 	}
 }

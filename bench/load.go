@@ -31,17 +31,22 @@ func (s sample) pct(p float64) time.Duration {
 
 // mode is a way to lock (lab.open), run by c workers for the floors of
 // group. With a hold, the workers share one resource, ask for it with wait
-// and hold it that long (the contended run); without, each has its own.
+// and hold it that long (the contended runs); without, each has its own.
+// With a limit, the resources are semaphores of that limit, whose permits
+// the workers take through the gateway. A mode in halves runs twice, for
+// half the duration each time, and its two results are added up.
 type mode struct {
 	group, name string
-	c           int
+	c, limit    int
 	hold, wait  time.Duration
+	halves      bool
 }
 
-// turn is one cycle that acquired and released the lock.
+// turn is one cycle that acquired and released the lock: when the acquire
+// was sent, its 201 read, the release sent and its 204 read.
 type turn struct {
-	worker                    int
-	start, acquired, released time.Time
+	worker                               int
+	start, acquired, releasing, released time.Time
 }
 
 // result is one run's figures.
@@ -55,6 +60,14 @@ type result struct {
 }
 
 func (r result) perSecond() float64 { return float64(r.cycles) / r.duration.Seconds() }
+
+// add adds x, another run of the same mode, to r.
+func (r *result) add(x result) {
+	r.cycles, r.errors, r.duration = r.cycles+x.cycles, r.errors+x.errors, r.duration+x.duration
+	r.lastErr = cmp.Or(x.lastErr, r.lastErr)
+	r.lat, r.turns = append(r.lat, x.lat...), append(r.turns, x.turns...)
+	slices.Sort(r.lat)
+}
 
 // run runs the mode's cycles on resources named prefix... for d and times
 // each. A cycle cut off by the end of the run is not counted.
@@ -118,6 +131,7 @@ func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration)
 	time.Sleep(hold)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	t.releasing = time.Now()
 	if err := unlock(ctx); err != nil {
 		return t, fmt.Errorf("release: %w", err)
 	}
@@ -137,6 +151,74 @@ func handoffs(turns []turn) (times sample, same float64) {
 	}
 	slices.Sort(times)
 	return times, same / float64(max(1, len(times)))
+}
+
+// permitHandoffs are, for each acquisition of a permit that waited, the
+// times from the latest release sent before its 201 to that 201: it waited
+// when that release was sent after its acquire.
+func permitHandoffs(turns []turn) (times sample) {
+	releases := make([]time.Time, 0, len(turns))
+	for _, t := range turns {
+		releases = append(releases, t.releasing)
+	}
+	slices.SortFunc(releases, time.Time.Compare)
+	for _, t := range turns {
+		i, _ := slices.BinarySearchFunc(releases, t.acquired, time.Time.Compare) // the first not before the 201
+		if i > 0 && releases[i-1].After(t.start) {
+			times = append(times, t.acquired.Sub(releases[i-1]))
+		}
+	}
+	slices.Sort(times)
+	return times
+}
+
+// idleWhileWaiting is the share of the time during which fewer than limit
+// permits were held (from a 201 read to its release sent) while a client
+// waited (from its acquire sent to its 201 read). The time runs from the
+// first 201 to the earliest of the workers' last 204s: cycles cut off by the
+// end of the run are not in turns, so the held and waiting after that are
+// not known.
+func idleWhileWaiting(turns []turn, limit int) float64 {
+	type event struct {
+		at            time.Time
+		held, waiting int
+	}
+	var events []event
+	var first, end time.Time
+	last := map[int]time.Time{} // by worker
+	for _, t := range turns {
+		events = append(events, event{t.start, 0, 1}, event{t.acquired, 1, -1}, event{t.releasing, -1, 0})
+		if first.IsZero() || t.acquired.Before(first) {
+			first = t.acquired
+		}
+		if t.released.After(last[t.worker]) {
+			last[t.worker] = t.released
+		}
+	}
+	for _, at := range last {
+		if end.IsZero() || at.Before(end) {
+			end = at
+		}
+	}
+	if !end.After(first) {
+		return 1
+	}
+	slices.SortFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
+	var idle time.Duration
+	held, waiting, prev := 0, 0, first
+	for _, e := range events {
+		at := e.at // within [first, end]
+		if at.Before(first) {
+			at = first
+		} else if at.After(end) {
+			at = end
+		}
+		if held < limit && waiting > 0 {
+			idle += at.Sub(prev)
+		}
+		prev, held, waiting = at, held+e.held, waiting+e.waiting
+	}
+	return float64(idle) / float64(end.Sub(first))
 }
 
 // shortWait is the wait of the waiters that must time out.

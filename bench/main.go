@@ -27,7 +27,7 @@ import (
 )
 
 // floors are the groups of floors that --floors selects.
-var floors = []string{"latency", "throughput", "contended", "waiters", "gray"}
+var floors = []string{"latency", "throughput", "contended", "semaphore", "waiters", "gray"}
 
 type config struct {
 	binary      string // the redlockd binary to start; "": go build ./cmd/redlockd
@@ -114,16 +114,31 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		{group: "throughput", name: batchingMode, c: c.c},
 		{group: "throughput", name: naiveMode, c: c.c},
 		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second},
+		// The permit's cycle and the lock's alternate, half the duration each
+		// time, so that a drift of the machine's speed shows on both.
+		{group: "semaphore", name: gatewayMode, c: 1, halves: true},
+		{group: "semaphore", name: permitMode, c: 1, limit: 4, halves: true},
+		{group: "semaphore", name: gatewayMode, c: 1, halves: true},
+		{group: "semaphore", name: permitMode, c: 1, limit: 4, halves: true},
+		{group: "semaphore", name: semContendedMode, c: 32, limit: 4, hold: 2 * time.Millisecond, wait: 5 * time.Second},
 	} {
 		if !c.runs(m.group) || ctx.Err() != nil {
 			continue
 		}
-		fmt.Fprintf(progress, "%s at C=%d for %v\n", m.name, m.c, c.duration)
-		r, err := m.run(ctx, l, fmt.Sprintf("%s%d-", prefix, i), c.duration)
+		d := c.duration
+		if m.halves {
+			d /= 2
+		}
+		fmt.Fprintf(progress, "%s at C=%d for %v\n", m.name, m.c, d)
+		r, err := m.run(ctx, l, fmt.Sprintf("%s%d-", prefix, i), d)
 		if err != nil {
 			return rep, err
 		}
-		rep.runs = append(rep.runs, r)
+		if j := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == m.group && x.name == m.name }); j >= 0 {
+			rep.runs[j].add(r) // the second half
+		} else {
+			rep.runs = append(rep.runs, r)
+		}
 	}
 	if c.runs("gray") && ctx.Err() == nil {
 		var runs []result
@@ -146,11 +161,11 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float6
 func (r *report) print(w io.Writer) bool {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintln(tw, "acquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
+	fmt.Fprintln(tw, "group\tacquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
 	run := map[string]*result{} // by group and name
 	for i, x := range r.runs {
 		run[x.group+": "+x.name] = &r.runs[i]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\n", x.name, x.c, x.cycles, x.errors, x.perSecond(),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\n", x.group, x.name, x.c, x.cycles, x.errors, x.perSecond(),
 			ms(x.lat.pct(0.5)), ms(x.lat.pct(0.99)), ms(x.lat.pct(1)))
 		if x.lastErr != "" {
 			fmt.Fprintf(tw, "  the last error: %s\n", x.lastErr)
@@ -163,6 +178,7 @@ func (r *report) print(w io.Writer) bool {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "pass", false: "FAIL"}[ok])
 	}
 	ratio := func(a, b *result) float64 { return a.perSecond() / max(b.perSecond(), 1e-9) }
+	over := func(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
 	if g, s := run["latency: "+gatewayMode], run["latency: "+redsyncMode]; g != nil && s != nil {
 		d := g.lat.pct(0.5) - s.lat.pct(0.5)
 		check("C=1: gateway p50 - redsync p50", ms(d), "<= 0.35ms", d <= 350*time.Microsecond)
@@ -180,6 +196,20 @@ func (r *report) print(w io.Writer) bool {
 		check("contended: hand-off p99", fmt.Sprintf("%s (max %s)", ms(p99), ms(times.pct(1))), "<= 5ms", len(times) > 0 && p99 <= 5*time.Millisecond)
 		check("contended: won by the client that just released", fmt.Sprintf("%.1f%%", 100*same), "<= 10%", same <= 0.1)
 	}
+	if x := run["semaphore: "+semContendedMode]; x != nil {
+		ideal := float64(x.limit) * float64(time.Second) / float64(x.hold)
+		fmt.Fprintf(tw, "semaphore: cycles/s over the ideal %.0f/s (limit / hold)\t%.2f\t\tinfo\n", ideal, x.perSecond()/ideal)
+		idle := idleWhileWaiting(x.turns, x.limit)
+		check("semaphore: permits idle while someone waits", fmt.Sprintf("%.1f%%", 100*idle), "<= 5%", x.cycles > 0 && idle <= 0.05)
+		times := permitHandoffs(x.turns)
+		check("semaphore: hand-off p50 (p99: info)", fmt.Sprintf("%s (%s, %d hand-offs)", ms(times.pct(0.5)), ms(times.pct(0.99)), len(times)),
+			"<= 1ms", len(times) > 0 && times.pct(0.5) <= time.Millisecond)
+	}
+	if p, l := run["semaphore: "+permitMode], run["semaphore: "+gatewayMode]; p != nil && l != nil {
+		f := over(p.lat.pct(0.5), l.lat.pct(0.5))
+		check("semaphore: C=1: permit p50 / lock p50", fmt.Sprintf("%.2f (%s, %s)", f, ms(p.lat.pct(0.5)), ms(l.lat.pct(0.5))),
+			"<= 1.3", p.cycles > 0 && l.cycles > 0 && f <= 1.3)
+	}
 	if x := r.waiting; x != nil {
 		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
 			x.status.VmHWM > 0 && x.status.VmHWM <= 450<<20)
@@ -188,7 +218,6 @@ func (r *report) print(w io.Writer) bool {
 			x.served == x.waiters-x.short && x.timedOut == x.short && x.early == 0)
 		check("waiters: Redis commands/s while they wait", fmt.Sprintf("%.1f", x.idleCommands), "<= 100", x.idleCommands <= 100)
 	}
-	over := func(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
 	for _, g := range r.gray {
 		h := run["gray: "+grayName(g.nodeTimeout, scenarios[0].name)]
 		for _, s := range scenarios[1:] {
