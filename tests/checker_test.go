@@ -50,6 +50,8 @@ type window struct {
 	Resource   string
 	Token      string // set for a client-chosen token: windows of one token and fence are one hold
 	Fence      int64
+	Permit     int           // a semaphore's permit + 1 (0: a lock, or not known)
+	Sent       time.Duration // when the acquire was sent
 	Start, End time.Duration
 	Note       string // how the window came about, for a report
 }
@@ -64,13 +66,20 @@ func (w window) String() string {
 
 // violation is one broken promise found by checkWindows.
 type violation struct {
-	Kind string // "overlap" or "fence"
-	A, B window // A starts no later than B
+	Kind   string // "overlap" or "fence"
+	A, B   window // A starts no later than B
+	Others []window
 }
 
 func (v violation) String() string {
-	switch v.Kind {
-	case "overlap":
+	switch {
+	case v.Kind == "overlap" && len(v.Others) > 1:
+		ws := make([]string, len(v.Others))
+		for i, o := range v.Others {
+			ws[i] = o.String()
+		}
+		return fmt.Sprintf("overlap on %s: %d holders at once when %v starts: %s", v.A.Resource, len(v.Others)+1, v.B, strings.Join(ws, ", "))
+	case v.Kind == "overlap":
 		return fmt.Sprintf("overlap on %s: %v and %v hold it together for %v",
 			v.A.Resource, v.A, v.B, (min(v.A.End, v.B.End) - v.B.Start).Round(time.Millisecond))
 	default:
@@ -78,14 +87,23 @@ func (v violation) String() string {
 	}
 }
 
-// checkWindows returns every violation in ws: two non-empty windows of one
-// resource that overlap (touching ends do not), and a fencing token not
-// greater than the one of the window before it on the resource (windows in
-// order of start). Empty windows (the answer came after the validity was
-// over) give the holder nothing and are skipped. Two windows of the same
-// client-chosen token are one holder's: they may overlap, and keep the same
-// fence (an idempotent re-acquire).
-func checkWindows(ws []window) []violation {
+// checkWindows returns every violation in ws, and per resource the most
+// holders seen at once, for a lock (limit 0 or 1) or a semaphore of limit
+// permits. An overlap: more than limit non-empty windows of one resource at
+// one instant (touching ends do not overlap), reported once per window that
+// starts over the limit. Empty windows (the answer came after the validity
+// was over) give the holder nothing and are skipped. Windows of one
+// client-chosen token are one holder's: they count once, and may keep the
+// same fence (an idempotent re-acquire).
+//
+// Fences: of a lock, each greater than the one of the window before it (in
+// order of start); of a semaphore, greater than the fence of every window
+// that started before its acquire was sent (permits acquired concurrently
+// may get their fences in either order), a re-acquire keeping its fence
+// counting as sent with its hold's first acquire. And each permit of a
+// semaphore (when the windows know it) is checked as a lock.
+func checkWindows(ws []window, limit int) ([]violation, map[string]int) {
+	limit = max(limit, 1)
 	byRes := map[string][]window{}
 	for _, w := range ws {
 		if w.End > w.Start {
@@ -93,25 +111,71 @@ func checkWindows(ws []window) []violation {
 		}
 	}
 	var out []violation
+	peak := map[string]int{}
+	holder := func(w window) string { return cmp.Or(w.Token, "#"+w.ID) }
+	holdSent := map[string]time.Duration{} // by token and fence: the first acquire sent
+	for _, w := range ws {
+		k := fmt.Sprint(w.Token, "/", w.Fence)
+		if s, ok := holdSent[k]; w.Token != "" && (!ok || w.Sent < s) {
+			holdSent[k] = w.Sent
+		}
+	}
 	for _, res := range slices.Sorted(maps.Keys(byRes)) {
 		list := byRes[res]
 		slices.SortStableFunc(list, func(a, b window) int { return cmp.Compare(a.Start, b.Start) })
-		var reach window // the window reaching furthest so far
+		var active []window // started, not over
+		var maxFence int64  // of the windows started so far
 		for i, w := range list {
-			if i > 0 {
-				if reach.End > w.Start && !sameToken(reach, w) {
-					out = append(out, violation{Kind: "overlap", A: reach, B: w})
+			active = slices.DeleteFunc(active, func(a window) bool { return a.End <= w.Start })
+			others := map[string]window{} // other holders, by the window reaching furthest
+			for _, a := range active {
+				if k := holder(a); k != holder(w) && a.End > others[k].End {
+					others[k] = a
 				}
+			}
+			peak[res] = max(peak[res], len(others)+1)
+			if len(others) >= limit {
+				held := slices.SortedFunc(maps.Values(others), func(a, b window) int { return cmp.Compare(b.End, a.End) })
+				out = append(out, violation{Kind: "overlap", A: held[0], B: w, Others: held})
+			}
+			if limit == 1 && i > 0 {
 				if prev := list[i-1]; w.Fence < prev.Fence || (w.Fence == prev.Fence && !sameToken(prev, w)) {
 					out = append(out, violation{Kind: "fence", A: prev, B: w})
 				}
 			}
-			if i == 0 || w.End > reach.End {
-				reach = w
+			if limit > 1 && i > 0 && maxFence >= w.Fence {
+				// Rare (a fence out of order, or a re-acquire): find the window.
+				sent, ok := holdSent[fmt.Sprint(w.Token, "/", w.Fence)]
+				if !ok {
+					sent = w.Sent
+				}
+				var bad *window
+				for j := range list[:i] {
+					a := &list[j]
+					if a.Start < sent && a.Fence >= w.Fence && !(a.Fence == w.Fence && sameToken(*a, w)) && (bad == nil || a.Fence > bad.Fence) {
+						bad = a
+					}
+				}
+				if bad != nil {
+					out = append(out, violation{Kind: "fence", A: *bad, B: w})
+				}
 			}
+			maxFence = max(maxFence, w.Fence)
+			active = append(active, w)
 		}
 	}
-	return out
+	if limit > 1 {
+		var permits []window
+		for _, w := range ws {
+			if w.Permit > 0 {
+				w.Resource += fmt.Sprintf("#%d", w.Permit-1)
+				permits = append(permits, w)
+			}
+		}
+		vs, _ := checkWindows(permits, 1)
+		out = append(out, vs...)
+	}
+	return out, peak
 }
 
 // sameToken reports whether a and b were held with the same client-chosen
@@ -142,6 +206,28 @@ func TestChecker(t *testing.T) {
 		x.Token = token
 		return x
 	}
+	// check runs the checker on ws and compares the kinds of violations
+	// found (in order) with want.
+	check := func(t *testing.T, name string, ws []window, limit int, want []string) (peak map[string]int) {
+		t.Helper()
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			var vs []violation
+			vs, peak = checkWindows(ws, limit)
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.Kind)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("violations %q, want %q:\n%s", got, want, report(vs, 10))
+			}
+			for _, v := range vs {
+				if v.A.Start > v.B.Start || v.A.Resource != v.B.Resource {
+					t.Errorf("malformed violation %v", v)
+				}
+			}
+		})
+		return peak
+	}
 	for name, tc := range map[string]struct {
 		ws   []window
 		want []string // kinds, in order
@@ -168,25 +254,61 @@ func TestChecker(t *testing.T) {
 		"other token same fence":     {[]window{tw("a", "T", 4, 0, 100), tw("b", "U", 4, 100, 200)}, []string{"fence"}},
 		"other token overlaps":       {[]window{tw("a", "T", 4, 0, 100), tw("b", "U", 5, 50, 200)}, []string{"overlap"}},
 	} {
-		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
-			vs := checkWindows(tc.ws)
-			var got []string
-			for _, v := range vs {
-				got = append(got, v.Kind)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("violations %q, want %q:\n%s", got, tc.want, report(vs, 10))
-			}
-			for _, v := range vs {
-				if v.A.Start > v.B.Start || v.A.Resource != v.B.Resource {
-					t.Errorf("malformed violation %v", v)
-				}
-			}
-		})
+		check(t, name, tc.ws, 0, tc.want)
 	}
-	// The report names both holders and the overlap.
-	vs := checkWindows([]window{w("c1#1", "r", 1, 0, 100), w("c2#1", "r", 2, 60, 200)})
+	// Semaphores: the clients send acquires at sent and read the answer at start.
+	sw := func(id string, fence int64, sent, start, end int) window {
+		x := w(id, "r", fence, start, end)
+		x.Sent = ms(sent)
+		return x
+	}
+	stw := func(id, token string, fence int64, sent, start, end int) window {
+		x := sw(id, fence, sent, start, end)
+		x.Token = token
+		return x
+	}
+	pw := func(id, token string, permit int, fence int64, sent, start, end int) window {
+		x := stw(id, token, fence, sent, start, end)
+		x.Permit = permit + 1
+		return x
+	}
+	for name, tc := range map[string]struct {
+		limit int
+		ws    []window
+		want  []string
+		peak  int // most holders at once on r
+	}{
+		"2 of 2":                   {2, []window{sw("a", 1, 0, 5, 100), sw("b", 2, 10, 20, 150), sw("c", 3, 120, 130, 200)}, nil, 2},
+		"3 of 2":                   {2, []window{sw("a", 1, 0, 5, 100), sw("b", 2, 10, 20, 150), sw("c", 3, 30, 40, 200)}, []string{"overlap"}, 3},
+		"3 of 3":                   {3, []window{sw("a", 1, 0, 5, 100), sw("b", 2, 10, 20, 150), sw("c", 3, 30, 40, 200)}, nil, 3},
+		"4 of 3":                   {3, []window{sw("a", 1, 0, 5, 100), sw("b", 2, 10, 20, 150), sw("c", 3, 30, 40, 200), sw("d", 4, 50, 60, 70)}, []string{"overlap"}, 4},
+		"touching is no overlap":   {2, []window{sw("a", 1, 0, 5, 100), sw("b", 2, 0, 5, 100), sw("c", 3, 90, 100, 200)}, nil, 2},
+		"empty window skipped":     {2, []window{sw("a", 1, 0, 5, 100), sw("b", 2, 0, 5, 100), sw("x", 9, 0, 50, 40)}, nil, 2},
+		"one token counts once":    {2, []window{stw("a", "T", 4, 0, 5, 100), stw("a2", "T", 4, 80, 90, 200), sw("b", 5, 10, 20, 150)}, nil, 2},
+		"two tokens count twice":   {2, []window{stw("a", "T", 4, 0, 5, 100), stw("a2", "U", 6, 80, 90, 200), sw("b", 5, 10, 20, 150)}, []string{"overlap"}, 3},
+		"fence below an earlier":   {2, []window{sw("a", 7, 0, 5, 100), sw("b", 3, 10, 20, 150)}, []string{"fence"}, 2},
+		"fence equal":              {2, []window{sw("a", 7, 0, 5, 100), sw("b", 7, 110, 120, 150)}, []string{"fence"}, 1},
+		"concurrent, fences cross": {2, []window{sw("a", 7, 0, 30, 100), sw("b", 8, 10, 20, 150)}, nil, 2},
+		// b was sent before a's answer, c after: only c must be above a.
+		"fence below the earlier one only": {3, []window{sw("a", 8, 0, 30, 100), sw("b", 7, 10, 40, 150), sw("c", 6, 35, 50, 60)}, []string{"fence"}, 3},
+		"re-acquire same fence":            {2, []window{stw("a", "T", 4, 0, 5, 100), sw("b", 5, 10, 20, 150), stw("a2", "T", 4, 90, 95, 200)}, nil, 2},
+		// Permits known: each is a lock. T kept its hold unless b took its permit meanwhile.
+		"re-acquire keeps its fence":    {2, []window{pw("a", "T", 0, 4, 0, 5, 100), pw("b", "", 1, 5, 110, 120, 150), pw("a2", "T", 0, 4, 160, 170, 200)}, nil, 1},
+		"re-acquire keeps an old fence": {2, []window{pw("a", "T", 0, 4, 0, 5, 100), pw("b", "", 0, 5, 110, 120, 150), pw("a2", "T", 0, 4, 160, 170, 200)}, []string{"fence"}, 1},
+		"one permit, two holders":       {2, []window{pw("a", "", 1, 4, 0, 5, 100), pw("b", "", 1, 5, 10, 20, 150)}, []string{"overlap"}, 2},
+	} {
+		peak := check(t, "semaphore "+name, tc.ws, tc.limit, tc.want)
+		if peak["r"] != tc.peak {
+			t.Errorf("%s: most holders at once %d, want %d", name, peak["r"], tc.peak)
+		}
+	}
+	// The report names both holders and the overlap; with a limit, every holder.
+	vs, _ := checkWindows([]window{w("c1#1", "r", 1, 0, 100), w("c2#1", "r", 2, 60, 200)}, 0)
 	if got := vs[0].String(); !strings.Contains(got, "c1#1") || !strings.Contains(got, "c2#1") || !strings.Contains(got, "40ms") {
+		t.Errorf("report %q", got)
+	}
+	vs, _ = checkWindows([]window{sw("c1#1", 1, 0, 5, 100), sw("c2#1", 2, 0, 5, 100), sw("c3#1", 3, 0, 60, 100)}, 2)
+	if got := vs[0].String(); !strings.Contains(got, "3 holders") || !strings.Contains(got, "c1#1") || !strings.Contains(got, "c2#1") || !strings.Contains(got, "c3#1") {
 		t.Errorf("report %q", got)
 	}
 }
@@ -377,6 +499,7 @@ type contention struct {
 	Flags      []string // gateway flags
 	Clients    int
 	Resources  int
+	Limit      int    // 0: the resources are locks; N > 0: semaphores of limit N
 	TTL        [2]int // ms, range of ttl_ms
 	Waits      []int  // ms, wait_ms values drawn from
 	Duration   time.Duration
@@ -391,8 +514,9 @@ type contention struct {
 	mu      sync.Mutex
 	windows []window
 	stats   map[string]int
-	lost    []string      // holders told not-owner before their window ended
-	maxLost time.Duration // the most window left among them
+	peak    map[string]int // the most holders at once, per resource
+	lost    []string       // holders told not-owner before their window ended
+	maxLost time.Duration  // the most window left among them
 	// fenceChanged lists extends whose answer carried another fencing
 	// token than the acquire's (the API says they keep it).
 	fenceChanged []string
@@ -409,6 +533,7 @@ type lockAnswer struct {
 	Token        string `json:"token"`
 	FencingToken int64  `json:"fencing_token"`
 	ValidityMs   int64  `json:"validity_ms"`
+	Permit       *int   `json:"permit"` // of a semaphore
 }
 
 // call sends one request and decodes a 200/201 answer into out.
@@ -417,7 +542,11 @@ func (c *contention) call(ctx context.Context, method, res, body, token string, 
 	if token != "" {
 		hdr = []string{"Lock-Token", token}
 	}
-	req, err := newRequest(c.gw.URL+"/locks/"+res, method, body, hdr...)
+	path := "/locks/"
+	if c.Limit > 0 {
+		path = "/semaphores/"
+	}
+	req, err := newRequest(c.gw.URL+path+res, method, body, hdr...)
 	if err != nil {
 		return 0, err
 	}
@@ -468,7 +597,10 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		res := fmt.Sprintf("soak-%d", rng.IntN(c.Resources))
 		ttl := c.TTL[0] + rng.IntN(c.TTL[1]-c.TTL[0]+1)
 		wait := c.Waits[rng.IntN(len(c.Waits))]
-		body := fmt.Sprintf(`{"ttl_ms":%d,"wait_ms":%d}`, ttl, wait)
+		body := fmt.Sprintf(`"ttl_ms":%d,"wait_ms":%d`, ttl, wait)
+		if c.Limit > 0 {
+			body += fmt.Sprintf(`,"limit":%d`, c.Limit)
+		}
 		token := ""
 		switch k := rng.IntN(4); {
 		case k == 0 && unreleased[res].token != "" && time.Now().After(unreleased[res].end):
@@ -477,8 +609,9 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 			token = fmt.Sprintf("soak_c%d_%d_%016x", id, seq, rng.Uint64())
 		}
 		if token != "" {
-			body = fmt.Sprintf(`{"ttl_ms":%d,"wait_ms":%d,"token":%q}`, ttl, wait, token)
+			body += fmt.Sprintf(`,"token":%q`, token)
 		}
+		body = "{" + body + "}"
 		var a lockAnswer
 		sent := time.Now()
 		status, err := c.call(ctx, http.MethodPost, res, body, "", &a)
@@ -501,8 +634,12 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 			c.count("re-acquired", 1)
 		}
 		end := sent.Add(time.Duration(a.ValidityMs) * time.Millisecond)
-		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Token: token, Fence: a.FencingToken, Start: since(got)}
+		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Token: token, Fence: a.FencingToken, Sent: since(sent), Start: since(got)}
 		note := []string{fmt.Sprintf("acquire sent %v ttl %d wait %d validity %d", since(sent).Round(time.Millisecond), ttl, wait, a.ValidityMs)}
+		if a.Permit != nil {
+			w.Permit = *a.Permit + 1
+			note[0] += fmt.Sprintf(" permit %d", *a.Permit)
+		}
 		switch {
 		case reacquire:
 			note[0] = "re-" + note[0] + " token " + token
@@ -691,8 +828,12 @@ func (c *contention) run(t *testing.T) []violation {
 	c.httpClient = &http.Client{Transport: tr, Timeout: 30 * time.Second}
 
 	schedule := c.Schedule(rand.New(rand.NewPCG(c.Seed, 0)), c.Duration)
-	t.Logf("seed %d (replay with REDLOCKD_SOAK_SEED=%d), %v, %d clients on %d resources, %d nodes, gateway %q; schedule of %d events:%s",
-		c.Seed, c.Seed, c.Duration, c.Clients, c.Resources, c.Nodes, c.Flags, len(schedule), formatSchedule(schedule))
+	kind := "locks"
+	if c.Limit > 0 {
+		kind = fmt.Sprintf("semaphores of limit %d", c.Limit)
+	}
+	t.Logf("seed %d (replay with REDLOCKD_SOAK_SEED=%d), %v, %d clients on %d %s, %d nodes, gateway %q; schedule of %d events:%s",
+		c.Seed, c.Seed, c.Duration, c.Clients, c.Resources, kind, c.Nodes, c.Flags, len(schedule), formatSchedule(schedule))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -728,13 +869,15 @@ func (c *contention) run(t *testing.T) []violation {
 	cancel()
 	wg.Wait()
 
-	vs := checkWindows(c.windows)
+	vs, peak := checkWindows(c.windows, c.Limit)
+	c.peak = peak
 	keys := slices.Sorted(maps.Keys(c.stats))
 	var b strings.Builder
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s=%d", k, c.stats[k])
 	}
-	t.Logf("seed %d: %d windows checked; violations %d;%s; largest wall-clock step %v", c.Seed, len(c.windows), len(vs), b.String(), clockStep)
+	t.Logf("seed %d: %d windows checked; violations %d; most holders at once %v;%s; largest wall-clock step %v",
+		c.Seed, len(c.windows), len(vs), peak, b.String(), clockStep)
 	if len(c.fenceChanged) > 0 {
 		t.Logf("%d extends answered another fencing token than their acquire (windows are checked with the acquire's): %s",
 			len(c.fenceChanged), strings.Join(c.fenceChanged, "; "))
@@ -772,22 +915,24 @@ func soakDuration(t *testing.T, def time.Duration) time.Duration {
 	return def
 }
 
-// TestMutualExclusion is the checker run: 5 nodes behind fault proxies,
-// restart quarantine on, 12 clients on 5 resources, and a seeded schedule of
-// kills, immediate restarts, pauses (of 1 or 2 nodes, sometimes briefly of a
-// majority), cuts, partitions, latency (on 1 or 2 nodes, also just below and
-// well above the node timeout) and thin pipes on a minority of nodes at a
-// time. No two holders may overlap and fencing tokens must increase.
-func TestMutualExclusion(t *testing.T) {
+// safeRun is the checker run of the soak: 5 nodes behind fault proxies,
+// restart quarantine on, clients on resources (semaphores of limit when
+// limit > 0), and a seeded schedule of kills, immediate restarts, pauses (of
+// 1 or 2 nodes, sometimes briefly of a majority), cuts, partitions, latency
+// (on 1 or 2 nodes, also just below and well above the node timeout) and thin
+// pipes on a minority of nodes at a time. It fails the test on a violation,
+// an extend answering another fence than its acquire, or too few
+// acquisitions to prove anything.
+func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Duration) *contention {
 	const maxTTL = time.Second
 	c := &contention{
 		Nodes: 5, Proxies: true,
 		Flags: []string{"--restart-quarantine", "on", "--max-ttl", maxTTL.String(), "--default-ttl", maxTTL.String(),
 			"--node-timeout", proxyTimeout.String()},
-		Clients: 12, Resources: 5,
+		Clients: clients, Resources: resources, Limit: limit,
 		TTL: [2]int{200, 800}, Waits: []int{0, 0, 50, 200},
-		Duration: soakDuration(t, 20*time.Second),
-		Seed:     soakSeed(t),
+		Duration: d,
+		Seed:     seed,
 	}
 	c.Schedule = func(rng *rand.Rand, d time.Duration) []faultEvent {
 		return safeSchedule(rng, d, c.Nodes, maxTTL, proxyTimeout, c.Proxies)
@@ -803,19 +948,43 @@ func TestMutualExclusion(t *testing.T) {
 	if c.stats["acquired"] < 5*int(c.Duration/time.Second) {
 		t.Errorf("only %d acquisitions in %v: the run proves little", c.stats["acquired"], c.Duration)
 	}
+	return c
 }
 
-// TestCheckerCatchesUnsafeConfig runs the same clients with restart
-// quarantine off, 3 nodes, and a schedule that restarts a majority of them
-// at once every few hundred milliseconds: locks are lost while their holders
-// rely on them, and the checker must say so.
-func TestCheckerCatchesUnsafeConfig(t *testing.T) {
+// TestMutualExclusion: 12 clients on 5 locks in the soak (safeRun); no two
+// holders may overlap and fencing tokens must increase.
+func TestMutualExclusion(t *testing.T) {
+	safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second))
+}
+
+// TestSemaphoreExclusion: 14 clients on 3 semaphores of limit 2, then of
+// limit 3, in the soak (safeRun; REDLOCKD_SOAK_DURATION is shared between the
+// two): at no instant more than limit holders, fences ordered, and the limit
+// reached (the run exercises concurrent holders).
+func TestSemaphoreExclusion(t *testing.T) {
+	seed, d := soakSeed(t), soakDuration(t, 20*time.Second)/2
+	for _, limit := range []int{2, 3} {
+		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
+			c := safeRun(t, seed, 14, 3, limit, d)
+			if slices.Max(slices.Collect(maps.Values(c.peak))) < limit {
+				t.Errorf("most holders at once %v: the limit %d was never reached", c.peak, limit)
+			}
+		})
+	}
+}
+
+// catchUnsafe runs clients on resources (semaphores of limit when limit > 0)
+// with restart quarantine off, 3 nodes, and a schedule that restarts a
+// majority of them at once every few hundred milliseconds: holds are lost
+// while their holders rely on them, and the checker must say so within 3
+// attempts.
+func catchUnsafe(t *testing.T, clients, resources, limit int) {
 	seed := soakSeed(t)
 	for attempt := range 3 {
 		c := &contention{
 			Nodes:   3,
 			Flags:   []string{"--restart-quarantine", "off", "--node-timeout", "100ms"},
-			Clients: 6, Resources: 2,
+			Clients: clients, Resources: resources, Limit: limit,
 			TTL: [2]int{1000, 2000}, Waits: []int{0, 300, 1000},
 			Duration: 5 * time.Second,
 			Seed:     seed + uint64(attempt),
@@ -830,3 +999,10 @@ func TestCheckerCatchesUnsafeConfig(t *testing.T) {
 	}
 	t.Fatal("the checker found no violation in an unsafe configuration: it cannot fail")
 }
+
+// TestCheckerCatchesUnsafeConfig: catchUnsafe with 6 clients on 2 locks.
+func TestCheckerCatchesUnsafeConfig(t *testing.T) { catchUnsafe(t, 6, 2, 0) }
+
+// TestCheckerCatchesUnsafeSemaphore: catchUnsafe with 8 clients on 2
+// semaphores of limit 2.
+func TestCheckerCatchesUnsafeSemaphore(t *testing.T) { catchUnsafe(t, 8, 2, 2) }
