@@ -63,13 +63,15 @@ func TestSemaphoreFigures(t *testing.T) {
 	cycle := func(w, start, acquired, releasing, released int) turn {
 		return turn{worker: w, start: at(start), acquired: at(acquired), releasing: at(releasing), released: at(released)}
 	}
-	turns := []turn{cycle(0, 0, 1, 5, 6), cycle(1, 0, 1, 7, 8), cycle(2, 0, 6, 12, 13), cycle(0, 6, 8, 14, 15)}
-	// From the first 201 (1) to worker 1's last 204 (8): fewer than 2 held
-	// while someone waits over [5, 6] and [7, 8].
-	if got, want := idleWhileWaiting(turns, 2), 2.0/7; math.Abs(got-want) > 1e-9 {
+	turns := []turn{cycle(0, 0, 1, 5, 6), cycle(1, 0, 1, 7, 8), cycle(2, 0, 7, 12, 13), cycle(0, 6, 9, 14, 15)}
+	// From the first 201 (1) to worker 1's last 204 (8), a permit is held
+	// from its 201 to its 204: fewer than 2 held while someone waits over
+	// [6, 7] only.
+	if got, want := idleWhileWaiting(turns, 2), 1.0/7; math.Abs(got-want) > 1e-9 {
 		t.Errorf("idle while waiting: %v, want %v", got, want)
 	}
-	// The first two did not wait for a release; the others, 1ms each.
+	// The first two did not wait for a release; the others, 1ms each from
+	// the 204 they waited for (6, 8) to their 201 (7, 9).
 	if got := permitHandoffs(turns); !slices.Equal(got, sample{time.Millisecond, time.Millisecond}) {
 		t.Errorf("hand-offs: %v", got)
 	}

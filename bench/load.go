@@ -153,13 +153,14 @@ func handoffs(turns []turn) (times sample, same float64) {
 	return times, same / float64(max(1, len(times)))
 }
 
-// permitHandoffs are, for each acquisition of a permit that waited, the
-// times from the latest release sent before its 201 to that 201: it waited
-// when that release was sent after its acquire.
+// permitHandoffs are, as handoffs for a lock, the times from a holder's
+// 204 to the next holder's 201: for each acquisition of a permit that
+// waited, from the latest 204 before its 201 (one it waited for: it came
+// after its acquire was sent) to that 201.
 func permitHandoffs(turns []turn) (times sample) {
 	releases := make([]time.Time, 0, len(turns))
 	for _, t := range turns {
-		releases = append(releases, t.releasing)
+		releases = append(releases, t.released)
 	}
 	slices.SortFunc(releases, time.Time.Compare)
 	for _, t := range turns {
@@ -173,7 +174,8 @@ func permitHandoffs(turns []turn) (times sample) {
 }
 
 // idleWhileWaiting is the share of the time during which fewer than limit
-// permits were held (from a 201 read to its release sent) while a client
+// permits were held (from a 201 read to its release's 204, as a lock's
+// hand-off counts: the permit is not free before its release ran) while a client
 // waited (from its acquire sent to its 201 read). The time runs from the
 // first 201 to the earliest of the workers' last 204s: cycles cut off by the
 // end of the run are not in turns, so the held and waiting after that are
@@ -187,7 +189,7 @@ func idleWhileWaiting(turns []turn, limit int) float64 {
 	var first, end time.Time
 	last := map[int]time.Time{} // by worker
 	for _, t := range turns {
-		events = append(events, event{t.start, 0, 1}, event{t.acquired, 1, -1}, event{t.releasing, -1, 0})
+		events = append(events, event{t.start, 0, 1}, event{t.acquired, 1, -1}, event{t.released, -1, 0})
 		if first.IsZero() || t.acquired.Before(first) {
 			first = t.acquired
 		}
