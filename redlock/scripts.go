@@ -30,10 +30,11 @@ var (
 		scriptExtend:   wrapScript("permit_find.lua", "extend.lua"),
 		scriptReassert: wrapScript("permit_reassert.lua", "reassert.lua"),
 	}
-	scriptPermitInspect = loadScript("permit_inspect.lua")
+	scriptPermitInspect  = loadScript("permit_inspect.lua")
+	scriptPermitHandover = loadScript("permit_handover.lua")
 
 	scripts = append([]*redis.Script{scriptAcquire, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect,
-		scriptPermitInspect}, slices.Collect(maps.Values(permitScripts))...)
+		scriptPermitInspect, scriptPermitHandover}, slices.Collect(maps.Values(permitScripts))...)
 )
 
 // bodyLine is where a permit script runs the lock script (as a function).

@@ -303,3 +303,48 @@ func TestSemaphoreHeads(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestSemaphoreHandOver: a release on the coordinator where an acquire
+// waits hands the permit over in the same round: when ReleasePermit
+// returns, the waiter holds the permit on a quorum already, with a greater
+// fence, and a retried release is still told it worked.
+func TestSemaphoreHandOver(t *testing.T) {
+	cl := newCluster(t, 5, Options{PollInterval: time.Minute})
+	c, ctx := cl.c, t.Context()
+	held, err := c.AcquirePermit(ctx, "s", permitOpts(1, AcquireOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Permit, 1)
+	go func() {
+		p, err := c.AcquirePermit(context.Background(), "s", permitOpts(1, AcquireOptions{Wait: 20 * time.Second, Owner: "waiter"}))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- p
+	}()
+	// The waiter pauses after its first refused round.
+	waitFor(t, func() bool {
+		c.hub.mu.Lock()
+		defer c.hub.mu.Unlock()
+		q := c.hub.queues[c.semKeys("", "s")[0]]
+		return q != nil && len(q.ws) == 1 && q.ws[0].paused
+	})
+	if err := c.ReleasePermit(ctx, "", "s", held.Token); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.InspectSemaphore(ctx, "", "s")
+	if err != nil || len(info.Permits) != 1 || info.Permits[0].Owner != "waiter" || info.Permits[0].Fence <= held.Fence {
+		t.Fatalf("just after the release: %+v, %v; want the waiter holding with a fence over %d", info, err, held.Fence)
+	}
+	p := <-got
+	if p.Owner != "waiter" || p.Index != 0 || p.Fence <= held.Fence || p.Validity <= 0 {
+		t.Fatalf("waiter got %+v", p)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", held.Token); err != nil {
+		t.Fatalf("the release retried: %v", err)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
+		t.Fatalf("the waiter's release: %v", err)
+	}
+}

@@ -86,22 +86,51 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	if a.sem != nil {
 		heads = a.sem.limit
 	}
-	w := c.hub.join(c, a.keys[0], fingerprint(a.token), heads)
+	w := c.hub.join(c, a, heads)
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
 	defer c.hub.leave(a.keys[0], w)
 	a.waiting = true
 
-	select {
-	case <-w.head:
-		// Try at once, even when the previous head just took the lock: a
-		// refused round asks the nodes to announce its release.
-	case <-ctx.Done():
-		return Lock{}, errors.Join(&HeldError{}, ctx.Err())
-	case <-deadline.C:
-		return Lock{}, &HeldError{}
+	// Once a head, try at once, even when the previous head just took the
+	// lock: a refused round asks the nodes to announce its release.
+	got, err := c.queued(ctx, w, deadline)
+	switch {
+	case got != nil && got.err == nil:
+		return got.lock, nil // handed over by a release
+	case err != nil:
+		return Lock{}, err
 	}
 	return c.contend(ctx, a, w, deadline)
+}
+
+// queued waits until w is a head, or its wait or ctx ends. A semaphore's
+// waiter may be handed a permit meanwhile (see handOver): queued returns
+// the outcome of a hand-over that succeeded, or that was under way when it
+// stopped waiting.
+func (c *Coordinator) queued(ctx context.Context, w *waiter, deadline *time.Timer) (got *handoff, err error) {
+	c.hub.setPaused(w, true)
+	defer func() {
+		if c.hub.setPaused(w, false) && got == nil {
+			h := <-w.offer
+			got = &h
+		}
+	}()
+	for {
+		select {
+		case <-w.head:
+			return nil, nil
+		case h := <-w.offer:
+			if h.err == nil {
+				return &h, nil
+			}
+			c.hub.setPaused(w, true) // failed: it may be claimed again
+		case <-ctx.Done():
+			return nil, errors.Join(&HeldError{}, ctx.Err())
+		case <-deadline.C:
+			return nil, &HeldError{}
+		}
+	}
 }
 
 // contend makes rounds for the head waiter w until it takes the lock or the
@@ -110,7 +139,10 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 	var sleep time.Duration // before the next round; 0: at once
 	for {
 		if sleep > 0 {
-			done, werr := c.pause(ctx, w, sleep, deadline)
+			done, got, werr := c.pause(ctx, w, sleep, deadline)
+			if got != nil && got.err == nil {
+				return got.lock, nil // handed over by a release
+			}
 			if werr != nil {
 				a.abandon(ctx)
 				return Lock{}, errors.Join(err, werr)
@@ -151,8 +183,16 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 
 // pause sleeps until a release of w's lock is announced by a quorum of nodes
 // (or 2ms after the first announcement), or for d. It returns done when the
-// wait is over, or ctx's error.
-func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, deadline *time.Timer) (done bool, err error) {
+// wait is over, or ctx's error; and the outcome of a hand-over, if a release
+// claimed w meanwhile (which it then waits for).
+func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, deadline *time.Timer) (done bool, got *handoff, err error) {
+	c.hub.setPaused(w, true)
+	defer func() {
+		if c.hub.setPaused(w, false) && got == nil {
+			h := <-w.offer
+			got = &h
+		}
+	}()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	var seen uint64 // nodes that announced a release, as bits
@@ -161,11 +201,11 @@ func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, dea
 		select {
 		case node := <-w.wake:
 			if node < 0 { // subscription re-made: messages may be lost
-				return false, nil
+				return false, nil, nil
 			}
 			seen |= 1 << node
 			if bits.OnesCount64(seen) >= c.quorum {
-				return false, nil
+				return false, nil, nil
 			}
 			if gather == nil {
 				g := time.NewTimer(2 * time.Millisecond)
@@ -173,13 +213,15 @@ func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, dea
 				gather = g.C
 			}
 		case <-gather:
-			return false, nil
+			return false, nil, nil
+		case h := <-w.offer:
+			return false, &h, nil
 		case <-t.C:
-			return false, nil
+			return false, nil, nil
 		case <-deadline.C:
-			return true, nil
+			return true, nil, nil
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, nil, ctx.Err()
 		}
 	}
 }
@@ -195,6 +237,22 @@ type waiter struct {
 	// other nodes' announcements of that release wake it too, not another
 	// head of a semaphore. Guarded by the hub's mu.
 	wokenBy string
+
+	// A semaphore's waiter may be handed a permit by a release on this
+	// coordinator (see handOver) while it waits idle, in pause or queued
+	// behind the heads: a is its attempt, paused says it waits idle,
+	// claimed that a hand-over runs for it (both guarded by the hub's mu),
+	// and offer brings that hand-over's outcome.
+	a       *attempt
+	paused  bool
+	claimed bool
+	offer   chan handoff
+}
+
+// handoff is the outcome of a hand-over for a waiter.
+type handoff struct {
+	lock Lock
+	err  error
 }
 
 // drain drops stale wake-ups.
@@ -228,10 +286,15 @@ type queue struct {
 // first returns the heads.
 func (q *queue) first() []*waiter { return q.ws[:min(q.heads, len(q.ws))] }
 
-// join appends a waiter for key, whose queue has heads heads (the first
-// waiter sets it). The waiter is a head at once if there is room.
-func (h *waitHub) join(c *Coordinator, key, own string, heads int) *waiter {
-	w := &waiter{own: own, wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
+// join appends a waiter for a's lock or semaphore (key a.keys[0]), whose
+// queue has heads heads (the first waiter sets it). The waiter is a head at
+// once if there is room.
+func (h *waitHub) join(c *Coordinator, a *attempt, heads int) *waiter {
+	key := a.keys[0]
+	w := &waiter{own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
+	if a.sem != nil {
+		w.a, w.offer = a, make(chan handoff, 1) // a release here may hand it a permit
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.queues == nil {
@@ -266,6 +329,37 @@ func (h *waitHub) leave(key string, w *waiter) {
 	if len(q.ws) == 0 {
 		delete(h.queues, key)
 	}
+}
+
+// setPaused marks w as waiting idle (in pause, or queued behind the heads)
+// or not. A semaphore's waiter that waits idle may be claimed by a
+// hand-over; marked busy, setPaused returns whether it was, and the caller
+// must then receive its outcome from w.offer.
+func (h *waitHub) setPaused(w *waiter, paused bool) (claimed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.paused = paused
+	claimed, w.claimed = w.claimed, false
+	return claimed
+}
+
+// claim returns a waiter of key that waits idle (not in a round), claimed
+// for a hand-over from the release of from (a fingerprint), or nil: the
+// first in the queue that is a semaphore's and not from's own.
+func (h *waitHub) claim(key, from string) *waiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.queues[key]
+	if q == nil {
+		return nil
+	}
+	for _, w := range q.ws {
+		if w.a != nil && w.paused && !w.claimed && w.own != from {
+			w.claimed = true
+			return w
+		}
+	}
+	return nil
 }
 
 // waiters is how many wait for key.
