@@ -33,6 +33,12 @@ import (
 // When the head acquires the lock it leaves the queue and the next waiter
 // tries at once: refused, its round asks the nodes to announce the release
 // (release.lua publishes only for locks someone waits for).
+//
+// A semaphore's permit released on this coordinator while one of the
+// semaphore's waiters here waits idle (in pause, or queued behind the heads)
+// is handed over to the first such waiter in the same round (handOver): the
+// permit is never free in between. A head that is making a round is not
+// handed one; a release that finds no idle waiter is announced as above.
 
 // counters are the coordinator's statistics, read by Stats.
 type counters struct {
