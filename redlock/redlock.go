@@ -592,27 +592,37 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 func (c *Coordinator) release(ctx context.Context, tg target, token string) error {
 	keep := c.opts.MaxTTL.Milliseconds()
 	t := votes{n: len(c.nodes), q: c.quorum}
-	var other int
+	var other, refused, deleted, retried int
 	var errs []error
-	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.with(releaseKeys(tg.keys, token)), []any{token, c.released, keep}, tg.int64s(), func(r reply[int64]) bool {
+	// Deleted by permit (a lock's is permit 0): as in extend, a token holds
+	// the lock only where a quorum holds one permit; a tombstone (a retried
+	// release) joins whichever permit it was.
+	byPermit := map[int]int{}
+	best := 0
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.with(releaseKeys(tg.keys, token)), []any{token, c.released, keep}, tg.releases(), func(r reply[relReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++
 			errs = append(errs, r.err)
-		case r.val == 1 || r.val == 2:
-			// Released now, or by this token within max TTL (a retry
-			// of a release whose answer was lost).
-			t.yes++
+		case r.val.v == 1:
+			deleted++
+			byPermit[r.val.permit]++
+			best = max(best, byPermit[r.val.permit])
+		case r.val.v == 2:
+			// Released by this token within max TTL (a retry of a release
+			// whose answer was lost).
+			retried++
 		case c.nodes[r.node].quarantined(time.Now()):
 			// It may have lost the lock in its restart: its "no" proves nothing.
 			t.bad++
 			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
-		case r.val == -1:
-			t.no++
+		case r.val.v == -1:
+			refused++
 			other++
 		default:
-			t.no++
+			refused++
 		}
+		t.yes, t.no = best+retried, refused+deleted-best
 		return t.decided()
 	})
 	rd.stragglers(nil)
@@ -623,6 +633,12 @@ func (c *Coordinator) release(ctx context.Context, tg target, token string) erro
 		return c.notOwner(other)
 	}
 	return unavailable(errs)
+}
+
+// relReply is a node's answer to release.lua (v), and a semaphore's permit.
+type relReply struct {
+	permit int
+	v      int64
 }
 
 type extReply struct {
@@ -657,11 +673,20 @@ func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource
 	start := time.Now()
 	var p Permit
 	t := votes{n: len(c.nodes), q: c.quorum}
-	var other int
+	var other, extended, refused int
 	var absent []int
 	var errs []error
-	var fence fenceChoice
-	var owner string
+	// The nodes that extended, by permit (a lock's is permit 0): a
+	// semaphore's token may hold different permits on different nodes (a
+	// client token's rounds on several permits), and only a quorum on one
+	// permit holds it. The other permits' yes votes count as no.
+	type held struct {
+		yes   int
+		fence fenceChoice
+		owner string
+	}
+	byPermit := map[int]*held{}
+	best := &held{}
 	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.with(tg.keys[:2]), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
 		switch {
 		case r.err != nil:
@@ -674,19 +699,29 @@ func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource
 				absent = append(absent, r.node) // put it back, though it does not vote
 			}
 		case r.val.state == 1:
-			t.yes++
-			fence.add(r.val.committed, r.val.fence)
-			owner = r.val.owner
-			p.Index, p.Limit = r.val.permit, r.val.limit
+			extended++
+			h := byPermit[r.val.permit]
+			if h == nil {
+				h = &held{}
+				byPermit[r.val.permit] = h
+			}
+			h.yes++
+			h.fence.add(r.val.committed, r.val.fence)
+			h.owner = r.val.owner
+			if h.yes > best.yes {
+				best = h
+				p.Index, p.Limit = r.val.permit, r.val.limit
+			}
 		case r.val.state == 0:
-			t.no++
+			refused++
 			absent = append(absent, r.node)
 		default:
-			t.no++
+			refused++
 			other++
 		}
+		t.yes, t.no = best.yes, refused+extended-best.yes
 		// A success waits until its fence is certain, or every node answered.
-		_, certain := fence.value(c.quorum)
+		_, certain := best.fence.value(c.quorum)
 		return t.decided() && (t.yes < c.quorum || certain || t.yes+t.no+t.bad == t.n)
 	})
 	lock, err := func() (Lock, error) {
@@ -696,7 +731,7 @@ func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource
 			}
 			return Lock{}, unavailable(errs)
 		}
-		f, certain := fence.value(c.quorum)
+		f, certain := best.fence.value(c.quorum)
 		if !certain {
 			// A late SET recorded another fence (see fenceChoice), and too
 			// few nodes answered to tell which is the lock's: the lock is
@@ -706,14 +741,14 @@ func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource
 		// The quorum holds: put the lock back where it vanished, in the
 		// background (it decides nothing).
 		if len(absent) > 0 {
-			c.bg.Go(func() { c.reassert(context.WithoutCancel(ctx), tg, token, absent, ttl, f, owner, p) })
+			c.bg.Go(func() { c.reassert(context.WithoutCancel(ctx), tg, token, absent, ttl, f, best.owner, p) })
 		}
 		validity := c.validity(ttl, start)
 		if validity <= 0 {
 			return Lock{}, unavailable(errs)
 		}
 		return Lock{
-			Namespace: namespace, Resource: resource, Token: token, Fence: f, Owner: owner,
+			Namespace: namespace, Resource: resource, Token: token, Fence: f, Owner: best.owner,
 			TTL: ttl, Validity: validity, Start: start, Until: start.Add(validity),
 			Nodes: len(c.nodes), Quorum: c.quorum, Locked: t.yes,
 		}, nil

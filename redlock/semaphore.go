@@ -123,6 +123,24 @@ func (tg target) int64s() func(*redis.Cmd) (int64, error) {
 	}
 }
 
+// releases parses release.lua's reply, or its permit version's.
+func (tg target) releases() func(*redis.Cmd) (relReply, error) {
+	if !tg.sem {
+		return func(cmd *redis.Cmd) (relReply, error) {
+			v, err := cmd.Int64()
+			return relReply{v: v}, err
+		}
+	}
+	return func(cmd *redis.Cmd) (relReply, error) {
+		permit, body, _, err := permitReply(cmd)
+		if err != nil {
+			return relReply{}, err
+		}
+		v, err := body.Int64()
+		return relReply{permit: permit, v: v}, err
+	}
+}
+
 // extends parses extend.lua's reply, or its permit version's.
 func (tg target) extends() func(*redis.Cmd) (extReply, error) {
 	if !tg.sem {
@@ -385,7 +403,12 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 	var errs []error
 	keys := tg.with(append(slices.Clip(tg.keys[:4]), releaseKeys(tg.keys, token)[3]))
 	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner}
-	acqDecided := false
+	// The waiter gets one permit: the one of the first node that handed one
+	// over (the releasing token may hold different permits on different
+	// nodes, left by a client token's rounds on several). Grants of another
+	// permit count as refusals, and are undone.
+	acqDecided, permit := false, -1
+	var stray []int
 	_, rd := runScript(ctx, c, c.idxs, scriptPermitHandover, keys, args, parseHandOver, func(r reply[handOverReply]) bool {
 		switch {
 		case r.err != nil:
@@ -399,14 +422,24 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 		default:
 			rel.no++
 		}
-		if r.val.permit >= 0 {
-			a.sem.prefer = r.val.permit
+		if r.err == nil && r.val.acq.ok {
+			if permit < 0 {
+				permit = r.val.permit
+				a.sem.prefer = permit
+			}
+			if r.val.permit != permit {
+				stray = append(stray, r.node)
+				r.val.acq = acqReply{pttl: -1, permit: r.val.permit}
+			}
 		}
 		acqDecided = t.add(reply[acqReply]{node: r.node, val: r.val.acq, err: r.err, silent: r.silent})
 		return rel.decided() && acqDecided
 	})
 	lock, err := a.outcome(ctx, start, t)
 	w.offer <- handoff{lock: lock, err: err}
+	if len(stray) > 0 {
+		a.undo(context.WithoutCancel(ctx), stray)
+	}
 	rd.stragglers(func(late []reply[handOverReply], silent []int) {
 		acq := make([]reply[acqReply], 0, len(late))
 		for _, r := range late {

@@ -348,3 +348,57 @@ func TestSemaphoreHandOver(t *testing.T) {
 		t.Fatalf("the waiter's release: %v", err)
 	}
 }
+
+// TestSemaphoreOnePermit: a token that holds different permits on different
+// nodes (left by a client token's rounds on several permits) holds none of
+// them unless a quorum holds one: extend refuses it.
+func TestSemaphoreOnePermit(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	tok := NewToken()
+	for i, s := range cl.servers[:3] {
+		permit := "1"
+		if i == 2 {
+			permit = "2"
+		}
+		if err := s.Client().Set(ctx, "redlockd:lock:/s#"+permit, tok, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().Set(ctx, "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, err := c.ExtendPermit(ctx, "", "s", tok, 0); !errors.Is(err, ErrLockExpired) {
+		t.Fatalf("extend of permits 1, 1, 2 on 3 of 5 nodes: %+v, %v; want ErrLockExpired", p, err)
+	}
+}
+
+// TestSemaphoreReleaseOnePermit: a release of a token that holds different
+// permits on different nodes, none on a quorum, is told it did not hold
+// the semaphore; it deletes them all the same.
+func TestSemaphoreReleaseOnePermit(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	c, ctx := cl.c, t.Context()
+	tok := NewToken()
+	for i, s := range cl.servers[:3] {
+		permit := "1"
+		if i == 2 {
+			permit = "2"
+		}
+		if err := s.Client().Set(ctx, "redlockd:lock:/s#"+permit, tok, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().Set(ctx, "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.ReleasePermit(ctx, "", "s", tok); !errors.Is(err, ErrLockExpired) {
+		t.Fatalf("release of permits 1, 1, 2 on 3 of 5 nodes: %v; want ErrLockExpired", err)
+	}
+	cl.settle()
+	for i, s := range cl.servers[:3] {
+		if n, _ := s.Client().Exists(ctx, "redlockd:lock:/s#1", "redlockd:lock:/s#2").Result(); n != 0 {
+			t.Errorf("node %d still holds %d permits of the token", i, n)
+		}
+	}
+}
