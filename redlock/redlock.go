@@ -297,6 +297,7 @@ func parseAcquire(cmd *redis.Cmd) (acqReply, error) {
 type acqTally struct {
 	votes
 	a                  *attempt
+	tg                 target     // the round's (a semaphore's: with its permit)
 	newFence           int64      // the greatest fence of a fresh node, or counter+1 of an existing one
 	minFence, maxFence int64      // over every grant, voting or not
 	existing           []acqReply // voting nodes where the token held the lock already
@@ -361,9 +362,10 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, minFence: math.MaxInt64}
+	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
 	script, keys, args, parse, add := scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, parseAcquire, t.add
 	if a.sem != nil {
+		t.tg.permit = a.sem.prefer
 		script, keys, parse, add = permitScripts[scriptAcquire], a.target().with(a.keys[:4]), a.sem.parser(a.sem.prefer), a.sem.tally(t)
 		args = append(args, a.sem.prefer, a.sem.limit)
 	}
@@ -392,7 +394,7 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 		held := t.yes
 		t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
 		if !t.skipped {
-			held = c.commit(ctx, a.target(), a.token, t.answered, fence)
+			held = c.commit(ctx, t.tg, a.token, t.answered, fence)
 		}
 		validity := c.validity(a.ttl, start)
 		if held >= c.quorum && validity > 0 {
@@ -467,7 +469,7 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 			grants = t.granted
 		}
 		if len(grants) > 0 {
-			a.c.commit(ctx, a.target(), a.token, grants, fence)
+			a.c.commit(ctx, t.tg, a.token, grants, fence)
 		}
 		return
 	}
@@ -528,11 +530,11 @@ func committedFence(existing []acqReply) (f int64, n int) {
 // holds the lock.
 func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64) (held int) {
 	t := &votes{n: len(idxs), q: c.quorum}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(tg.keys[:3]), []any{token, fence}, tg.int64s(), func(r reply[int64]) bool {
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(tg.keys[:3]), []any{token, fence}, tg.releases(), func(r reply[relReply]) bool {
 		switch {
 		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
 			t.bad++
-		case r.val == 1:
+		case r.val.v == 1 && r.val.permit == tg.permit: // a semaphore's: the same permit
 			t.yes++
 		default:
 			t.no++

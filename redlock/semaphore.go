@@ -87,8 +87,9 @@ func (c *Coordinator) semKeys(namespace, name string) []string {
 // (permitScripts) run the lock's on the permit that the token holds on each
 // node, found from the keys' prefixes and the limit key.
 type target struct {
-	keys []string // see keys, or semKeys
-	sem  bool
+	keys   []string // see keys, or semKeys
+	sem    bool
+	permit int // a semaphore's acquire round's: the permit it asked for (commit counts only it)
 }
 
 func (a *attempt) target() target { return target{keys: a.keys, sem: a.sem != nil} }
@@ -399,7 +400,7 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 	c.stats.attempts.Add(1)
 	start := time.Now()
 	rel := votes{n: len(c.nodes), q: c.quorum}
-	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, minFence: math.MaxInt64}
+	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
 	var errs []error
 	keys := tg.with(append(slices.Clip(tg.keys[:4]), releaseKeys(tg.keys, token)[3]))
 	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner}
@@ -425,7 +426,7 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 		if r.err == nil && r.val.acq.ok {
 			if permit < 0 {
 				permit = r.val.permit
-				a.sem.prefer = permit
+				a.sem.prefer, t.tg.permit = permit, permit
 			}
 			if r.val.permit != permit {
 				stray = append(stray, r.node)
