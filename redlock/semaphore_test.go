@@ -355,19 +355,7 @@ func TestSemaphoreHandOver(t *testing.T) {
 func TestSemaphoreOnePermit(t *testing.T) {
 	cl := newCluster(t, 5, Options{})
 	c, ctx := cl.c, t.Context()
-	tok := NewToken()
-	for i, s := range cl.servers[:3] {
-		permit := "1"
-		if i == 2 {
-			permit = "2"
-		}
-		if err := s.Client().Set(ctx, "redlockd:lock:/s#"+permit, tok, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Client().Set(ctx, "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tok := mixedPermits(t, cl)
 	if p, err := c.ExtendPermit(ctx, "", "s", tok, 0); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("extend of permits 1, 1, 2 on 3 of 5 nodes: %+v, %v; want ErrLockExpired", p, err)
 	}
@@ -379,19 +367,7 @@ func TestSemaphoreOnePermit(t *testing.T) {
 func TestSemaphoreReleaseOnePermit(t *testing.T) {
 	cl := newCluster(t, 5, Options{})
 	c, ctx := cl.c, t.Context()
-	tok := NewToken()
-	for i, s := range cl.servers[:3] {
-		permit := "1"
-		if i == 2 {
-			permit = "2"
-		}
-		if err := s.Client().Set(ctx, "redlockd:lock:/s#"+permit, tok, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Client().Set(ctx, "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tok := mixedPermits(t, cl)
 	if err := c.ReleasePermit(ctx, "", "s", tok); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("release of permits 1, 1, 2 on 3 of 5 nodes: %v; want ErrLockExpired", err)
 	}
@@ -401,4 +377,24 @@ func TestSemaphoreReleaseOnePermit(t *testing.T) {
 			t.Errorf("node %d still holds %d permits of the token", i, n)
 		}
 	}
+}
+
+// mixedPermits makes a token hold permit 1 of semaphore "s" (limit 3) on
+// nodes 0 and 1 and permit 2 on node 2: no permit on a quorum of 5.
+func mixedPermits(t *testing.T, cl *cluster) string {
+	t.Helper()
+	tok := NewToken()
+	for i, s := range cl.servers[:3] {
+		permit := "1"
+		if i == 2 {
+			permit = "2"
+		}
+		if err := s.Client().Set(t.Context(), "redlockd:lock:/s#"+permit, tok, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().Set(t.Context(), "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tok
 }

@@ -138,12 +138,9 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 	if !redlock.ValidToken(req.Params.LockToken) {
 		return nil, badRequest(lockTokenRule)
 	}
-	ttl := s.cfg.DefaultTTL
-	if b := req.Body; b != nil {
-		var err error
-		if ttl, err = s.ttl(b.TTLMs); err != nil {
-			return nil, err
-		}
+	ttl, err := s.extendTTL(req.Body)
+	if err != nil {
+		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("extend", time.Now())
 	lock, err := s.cfg.Locker.Extend(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken, ttl)
@@ -219,6 +216,15 @@ func (s *Server) ttl(ms *int64) (time.Duration, error) {
 		return 0, badRequest("ttl_ms must be within [%d, %d]", redlock.MinTTL.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
 	}
 	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+// extendTTL is the TTL an extend's body asks for (the default TTL when it
+// gives none). May return an invalid-request error.
+func (s *Server) extendTTL(b *api.ExtendRequest) (time.Duration, error) {
+	if b == nil {
+		return s.cfg.DefaultTTL, nil
+	}
+	return s.ttl(b.TTLMs)
 }
 
 // lockResponse is the body of a successful acquire or extend.

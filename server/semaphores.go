@@ -68,12 +68,9 @@ func (s *Server) ExtendPermit(ctx context.Context, req api.ExtendPermitRequestOb
 	if !redlock.ValidToken(req.Params.LockToken) {
 		return nil, badRequest(lockTokenRule)
 	}
-	ttl := s.cfg.DefaultTTL
-	if b := req.Body; b != nil {
-		var err error
-		if ttl, err = s.ttl(b.TTLMs); err != nil {
-			return nil, err
-		}
+	ttl, err := s.extendTTL(req.Body)
+	if err != nil {
+		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("extend_permit", time.Now())
 	p, err := s.cfg.Locker.ExtendPermit(ctx, namespaceFrom(ctx), req.Name, req.Params.LockToken, ttl)
