@@ -590,7 +590,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	return c.release(ctx, target{keys: c.keys(namespace, resource)}, token)
 }
 
-// release is Release of tg, on checked names.
+// release is Release of tg, whose names were checked.
 func (c *Coordinator) release(ctx context.Context, tg target, token string) error {
 	keep := c.opts.MaxTTL.Milliseconds()
 	t := votes{n: len(c.nodes), q: c.quorum}
@@ -658,20 +658,27 @@ type extReply struct {
 // ErrLockExpired or ErrHeldByOther (the lock is lost), or
 // ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (Lock, error) {
-	if err := c.checkName(namespace, resource, token); err != nil {
-		return Lock{}, err
-	}
-	ttl, err := c.ttlOrDefault(ttl)
-	if err != nil {
-		return Lock{}, err
-	}
-	lock, _, err := c.extend(ctx, target{keys: c.keys(namespace, resource)}, namespace, resource, token, ttl)
+	lock, _, err := c.extend(ctx, false, namespace, resource, token, ttl)
 	return lock, err
 }
 
-// extend is Extend of tg, on checked arguments; for a semaphore it also
-// returns the permit's (permit and limit, in a Permit without its Lock).
-func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource, token string, ttl time.Duration) (Lock, Permit, error) {
+// extend is Extend of a lock, or of a semaphore's permit (sem, whose name is
+// resource); for a semaphore it also returns the permit's index and limit,
+// in a Permit without its Lock.
+func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource, token string, ttl time.Duration) (Lock, Permit, error) {
+	if err := c.checkName(namespace, resource, token); err != nil {
+		return Lock{}, Permit{}, err
+	}
+	ttl, err := c.ttlOrDefault(ttl)
+	if err != nil {
+		return Lock{}, Permit{}, err
+	}
+	tg := target{sem: sem}
+	if sem {
+		tg.keys = c.semKeys(namespace, resource)
+	} else {
+		tg.keys = c.keys(namespace, resource)
+	}
 	start := time.Now()
 	var p Permit
 	t := votes{n: len(c.nodes), q: c.quorum}

@@ -347,14 +347,7 @@ func (c *Coordinator) AcquirePermit(ctx context.Context, name string, o PermitOp
 // (DefaultTTL when 0). May return ErrInvalid, ErrLockExpired (the permit is
 // lost) or ErrQuorumUnavailable.
 func (c *Coordinator) ExtendPermit(ctx context.Context, namespace, name, token string, ttl time.Duration) (Permit, error) {
-	if err := c.checkName(namespace, name, token); err != nil {
-		return Permit{}, err
-	}
-	ttl, err := c.ttlOrDefault(ttl)
-	if err != nil {
-		return Permit{}, err
-	}
-	lock, p, err := c.extend(ctx, target{keys: c.semKeys(namespace, name), sem: true}, namespace, name, token, ttl)
+	lock, p, err := c.extend(ctx, true, namespace, name, token, ttl)
 	if err != nil {
 		return Permit{}, err
 	}

@@ -116,11 +116,8 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 
 // ReleaseLock releases a lock: 204.
 func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObject) (api.ReleaseLockResponseObject, error) {
-	if err := s.admit(ctx, req.Resource); err != nil {
+	if err := withToken(s.admit(ctx, req.Resource), req.Params.LockToken); err != nil {
 		return nil, err
-	}
-	if !redlock.ValidToken(req.Params.LockToken) {
-		return nil, badRequest(lockTokenRule)
 	}
 	defer s.cfg.Metrics.observeOp("release", time.Now())
 	if err := s.cfg.Locker.Release(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken); err != nil {
@@ -132,11 +129,8 @@ func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObje
 
 // ExtendLock extends a lock: 200 with the lock.
 func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject) (api.ExtendLockResponseObject, error) {
-	if err := s.admit(ctx, req.Resource); err != nil {
+	if err := withToken(s.admit(ctx, req.Resource), req.Params.LockToken); err != nil {
 		return nil, err
-	}
-	if !redlock.ValidToken(req.Params.LockToken) {
-		return nil, badRequest(lockTokenRule)
 	}
 	ttl, err := s.extendTTL(req.Body)
 	if err != nil {
@@ -216,6 +210,15 @@ func (s *Server) ttl(ms *int64) (time.Duration, error) {
 		return 0, badRequest("ttl_ms must be within [%d, %d]", redlock.MinTTL.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
 	}
 	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+// withToken is err, the admission of an extend or release, or else an
+// invalid-request error if its Lock-Token is malformed.
+func withToken(err error, token string) error {
+	if err == nil && !redlock.ValidToken(token) {
+		return badRequest(lockTokenRule)
+	}
+	return err
 }
 
 // extendTTL is the TTL an extend's body asks for (the default TTL when it

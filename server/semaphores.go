@@ -62,11 +62,8 @@ func (s *Server) AcquirePermit(ctx context.Context, req api.AcquirePermitRequest
 
 // ExtendPermit extends a permit: 200 with the permit.
 func (s *Server) ExtendPermit(ctx context.Context, req api.ExtendPermitRequestObject) (api.ExtendPermitResponseObject, error) {
-	if err := s.admitSemaphore(ctx, req.Name); err != nil {
+	if err := withToken(s.admitSemaphore(ctx, req.Name), req.Params.LockToken); err != nil {
 		return nil, err
-	}
-	if !redlock.ValidToken(req.Params.LockToken) {
-		return nil, badRequest(lockTokenRule)
 	}
 	ttl, err := s.extendTTL(req.Body)
 	if err != nil {
@@ -83,11 +80,8 @@ func (s *Server) ExtendPermit(ctx context.Context, req api.ExtendPermitRequestOb
 
 // ReleasePermit releases a permit: 204.
 func (s *Server) ReleasePermit(ctx context.Context, req api.ReleasePermitRequestObject) (api.ReleasePermitResponseObject, error) {
-	if err := s.admitSemaphore(ctx, req.Name); err != nil {
+	if err := withToken(s.admitSemaphore(ctx, req.Name), req.Params.LockToken); err != nil {
 		return nil, err
-	}
-	if !redlock.ValidToken(req.Params.LockToken) {
-		return nil, badRequest(lockTokenRule)
 	}
 	defer s.cfg.Metrics.observeOp("release_permit", time.Now())
 	if err := s.cfg.Locker.ReleasePermit(ctx, namespaceFrom(ctx), req.Name, req.Params.LockToken); err != nil {
@@ -113,10 +107,11 @@ func (s *Server) InspectSemaphore(ctx context.Context, req api.InspectSemaphoreR
 		body.Permits = append(body.Permits, api.PermitInfo{Permit: p.Index, Owner: p.Owner, FencingToken: p.Fence,
 			RemainingMs: p.Remaining.Milliseconds(), HeldNodes: p.HeldNodes})
 	}
-	setOutcome(ctx, "free")
+	outcome := "free"
 	if len(info.Permits) > 0 {
-		setOutcome(ctx, "held")
+		outcome = "held"
 	}
+	setOutcome(ctx, outcome)
 	return api.InspectSemaphore200JSONResponse{Body: body, Headers: api.InspectSemaphore200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
 }
 
