@@ -1,8 +1,12 @@
--- acquire.lua: takes the lock on this node if it is free or already held by the same token.
--- KEYS: [lock, meta, fence, waiting]  ARGV: [token, ttl_ms, owner, interest]
+-- acquire.lua: takes the lock (a writer's) on this node if it is free or already held by the same
+-- token, and no reader holds it (see read_acquire.lua).
+-- KEYS: [lock, meta, fence, waiting, readers, rmeta, wwait]  ARGV: [token, ttl_ms, owner, interest, wait_ms]
 -- interest: 1 = the caller waits if refused, 2 = others wait behind the caller. Then the
 -- 'waiting' key asks release.lua to announce the lock's release; it lives as long as the lock
--- (plus a second), and a waiter that is refused again renews it.
+-- (plus a second), and a waiter that is refused again renews it. A refused waiting writer
+-- (wait_ms > 0: what is left of its wait) also enters 'wwait' (a sorted set: token → expiry in ms
+-- of this node's clock, at most wait_ms away), which keeps new readers out; its grant leaves it.
+-- Only a free lock key pays for the readers: one EXISTS of 'readers' and 'wwait'.
 -- => {1, fence, 0, 0}: newly set; fence is this node's incremented counter, recorded beside the
 --                      lock as the node's tentative fence 'nf' (commit.lua records the fence the
 --                      coordinator chose as 'fence' when the nodes disagree or some did not answer)
@@ -11,37 +15,63 @@
 --                      tentative one ('nf'); counter is this node's fence counter, from which
 --                      the coordinator makes a new fence when the token no longer holds a
 --                      quorum (the re-acquire is then a new acquisition)
---    {0, pttl}:        held by another token, pttl its remaining TTL in ms
+--    {0, pttl}:        held by another token, or by readers: pttl the remaining TTL in ms (of
+--                      the reader that expires last)
 local v = redis.call('GET', KEYS[1])
-if v == false or v == ARGV[1] then
-  if ARGV[4] == '2' then
-    redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[2]) + 1000)
+local now, pttl
+if v == false and redis.call('EXISTS', KEYS[5], KEYS[7]) > 0 then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+  if last[2] then
+    pttl = tonumber(last[2]) - now
+  else
+    redis.call('ZREM', KEYS[7], ARGV[1])
   end
 end
-if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  local f = redis.call('INCR', KEYS[3])
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'owner', ARGV[3], 'nf', f)
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return {1, f, 0, 0}
-elseif v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('HSET', KEYS[2], 'owner', ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  local m = redis.call('HMGET', KEYS[2], 'fence', 'nf')
-  local counter = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if m[1] then
-    return {1, tonumber(m[1]), 1, 1, counter}
-  elseif m[2] then
-    return {1, tonumber(m[2]), 1, 0, counter}
+if pttl == nil then
+  if v == false or v == ARGV[1] then
+    if ARGV[4] == '2' then
+      redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[2]) + 1000)
+    end
   end
-  local f = redis.call('INCR', KEYS[3])
-  redis.call('HSET', KEYS[2], 'nf', f)
-  return {1, f, 0, 0}
+  if v == false then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    local f = redis.call('INCR', KEYS[3])
+    redis.call('DEL', KEYS[2])
+    redis.call('HSET', KEYS[2], 'owner', ARGV[3], 'nf', f)
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+    return {1, f, 0, 0}
+  elseif v == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    redis.call('HSET', KEYS[2], 'owner', ARGV[3])
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+    local m = redis.call('HMGET', KEYS[2], 'fence', 'nf')
+    local counter = tonumber(redis.call('GET', KEYS[3]) or '0')
+    if m[1] then
+      return {1, tonumber(m[1]), 1, 1, counter}
+    elseif m[2] then
+      return {1, tonumber(m[2]), 1, 0, counter}
+    end
+    local f = redis.call('INCR', KEYS[3])
+    redis.call('HSET', KEYS[2], 'nf', f)
+    return {1, f, 0, 0}
+  end
+  pttl = redis.call('PTTL', KEYS[1])
 end
-local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[4] ~= '0' then
   redis.call('SET', KEYS[4], '1', 'PX', math.max(pttl, 1) + 1000)
+  if tonumber(ARGV[5]) > 0 then
+    if now == nil then
+      local t = redis.call('TIME')
+      now = t[1] * 1000 + math.floor(t[2] / 1000)
+    end
+    local px = math.min(math.max(pttl, 1) + 1000, tonumber(ARGV[5]))
+    redis.call('ZADD', KEYS[7], now + px, ARGV[1])
+    if redis.call('PTTL', KEYS[7]) < px then
+      redis.call('PEXPIRE', KEYS[7], px)
+    end
+  end
 end
 return {0, pttl}

@@ -9,9 +9,12 @@ type Lock struct {
 	Namespace string
 	Resource  string
 	Token     string // whoever knows it may extend or release
-	// Fence is the fencing token: strictly greater than every fence handed
-	// out before for the same namespace and resource.
+	// Fence is the fencing token: a writer's is strictly greater than every
+	// fence handed out before for the same namespace and resource; a
+	// reader's is the last writer's (at least that of every writer that
+	// held the lock before it).
 	Fence int64
+	Mode  Mode          // ModeWrite or ModeRead
 	Owner string        // the free text given at acquire time
 	TTL   time.Duration // the TTL the keys were set with
 	// Validity is TTL minus elapsed time minus clock drift: how long the lock
@@ -28,8 +31,13 @@ type Lock struct {
 type Info struct {
 	Namespace string
 	Resource  string
-	Owner     string
-	Fence     int64
+	// Mode is ModeWrite, or ModeRead when readers hold the lock: then Owner,
+	// Remaining and HeldNodes are those of the reader that holds it longest,
+	// Fence the greatest of the readers' and Readers how many hold it.
+	Mode    Mode
+	Readers int
+	Owner   string
+	Fence   int64
 	// Remaining is the smallest remaining TTL among the quorum of nodes that
 	// hold the lock with the same token.
 	Remaining time.Duration

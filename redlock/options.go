@@ -160,4 +160,19 @@ type AcquireOptions struct {
 	// new random token.
 	Token string
 	Owner string // free text shown by Inspect
+	// Mode is ModeWrite (exclusive, the default; "" means it too) or
+	// ModeRead (shared with other readers). Extend, Release and Inspect take
+	// no mode: the nodes know whether a token is the writer or a reader.
+	Mode Mode
 }
+
+// Mode is how a lock is held: by one writer, or shared by readers.
+type Mode string
+
+// The modes of a lock (SPEC §8). A reader conflicts only with a writer, so
+// Redlock's quorum argument holds pairwise; a waiting writer keeps new
+// readers out.
+const (
+	ModeWrite Mode = "write"
+	ModeRead  Mode = "read"
+)

@@ -1,7 +1,8 @@
 -- permit_acquire.lua: acquire.lua on one permit of a semaphore (see semaphore.go). The lock
 -- script below runs as body() on the permit this prelude picks: the one the token holds here
 -- already (an idempotent re-acquire), else ARGV's preferred permit.
--- KEYS: [lock prefix, meta prefix, fence, waiting, limit]  (permit i's keys: prefix .. i)
+-- KEYS: [lock prefix, meta prefix, fence, waiting, readers, rmeta, wwait, limit]  (permit i's
+-- keys: prefix .. i; a semaphore has no readers, and waits with wait_ms 0: no 'wwait')
 -- ARGV: acquire.lua's, then [preferred permit, limit]
 -- => {permit, acquire.lua's reply, free}: free lists the permits free here (below the limit).
 --    Refused ({0, pttl}): permit is the held permit that expires first, pttl its remaining TTL.

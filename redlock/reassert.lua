@@ -1,17 +1,37 @@
 -- reassert.lua: puts back a lock that vanished from this node (a restarted node) while the
--- quorum still holds it. Never overwrites another token.
--- KEYS: [lock, meta, fence]  ARGV: [token, ttl_ms, fence, owner]
+-- quorum still holds it. Never overwrites another token; a reader (mode 'read') is put back
+-- only where no writer holds the lock key.
+-- KEYS: [lock, meta, fence, readers, rmeta]  ARGV: [token, ttl_ms, fence, owner, mode]
 -- => 1 token holds the lock here now, -1 held by another token
 local v = redis.call('GET', KEYS[1])
+local function raise()
+  local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if cur < tonumber(ARGV[3]) then
+    redis.call('SET', KEYS[3], ARGV[3])
+  end
+end
+if ARGV[5] == 'read' then
+  if v then
+    return -1
+  end
+  local tok, ttl = ARGV[1], tonumber(ARGV[2])
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[4], t[1] * 1000 + math.floor(t[2] / 1000) + ttl, tok)
+  redis.call('HSET', KEYS[5], tok .. ':owner', ARGV[4], tok .. ':fence', ARGV[3])
+  for _, k in ipairs({KEYS[4], KEYS[5]}) do
+    if redis.call('PTTL', k) < ttl then
+      redis.call('PEXPIRE', k, ttl)
+    end
+  end
+  raise()
+  return 1
+end
 if v == false then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'owner', ARGV[4], 'fence', ARGV[3])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if cur < tonumber(ARGV[3]) then
-    redis.call('SET', KEYS[3], ARGV[3])
-  end
+  raise()
   return 1
 elseif v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -89,13 +89,24 @@ func (c *Coordinator) Close() error {
 	return errors.Join(errs...)
 }
 
-// keys returns the lock, meta, fence and waiting keys of a resource, and
-// the prefix of its release tombstones (see releaseKeys). Names never
-// contain '/', so namespace and resource cannot collide across namespaces.
+// keys returns the lock, meta, fence and waiting keys of a resource, the
+// prefix of its release tombstones (see releaseKeys), then its readers,
+// rmeta and wwait keys (see read_acquire.lua). Names never contain '/', so
+// namespace and resource cannot collide across namespaces.
 func (c *Coordinator) keys(namespace, resource string) []string {
 	base := namespace + "/" + resource
 	p := c.opts.KeyPrefix
-	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base, p + "released:" + base}
+	return []string{p + "lock:" + base, p + "meta:" + base, p + "fence:" + base, p + "waiting:" + base, p + "released:" + base,
+		p + "readers:" + base, p + "rmeta:" + base, p + "wwait:" + base}
+}
+
+// pick returns the keys at positions idx: the KEYS of a script.
+func pick(keys []string, idx ...int) []string {
+	out := make([]string, len(idx))
+	for i, j := range idx {
+		out[i] = keys[j]
+	}
+	return out
 }
 
 // validity is what is left of ttl after elapsed time and clock drift.
@@ -164,8 +175,11 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 	if utf8.RuneCountInString(o.Owner) > MaxOwnerLen {
 		return nil, invalid("owner must be at most %d characters", MaxOwnerLen)
 	}
+	if o.Mode != "" && o.Mode != ModeWrite && o.Mode != ModeRead {
+		return nil, invalid("mode must be read or write")
+	}
 	a := &attempt{c: c, ns: o.Namespace, resource: resource, keys: c.keys(o.Namespace, resource),
-		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner}
+		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner, read: o.Mode == ModeRead}
 	if !a.chosen {
 		a.token = NewToken()
 	}
@@ -203,11 +217,28 @@ func (a *attempt) interest() int {
 	return 1
 }
 
-// releaseKeys are the keys release.lua takes: lock, meta, waiting, and the
+// wwait is what is left of a waiting writer's wait, in ms: a refused round
+// keeps new readers out for at most that long (see acquire.lua); 0 for
+// others.
+func (a *attempt) wwait() int64 {
+	if !a.waiting || a.read || a.sem != nil {
+		return 0
+	}
+	return max(time.Until(a.until).Milliseconds(), 1)
+}
+
+func (a *attempt) mode() Mode {
+	if a.read {
+		return ModeRead
+	}
+	return ModeWrite
+}
+
+// releaseKeys are the keys release.lua takes: lock, meta, waiting, the
 // tombstone of token's release, released:<ns>/<resource>/<token> (a token
-// never contains '/').
+// never contains '/'), readers and rmeta.
 func releaseKeys(keys []string, token string) []string {
-	return []string{keys[0], keys[1], keys[3], keys[4] + "/" + token}
+	return []string{keys[0], keys[1], keys[3], keys[4] + "/" + token, keys[5], keys[6]}
 }
 
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
@@ -252,6 +283,8 @@ type attempt struct {
 	// waiting is set for a waiting acquire: its rounds ask the nodes to
 	// announce the lock's release (see interest).
 	waiting bool
+	until   time.Time // when a waiting acquire's wait ends
+	read    bool      // a reader's (ModeRead)
 	ttl     time.Duration
 	owner   string
 	sem     *semAttempt // a semaphore's permit; nil for a lock
@@ -339,7 +372,11 @@ func (t *acqTally) add(r reply[acqReply]) bool {
 		case r.val.existing:
 			t.yes++
 			t.existing = append(t.existing, r.val)
-			t.newFence = max(t.newFence, r.val.counter+1)
+			next := r.val.counter + 1
+			if t.a.read {
+				next = r.val.counter // a reader gets the last writer's fence
+			}
+			t.newFence = max(t.newFence, next)
 		default:
 			t.yes++
 			t.newFence = max(t.newFence, r.val.fence)
@@ -363,10 +400,14 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c.stats.attempts.Add(1)
 	start := time.Now()
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
-	script, keys, args, parse, add := scriptAcquire, a.keys, []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest()}, parseAcquire, t.add
+	script, keys, parse, add := scriptAcquire, pick(a.keys, 0, 1, 2, 3, 5, 6, 7), parseAcquire, t.add
+	args := []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait()}
+	if a.read {
+		script = scriptRead
+	}
 	if a.sem != nil {
 		t.tg.permit = a.sem.prefer
-		script, keys, parse, add = permitScripts[scriptAcquire], a.target().with(a.keys[:4]), a.sem.parser(a.sem.prefer), a.sem.tally(t)
+		script, keys, parse, add = permitScripts[scriptAcquire], a.target().with(keys), a.sem.parser(a.sem.prefer), a.sem.tally(t)
 		args = append(args, a.sem.prefer, a.sem.limit)
 	}
 	_, rd := runScript(ctx, c, c.idxs, script, keys, args, parse, add)
@@ -400,7 +441,7 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 		if held >= c.quorum && validity > 0 {
 			c.stats.acquired.Add(1)
 			return Lock{
-				Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Owner: a.owner,
+				Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Mode: a.mode(), Owner: a.owner,
 				TTL: a.ttl, Validity: validity, Start: start, Until: start.Add(validity),
 				Nodes: len(c.nodes), Quorum: c.quorum, Locked: held,
 			}, nil
@@ -530,7 +571,7 @@ func committedFence(existing []acqReply) (f int64, n int) {
 // holds the lock.
 func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64) (held int) {
 	t := &votes{n: len(idxs), q: c.quorum}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(tg.keys[:3]), []any{token, fence}, tg.releases(), func(r reply[relReply]) bool {
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), []any{token, fence}, tg.releases(), func(r reply[relReply]) bool {
 		switch {
 		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
 			t.bad++
@@ -648,6 +689,7 @@ type extReply struct {
 	fence     int64
 	committed bool // fence is the chosen one, not the node's tentative one
 	owner     string
+	read      bool // the token is a reader
 	// A semaphore's: the permit the token holds on the node, and the limit.
 	permit, limit int
 }
@@ -693,10 +735,11 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 		yes   int
 		fence fenceChoice
 		owner string
+		read  bool
 	}
 	byPermit := map[int]*held{}
 	best := &held{}
-	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.with(tg.keys[:2]), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.with(pick(tg.keys, 0, 1, 5, 6)), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++
@@ -721,6 +764,7 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 				best = h
 				p.Index, p.Limit = r.val.permit, r.val.limit
 			}
+			h.read = h.read || r.val.read
 		case r.val.state == 0:
 			refused++
 			absent = append(absent, r.node)
@@ -733,6 +777,10 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 		_, certain := best.fence.value(c.quorum)
 		return t.decided() && (t.yes < c.quorum || certain || t.yes+t.no+t.bad == t.n)
 	})
+	mode := ModeWrite
+	if best.read {
+		mode = ModeRead
+	}
 	lock, err := func() (Lock, error) {
 		if t.yes < c.quorum || c.validity(ttl, start) <= 0 {
 			if t.refused() {
@@ -750,14 +798,14 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 		// The quorum holds: put the lock back where it vanished, in the
 		// background (it decides nothing).
 		if len(absent) > 0 {
-			c.bg.Go(func() { c.reassert(context.WithoutCancel(ctx), tg, token, absent, ttl, f, best.owner, p) })
+			c.bg.Go(func() { c.reassert(context.WithoutCancel(ctx), tg, token, absent, ttl, f, best.owner, mode, p) })
 		}
 		validity := c.validity(ttl, start)
 		if validity <= 0 {
 			return Lock{}, unavailable(errs)
 		}
 		return Lock{
-			Namespace: namespace, Resource: resource, Token: token, Fence: f, Owner: best.owner,
+			Namespace: namespace, Resource: resource, Token: token, Fence: f, Mode: mode, Owner: best.owner,
 			TTL: ttl, Validity: validity, Start: start, Until: start.Add(validity),
 			Nodes: len(c.nodes), Quorum: c.quorum, Locked: t.yes,
 		}, nil
@@ -770,7 +818,7 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 			}
 		}
 		if err == nil {
-			c.reassert(context.Background(), tg, token, absent, ttl, lock.Fence, lock.Owner, p)
+			c.reassert(context.Background(), tg, token, absent, ttl, lock.Fence, lock.Owner, lock.Mode, p)
 		}
 	})
 	return lock, p, err
@@ -782,8 +830,9 @@ func parseExtend(cmd *redis.Cmd) (extReply, error) {
 		return extReply{}, errors.Join(err, errors.New("empty extend reply"))
 	}
 	r := extReply{state: toInt(v[0])}
-	if r.state == 1 && len(v) == 4 {
+	if r.state == 1 && len(v) >= 4 {
 		r.fence, r.committed, r.owner = recorded(v[1:])
+		r.read = len(v) == 5
 	}
 	return r, nil
 }
@@ -791,16 +840,17 @@ func parseExtend(cmd *redis.Cmd) (extReply, error) {
 // reassert puts token's lock back on the nodes idxs, where it vanished (a
 // restarted node), while a quorum holds it; it never overwrites another
 // token.
-// A semaphore's permit is put back as p (its index and limit).
-func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idxs []int, ttl time.Duration, fence int64, owner string, p Permit) {
+// A reader (mode) is put back as a reader; a semaphore's permit as p (its
+// index and limit).
+func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idxs []int, ttl time.Duration, fence int64, owner string, mode Mode, p Permit) {
 	if len(idxs) == 0 {
 		return
 	}
-	args := []any{token, ttl.Milliseconds(), fence, owner}
+	args := []any{token, ttl.Milliseconds(), fence, owner, string(mode)}
 	if tg.sem {
 		args = append(args, p.Index, p.Limit)
 	}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.with(tg.keys[:3]), args, tg.int64s(), nil)
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), args, tg.int64s(), nil)
 	rd.stragglers(nil)
 }
 
@@ -817,39 +867,35 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 
 // inspect is Inspect's round on checked names. It is decided only once the
 // nodes of index below wait answered or failed too, and also returns
-// the lowest index among the voting nodes that hold the lock's token as far
-// as they answered (see List).
+// the lowest index among the voting nodes that hold the lock's token (of a
+// read lock, a reader's) as far as they answered (see List).
 func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, wait int) (Info, int, error) {
-	keys := c.keys(namespace, resource)[:2]
-	type state struct {
-		token       string
-		pttl, fence int64
-		committed   bool
-		owner       string
-	}
 	type group struct {
 		count int
 		first int // the lowest index of a node that holds the token
 		fence fenceChoice
 		info  Info
 	}
-	groups := map[string]*group{}
-	best := &group{}
+	// One group per token: of the writer's lock key, or of a reader.
+	writers, readers := map[string]*group{}, map[string]*group{}
+	best := &group{} // the writer held on most nodes
+	add := func(groups map[string]*group, h holder, node int) *group {
+		g := groups[h.token]
+		if g == nil {
+			g = &group{first: node, info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(h.pttl) * time.Millisecond}}
+			groups[h.token] = g
+		}
+		g.count++
+		g.first = min(g.first, node)
+		g.info.Remaining = min(g.info.Remaining, time.Duration(h.pttl)*time.Millisecond)
+		g.fence.add(h.committed, h.fence)
+		g.info.Owner = h.owner
+		return g
+	}
 	var errs []error
 	answers, waiting := 0, wait
-	_, rd := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, func(cmd *redis.Cmd) (state, error) {
-		v, err := cmd.Slice()
-		if errors.Is(err, redis.Nil) {
-			return state{}, nil
-		}
-		if err != nil || len(v) < 5 {
-			return state{}, err
-		}
-		s := state{pttl: toInt(v[1])}
-		s.token, _ = v[0].(string)
-		s.fence, s.committed, s.owner = recorded(v[2:])
-		return s, nil
-	}, func(r reply[state]) bool {
+	keys := pick(c.keys(namespace, resource), 0, 1, 5, 6)
+	_, rd := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, parseInspect, func(r reply[[]holder]) bool {
 		answers++
 		if r.node < wait {
 			waiting--
@@ -857,27 +903,24 @@ func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, w
 		if r.err == nil && c.nodes[r.node].quarantined(time.Now()) {
 			r.err = c.nodes[r.node].fail(errQuarantined)
 		}
-		switch {
-		case r.err != nil:
+		if r.err != nil {
 			errs = append(errs, r.err)
-		case r.val.token != "":
-			g := groups[r.val.token]
-			if g == nil {
-				g = &group{first: r.node, info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(r.val.pttl) * time.Millisecond}}
-				groups[r.val.token] = g
-			}
-			g.count++
-			g.first = min(g.first, r.node)
-			g.info.Remaining = min(g.info.Remaining, time.Duration(r.val.pttl)*time.Millisecond)
-			g.fence.add(r.val.committed, r.val.fence)
-			g.info.Owner = r.val.owner
-			if g.count > best.count {
-				best = g
+		}
+		for i, h := range r.val {
+			switch {
+			case r.err != nil || h.token == "":
+			case i == 0:
+				if g := add(writers, h, r.node); g.count > best.count {
+					best = g
+				}
+			default:
+				add(readers, h, r.node)
 			}
 		}
-		// Decided when a token holds a quorum (and its fence is certain, see
-		// fenceChoice), or none can (no token holds more than best) and
-		// whether too many failed to tell is certain.
+		// Decided when a writer holds a quorum (and its fence is certain,
+		// see fenceChoice), or none can and which readers hold a quorum is
+		// certain (with their fences), and, if none does, whether too many
+		// failed to tell is certain.
 		pending := len(c.nodes) - answers
 		if waiting > 0 {
 			return false
@@ -886,19 +929,80 @@ func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, w
 			_, certain := best.fence.value(c.quorum)
 			return certain || pending == 0
 		}
-		return best.count+pending < c.quorum &&
-			(best.count+len(errs) >= c.quorum || best.count+len(errs)+pending < c.quorum)
+		if best.count+pending >= c.quorum {
+			return false
+		}
+		most, held := best.count, false
+		for _, g := range readers {
+			_, certain := g.fence.value(c.quorum)
+			if g.count+pending >= c.quorum && (g.count < c.quorum || !certain) {
+				return false
+			}
+			most, held = max(most, g.count), held || g.count >= c.quorum
+		}
+		return held || most+len(errs) >= c.quorum || most+len(errs)+pending < c.quorum
 	})
 	rd.stragglers(nil)
-	switch {
-	case best.count >= c.quorum:
+	if best.count >= c.quorum {
 		best.info.HeldNodes = best.count
 		best.info.Fence, _ = best.fence.value(c.quorum)
+		best.info.Mode = ModeWrite
 		return best.info, best.first, nil
-	case best.count+len(errs) >= c.quorum:
+	}
+	// Readers: the one held longest speaks for them, with their greatest fence.
+	most, n, first, fence := best.count, 0, -1, int64(0)
+	var longest *group
+	for _, g := range readers {
+		most = max(most, g.count)
+		if g.count < c.quorum {
+			continue
+		}
+		f, _ := g.fence.value(c.quorum)
+		n, fence = n+1, max(fence, f)
+		if first < 0 || g.first < first {
+			first = g.first
+		}
+		if longest == nil || g.info.Remaining > longest.info.Remaining {
+			longest = g
+		}
+	}
+	switch {
+	case n > 0:
+		info := longest.info
+		info.Mode, info.Readers, info.Fence, info.HeldNodes = ModeRead, n, fence, longest.count
+		return info, first, nil
+	case most+len(errs) >= c.quorum:
 		return Info{}, -1, unavailable(errs)
 	}
 	return Info{}, -1, ErrNotHeld
+}
+
+// holder is a token's record on a node, as inspect.lua reads it.
+type holder struct {
+	token       string
+	pttl, fence int64
+	committed   bool
+	owner       string
+}
+
+// parseInspect parses inspect.lua's reply: the writer (token "" if none),
+// then the readers.
+func parseInspect(cmd *redis.Cmd) ([]holder, error) {
+	v, err := cmd.Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var hs []holder
+	for i := 0; i+5 <= len(v); i += 5 {
+		h := holder{pttl: toInt(v[i+1])}
+		h.token, _ = v[i].(string)
+		h.fence, h.committed, h.owner = recorded(v[i+2 : i+5])
+		hs = append(hs, h)
+	}
+	return hs, nil
 }
 
 // Warm opens every node's connections and loads the scripts, in parallel,

@@ -15,6 +15,7 @@ var lua embed.FS
 // The Lua scripts, each run by SHA (EVALSHA, falling back to EVAL on NOSCRIPT).
 var (
 	scriptAcquire  = loadScript("acquire.lua")
+	scriptRead     = loadScript("read_acquire.lua")
 	scriptCommit   = loadScript("commit.lua")
 	scriptRelease  = loadScript("release.lua")
 	scriptExtend   = loadScript("extend.lua")
@@ -33,7 +34,7 @@ var (
 	scriptPermitInspect  = loadScript("permit_inspect.lua")
 	scriptPermitHandover = loadScript("permit_handover.lua")
 
-	scripts = append([]*redis.Script{scriptAcquire, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect,
+	scripts = append([]*redis.Script{scriptAcquire, scriptRead, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect,
 		scriptPermitInspect, scriptPermitHandover}, slices.Collect(maps.Values(permitScripts))...)
 )
 

@@ -78,10 +78,14 @@ type PermitInfo struct {
 // semKeys returns a semaphore's keys: those of a lock named name + "#",
 // whose lock and meta keys are the prefixes of its permits' (permit i:
 // prefix + i), then its limit key (the limit of the permits held on the
-// node). Names never contain '#'.
+// node). Names never contain '#'. Its readers, rmeta and wwait keys never
+// exist: a semaphore has no readers, and its waiters never enter wwait.
 func (c *Coordinator) semKeys(namespace, name string) []string {
 	return append(c.keys(namespace, name+"#"), c.opts.KeyPrefix+"limit:"+namespace+"/"+name+"#")
 }
+
+// semLimit is the position of the limit key in semKeys.
+const semLimit = 8
 
 // target is what a round works on: a lock, or a semaphore, whose scripts
 // (permitScripts) run the lock's on the permit that the token holds on each
@@ -105,7 +109,7 @@ func (tg target) script(s *redis.Script) *redis.Script {
 // with returns keys, and a semaphore's limit key after them.
 func (tg target) with(keys []string) []string {
 	if tg.sem {
-		return append(slices.Clip(keys), tg.keys[5])
+		return append(slices.Clip(keys), tg.keys[semLimit])
 	}
 	return keys
 }
@@ -329,6 +333,9 @@ func (c *Coordinator) AcquirePermit(ctx context.Context, name string, o PermitOp
 	if err != nil {
 		return Permit{}, err
 	}
+	if a.read {
+		return Permit{}, invalid("a semaphore has no read mode")
+	}
 	a.keys = c.semKeys(o.Namespace, name)
 	a.sem = &semAttempt{limit: o.Limit, prefer: rand.N(o.Limit)}
 	var lock Lock
@@ -488,7 +495,7 @@ func (c *Coordinator) InspectSemaphore(ctx context.Context, namespace, name stri
 	limits := map[int]int{}
 	answered := 0
 	var errs []error
-	replies, rd := runScript(ctx, c, c.idxs, scriptPermitInspect, []string{keys[0], keys[1], keys[5]}, nil, func(cmd *redis.Cmd) ([]any, error) { return cmd.Slice() }, nil)
+	replies, rd := runScript(ctx, c, c.idxs, scriptPermitInspect, []string{keys[0], keys[1], keys[semLimit]}, nil, func(cmd *redis.Cmd) ([]any, error) { return cmd.Slice() }, nil)
 	rd.stragglers(nil)
 	for _, r := range replies {
 		if r.err == nil && c.nodes[r.node].quarantined(time.Now()) {

@@ -97,6 +97,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	defer c.stats.waiting.Add(-1)
 	defer c.hub.leave(a.keys[0], w)
 	a.waiting = true
+	a.until = start.Add(wait)
 
 	// Once a head, try at once, even when the previous head just took the
 	// lock: a refused round asks the nodes to announce its release.
