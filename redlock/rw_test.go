@@ -64,7 +64,7 @@ func TestReadWrite(t *testing.T) {
 		rs = append(rs, r)
 	}
 	info, err := c.Inspect(ctx, "", res)
-	if err != nil || info.Mode != ModeRead || info.Readers != 2 || info.Fence != w0.Fence || info.HeldNodes < 3 {
+	if err != nil || info.Mode != ModeRead || info.Readers != 2 || info.Fence != w0.Fence || info.HeldNodes < c.Quorum() {
 		t.Fatalf("inspect: %+v, %v", info, err)
 	}
 	var he *HeldError
