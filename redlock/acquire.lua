@@ -27,6 +27,7 @@ if v == false and redis.call('EXISTS', KEYS[5], KEYS[7]) > 0 then
   if last[2] then
     pttl = tonumber(last[2]) - now
   else
+    redis.call('DEL', KEYS[6]) -- records of expired readers
     redis.call('ZREM', KEYS[7], ARGV[1])
   end
 end

@@ -11,6 +11,9 @@
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local pttl = redis.call('PTTL', KEYS[1])
+for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)) do
+  redis.call('HDEL', KEYS[6], tok .. ':fence', tok .. ':nf', tok .. ':owner') -- expired readers
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 local mine = redis.call('ZSCORE', KEYS[5], ARGV[1])
 if pttl == -2 and not mine then

@@ -31,8 +31,11 @@ if s then
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
   if tonumber(s) > now then
-    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-    return released(redis.call('ZCARD', KEYS[5]) == 0)
+    if redis.call('ZCOUNT', KEYS[5], '(' .. now, '+inf') > 0 then
+      return released(false)
+    end
+    redis.call('DEL', KEYS[5], KEYS[6]) -- the last live reader left
+    return released(true)
   end
 end
 if redis.call('EXISTS', KEYS[4]) == 1 then

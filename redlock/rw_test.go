@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,6 +213,12 @@ func TestReaderIdempotent(t *testing.T) {
 	if _, err := c.Inspect(ctx, "", res); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("inspect after release: %v", err)
 	}
+	cl.settle()
+	for i, s := range cl.servers {
+		if n, err := s.Client().Exists(ctx, "redlockd:readers:/"+res, "redlockd:rmeta:/"+res).Result(); err != nil || n != 0 {
+			t.Fatalf("node %d: %d readers keys left after the last reader's release, %v", i, n, err)
+		}
+	}
 }
 
 // TestReaderExpired: a reader's extend and release after its TTL ran out
@@ -228,6 +236,32 @@ func TestReaderExpired(t *testing.T) {
 	}
 	if err := c.Release(ctx, "", res, r.Token); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("release after expiry: %v", err)
+	}
+	// A reader that expired while another holds leaves no records behind.
+	other, err := c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: MinTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * MinTTL)
+	third, err := c.Acquire(ctx, res, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.settle()
+	for i, s := range cl.servers {
+		f, err := s.Client().HKeys(ctx, "redlockd:rmeta:/"+res).Result()
+		if err != nil || slices.ContainsFunc(f, func(k string) bool { return strings.HasPrefix(k, r.Token) }) {
+			t.Fatalf("node %d: records %v, %v; want none of the expired reader's", i, f, err)
+		}
+	}
+	for _, l := range []Lock{other, third} {
+		if err := c.Release(ctx, "", res, l.Token); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if w, err := c.Acquire(ctx, res, AcquireOptions{}); err != nil || w.Fence <= r.Fence {
 		t.Fatalf("writer after expiry: %+v, %v", w, err)
