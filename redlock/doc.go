@@ -33,6 +33,18 @@
 // backwards only if the nodes holding the highest value lose it on a
 // majority, or a node missed the write-back and another node restarts empty.
 //
+// # Read-write locks
+//
+// AcquireOptions.Mode ModeRead takes a shared lock: each node keeps its
+// readers in a sorted set beside the lock key (token → expiry on the node's
+// clock) and refuses a reader while a writer holds the lock key, a writer
+// while a live reader is there, so readers and writers conflict pairwise as
+// writers do. A waiting writer keeps new readers out (the wwait key, and the
+// gateway's queue). A reader's fence is the last writer's (the greatest
+// counter of its quorum, written back when the nodes differ). Extend,
+// Release and Inspect find whether a token is the writer or a reader. See
+// docs/safety.md.
+//
 // # Restart quarantine
 //
 // A node whose uptime is below MaxTTL may have lost lock keys in a crash. With

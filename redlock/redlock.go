@@ -143,8 +143,8 @@ func (c *Coordinator) ttlOrDefault(ttl time.Duration) (time.Duration, error) {
 	return ttl, nil
 }
 
-// Acquire takes the lock on resource, trying again after a jittered delay
-// while o.Wait lasts. May return ErrInvalid, a *HeldError (ErrLockHeld) or
+// Acquire takes the lock on resource (o.Mode: a writer's, or a reader's),
+// trying again after a jittered delay while o.Wait lasts. May return ErrInvalid, a *HeldError (ErrLockHeld) or
 // ErrQuorumUnavailable, joined with ctx.Err() when the context ended the wait.
 func (c *Coordinator) Acquire(ctx context.Context, resource string, o AcquireOptions) (Lock, error) {
 	a, err := c.newAttempt(resource, o)
@@ -855,7 +855,8 @@ func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idx
 }
 
 // Inspect tells who holds the lock (never the token). The lock is held when
-// a quorum of nodes hold the same token. May return ErrInvalid, ErrNotHeld or
+// a quorum of nodes hold the same token: the writer's, or readers' (Mode
+// ModeRead: Readers tokens are each held on a quorum). May return ErrInvalid, ErrNotHeld or
 // ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (Info, error) {
 	if err := c.checkName(namespace, resource); err != nil {
