@@ -3,9 +3,10 @@
 -- KEYS: [lock, meta, fence, waiting, readers, rmeta, wwait]  ARGV: [token, ttl_ms, owner, interest, wait_ms]
 -- interest: 1 = the caller waits if refused, 2 = others wait behind the caller. Then the
 -- 'waiting' key asks release.lua to announce the lock's release; it lives as long as the lock
--- (plus a second), and a waiter that is refused again renews it. A refused waiting writer
--- (wait_ms > 0: what is left of its wait) also enters 'wwait' (a sorted set: token → expiry in ms
--- of this node's clock, at most wait_ms away), which keeps new readers out; its grant leaves it.
+-- (plus a second), and a waiter that is refused again renews it. A waiting writer refused by
+-- readers (wait_ms > 0: what is left of its wait) also enters 'wwait' (a sorted set: token →
+-- expiry in ms of this node's clock, at most wait_ms away), which keeps new readers out; its
+-- grant leaves it. A writer refused by a writer does not: readers are kept out by the lock key.
 -- Only a free lock key pays for the readers: one EXISTS of 'readers' and 'wwait'.
 -- => {1, fence, 0, 0}: newly set; fence is this node's incremented counter, recorded beside the
 --                      lock as the node's tentative fence 'nf' (commit.lua records the fence the
@@ -63,11 +64,7 @@ if pttl == nil then
 end
 if ARGV[4] ~= '0' then
   redis.call('SET', KEYS[4], '1', 'PX', math.max(pttl, 1) + 1000)
-  if tonumber(ARGV[5]) > 0 then
-    if now == nil then
-      local t = redis.call('TIME')
-      now = t[1] * 1000 + math.floor(t[2] / 1000)
-    end
+  if now ~= nil and tonumber(ARGV[5]) > 0 then
     local px = math.min(math.max(pttl, 1) + 1000, tonumber(ARGV[5]))
     redis.call('ZADD', KEYS[7], now + px, ARGV[1])
     if redis.call('PTTL', KEYS[7]) < px then
