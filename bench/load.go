@@ -174,13 +174,14 @@ func permitHandoffs(turns []turn) (times sample) {
 }
 
 // idleWhileWaiting is the share of the time during which fewer than limit
-// permits were held (from a 201 read to its release's 204, as a lock's
+// permits were held, and the share of the permits' time (limit × the time)
+// that they were idle, (from a 201 read to its release's 204, as a lock's
 // hand-off counts: the permit is not free before its release ran) while a client
 // waited (from its acquire sent to its 201 read). The time runs from the
 // first 201 to the earliest of the workers' last 204s: cycles cut off by the
 // end of the run are not in turns, so the held and waiting after that are
 // not known.
-func idleWhileWaiting(turns []turn, limit int) float64 {
+func idleWhileWaiting(turns []turn, limit int) (any, permits float64) {
 	type event struct {
 		at            time.Time
 		held, waiting int
@@ -203,10 +204,10 @@ func idleWhileWaiting(turns []turn, limit int) float64 {
 		}
 	}
 	if !end.After(first) {
-		return 1
+		return 1, 1
 	}
 	slices.SortFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
-	var idle time.Duration
+	var idle, idlePermits time.Duration
 	held, waiting, prev := 0, 0, first
 	for _, e := range events {
 		at := e.at // within [first, end]
@@ -217,10 +218,12 @@ func idleWhileWaiting(turns []turn, limit int) float64 {
 		}
 		if held < limit && waiting > 0 {
 			idle += at.Sub(prev)
+			idlePermits += time.Duration(limit-held) * at.Sub(prev)
 		}
 		prev, held, waiting = at, held+e.held, waiting+e.waiting
 	}
-	return float64(idle) / float64(end.Sub(first))
+	span := float64(end.Sub(first))
+	return float64(idle) / span, float64(idlePermits) / (float64(limit) * span)
 }
 
 // shortWait is the wait of the waiters that must time out.

@@ -199,8 +199,8 @@ func (r *report) print(w io.Writer) bool {
 	if x := run["semaphore: "+semContendedMode]; x != nil {
 		ideal := float64(x.limit) * float64(time.Second) / float64(x.hold)
 		fmt.Fprintf(tw, "semaphore: cycles/s over the ideal %.0f/s (limit / hold)\t%.2f\t\tinfo\n", ideal, x.perSecond()/ideal)
-		idle := idleWhileWaiting(x.turns, x.limit)
-		check("semaphore: permits idle while someone waits", fmt.Sprintf("%.1f%%", 100*idle), "<= 5%", x.cycles > 0 && idle <= 0.05)
+		idle, permits := idleWhileWaiting(x.turns, x.limit)
+		check("semaphore: permits idle while someone waits", fmt.Sprintf("%.1f%% (%.1f%% of the permits' time)", 100*idle, 100*permits), "<= 5%", x.cycles > 0 && idle <= 0.05)
 		times := permitHandoffs(x.turns)
 		check("semaphore: hand-off p50 (p99: info)", fmt.Sprintf("%s (%s, %d hand-offs)", ms(times.pct(0.5)), ms(times.pct(0.99)), len(times)),
 			"<= 1ms", len(times) > 0 && times.pct(0.5) <= time.Millisecond)

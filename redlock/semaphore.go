@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"time"
 
@@ -438,6 +439,10 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 	})
 	lock, err := a.outcome(ctx, start, t)
 	w.offer <- handoff{lock: lock, err: err}
+	// Let the waiter, readied on this P, run first: the new holder's answer
+	// then usually leaves before the releaser's, and the permit is not idle
+	// between them for the clients (a client that released is done with it).
+	runtime.Gosched()
 	if len(stray) > 0 {
 		a.undo(context.WithoutCancel(ctx), stray)
 	}
