@@ -166,6 +166,13 @@ type ExtendRequest struct {
 	TTLMs *int64 `json:"ttl_ms,omitempty"`
 }
 
+// FencedResource defines model for FencedResource.
+type FencedResource struct {
+	// FencingToken Strictly greater than every fencing token returned before for this resource.
+	FencingToken int64  `json:"fencing_token"`
+	Resource     string `json:"resource"`
+}
+
 // HealthResponse defines model for HealthResponse.
 type HealthResponse struct {
 	Status HealthResponseStatus `json:"status"`
@@ -235,6 +242,53 @@ type LockResponse struct {
 	Resource    string `json:"resource"`
 
 	// Token The lock's identity; send it as `Lock-Token` to extend or release.
+	Token string `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+
+	// ValidityMs TTL minus elapsed time minus clock drift.
+	ValidityMs int64 `json:"validity_ms"`
+}
+
+// MultiAcquireRequest defines model for MultiAcquireRequest.
+type MultiAcquireRequest struct {
+	// Owner Free text shown by GET on each resource (e.g. host/pid/job id).
+	Owner *string `json:"owner,omitempty"`
+
+	// Resources The resources to lock, 1–16, no duplicates, in any order.
+	//
+	// Example: ["account-42","account-7"]
+	Resources []ResourceName `json:"resources"`
+
+	// Token Client-chosen token; makes acquire idempotent. Default a new random token.
+	Token *string `json:"token,omitempty"`
+
+	// TTLMs Lock TTL, 100..max TTL (default 30000, max TTL default 60000).
+	//
+	// Example: 30000
+	TTLMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for every lock, 0..max wait (default 0 = one attempt round; max wait default 60000).
+	//
+	// Example: 0
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
+// MultiLockResponse defines model for MultiLockResponse.
+type MultiLockResponse struct {
+	// ExpiresAt Now + validity_ms, the end of the safe window (not of the keys' TTL).
+	//
+	// Example: 2025-01-02T15:04:05.000Z
+	ExpiresAt string `json:"expires_at"`
+
+	// LockedNodes Nodes known to hold every lock when the round was decided, at least `quorum`.
+	LockedNodes int `json:"locked_nodes"`
+	Nodes       int `json:"nodes"`
+	Quorum      int `json:"quorum"`
+
+	// Resources Each resource with its fencing token, in the order of the acquire.
+	Resources []FencedResource `json:"resources"`
+
+	// Token The locks' identity; send it as `Lock-Token` to extend or release them.
 	Token string `json:"token"`
 	TTLMs int64  `json:"ttl_ms"`
 
@@ -341,6 +395,9 @@ type ReadyResponse struct {
 // ReadyResponseStatus defines model for ReadyResponse.Status.
 type ReadyResponseStatus string
 
+// ResourceName Example: account-42
+type ResourceName = string
+
 // SemaphoreInfo The permits of a semaphore held on a quorum of nodes; never their tokens.
 type SemaphoreInfo struct {
 	// Held How many permits are held.
@@ -362,6 +419,9 @@ type Name = string
 
 // Resource defines model for Resource.
 type Resource = string
+
+// Resources defines model for Resources.
+type Resources = []ResourceName
 
 // Internal defines model for Internal.
 type Internal = Problem
@@ -393,6 +453,15 @@ type Unauthorized = Problem
 // Unavailable defines model for Unavailable.
 type Unavailable = Problem
 
+// ReleaseLocksParams defines parameters for ReleaseLocks.
+type ReleaseLocksParams struct {
+	// Resource The resources of a multi-resource lock, repeated (`?resource=a&resource=b`), as in its acquire; 1–16 of them, no duplicates, each with the rules of a lock's `resource`.
+	Resource Resources `form:"resource" json:"resource"`
+
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // ListLocksParams defines parameters for ListLocks.
 type ListLocksParams struct {
 	// Prefix Only resources whose name starts with it. Default every resource.
@@ -403,6 +472,15 @@ type ListLocksParams struct {
 
 	// Cursor The `next_cursor` of the previous page, as given (opaque); absent or empty for the first page. A malformed cursor is 400.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ExtendLocksParams defines parameters for ExtendLocks.
+type ExtendLocksParams struct {
+	// Resource The resources of a multi-resource lock, repeated (`?resource=a&resource=b`), as in its acquire; 1–16 of them, no duplicates, each with the rules of a lock's `resource`.
+	Resource Resources `form:"resource" json:"resource"`
+
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
 }
 
 // ReleaseLockParams defines parameters for ReleaseLock.
@@ -429,6 +507,12 @@ type ExtendPermitParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// ExtendLocksJSONRequestBody defines body for ExtendLocks for application/json ContentType.
+type ExtendLocksJSONRequestBody = ExtendRequest
+
+// AcquireLocksJSONRequestBody defines body for AcquireLocks for application/json ContentType.
+type AcquireLocksJSONRequestBody = MultiAcquireRequest
+
 // ExtendLockJSONRequestBody defines body for ExtendLock for application/json ContentType.
 type ExtendLockJSONRequestBody = ExtendRequest
 
@@ -446,9 +530,18 @@ type ServerInterface interface {
 	// GetHealthz Liveness
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
+	// ReleaseLocks Release locks on several resources
+	// (DELETE /locks)
+	ReleaseLocks(w http.ResponseWriter, r *http.Request, params ReleaseLocksParams)
 	// ListLocks List the locks held
 	// (GET /locks)
 	ListLocks(w http.ResponseWriter, r *http.Request, params ListLocksParams)
+	// ExtendLocks Extend locks on several resources
+	// (PATCH /locks)
+	ExtendLocks(w http.ResponseWriter, r *http.Request, params ExtendLocksParams)
+	// AcquireLocks Acquire locks on several resources, all or none
+	// (POST /locks)
+	AcquireLocks(w http.ResponseWriter, r *http.Request)
 	// ReleaseLock Release a lock
 	// (DELETE /locks/{resource})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, resource Resource, params ReleaseLockParams)
@@ -491,9 +584,27 @@ func (_ Unimplemented) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ReleaseLocks Release locks on several resources
+// (DELETE /locks)
+func (_ Unimplemented) ReleaseLocks(w http.ResponseWriter, r *http.Request, params ReleaseLocksParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListLocks List the locks held
 // (GET /locks)
 func (_ Unimplemented) ListLocks(w http.ResponseWriter, r *http.Request, params ListLocksParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ExtendLocks Extend locks on several resources
+// (PATCH /locks)
+func (_ Unimplemented) ExtendLocks(w http.ResponseWriter, r *http.Request, params ExtendLocksParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireLocks Acquire locks on several resources, all or none
+// (POST /locks)
+func (_ Unimplemented) AcquireLocks(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -580,6 +691,64 @@ func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// ReleaseLocks operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseLocks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseLocksParams
+
+	// ------------- Required query parameter "resource" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "resource", r.URL.Query(), &params.Resource, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "resource"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "resource", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseLocks(w, r, params)
+	}))
+
+	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
+		handler = siw.HandlerMiddlewares[i](handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListLocks operation middleware
 func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Request) {
 
@@ -630,6 +799,78 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListLocks(w, r, params)
+	}))
+
+	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
+		handler = siw.HandlerMiddlewares[i](handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ExtendLocks operation middleware
+func (siw *ServerInterfaceWrapper) ExtendLocks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ExtendLocksParams
+
+	// ------------- Required query parameter "resource" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "resource", r.URL.Query(), &params.Resource, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "resource"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "resource", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ExtendLocks(w, r, params)
+	}))
+
+	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
+		handler = siw.HandlerMiddlewares[i](handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireLocks operation middleware
+func (siw *ServerInterfaceWrapper) AcquireLocks(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireLocks(w, r)
 	}))
 
 	for i := len(siw.HandlerMiddlewares) - 1; i >= 0; i-- {
@@ -1101,7 +1342,16 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	}
 
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/locks", wrapper.ReleaseLocks)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/locks", wrapper.ListLocks)
+	})
+	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/locks", wrapper.ExtendLocks)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/locks", wrapper.AcquireLocks)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/locks/{resource}", wrapper.ReleaseLock)
@@ -1329,6 +1579,178 @@ func (response GetHealthz500ApplicationProblemPlusJSONResponse) VisitGetHealthzR
 	return err
 }
 
+type ReleaseLocksRequestObject struct {
+	Params ReleaseLocksParams
+}
+
+type ReleaseLocksResponseObject interface {
+	VisitReleaseLocksResponse(w http.ResponseWriter) error
+}
+
+type ReleaseLocks204ResponseHeaders struct {
+	XRequestId string
+}
+
+type ReleaseLocks204Response struct {
+	Headers ReleaseLocks204ResponseHeaders
+}
+
+func (response ReleaseLocks204Response) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleaseLocks400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks400ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks401ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLocks404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks404ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLocks405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks405ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLocks409ApplicationProblemPlusJSONResponse struct {
+	NotOwnerApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks409ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLocks413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks413ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLocks431TextResponse HeadersTooLargeTextResponse
+
+func (response ReleaseLocks431TextResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type ReleaseLocks500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks500ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLocks503ApplicationProblemPlusJSONResponse) VisitReleaseLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLocksRequestObject struct {
 	Params ListLocksParams
 }
@@ -1479,6 +1901,370 @@ type ListLocks503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListLocks503ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocksRequestObject struct {
+	Params ExtendLocksParams
+	Body   *ExtendLocksJSONRequestBody
+}
+
+type ExtendLocksResponseObject interface {
+	VisitExtendLocksResponse(w http.ResponseWriter) error
+}
+
+type ExtendLocks200ResponseHeaders struct {
+	XRequestId string
+}
+
+type ExtendLocks200JSONResponse struct {
+	Body    MultiLockResponse
+	Headers ExtendLocks200ResponseHeaders
+}
+
+func (response ExtendLocks200JSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks400ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks401ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks404ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks405ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks409ApplicationProblemPlusJSONResponse struct {
+	NotOwnerApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks409ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks413ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks431TextResponse HeadersTooLargeTextResponse
+
+func (response ExtendLocks431TextResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type ExtendLocks500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks500ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ExtendLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ExtendLocks503ApplicationProblemPlusJSONResponse) VisitExtendLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocksRequestObject struct {
+	Body *AcquireLocksJSONRequestBody
+}
+
+type AcquireLocksResponseObject interface {
+	VisitAcquireLocksResponse(w http.ResponseWriter) error
+}
+
+type AcquireLocks201ResponseHeaders struct {
+	Location   string
+	XRequestId string
+}
+
+type AcquireLocks201JSONResponse struct {
+	Body    MultiLockResponse
+	Headers AcquireLocks201ResponseHeaders
+}
+
+func (response AcquireLocks201JSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks400ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks401ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks404ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks405ApplicationProblemPlusJSONResponse struct {
+	MethodNotAllowedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks405ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Allow", fmt.Sprint(response.Headers.Allow))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(405)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks409ApplicationProblemPlusJSONResponse struct {
+	LockHeldApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks409ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks413ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks431TextResponse HeadersTooLargeTextResponse
+
+func (response AcquireLocks431TextResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(431)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type AcquireLocks500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks500ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Request-Id", fmt.Sprint(response.Headers.XRequestId))
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLocks503ApplicationProblemPlusJSONResponse) VisitAcquireLocksResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3113,9 +3899,18 @@ type StrictServerInterface interface {
 	// GetHealthz Liveness
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
+	// ReleaseLocks Release locks on several resources
+	// (DELETE /locks)
+	ReleaseLocks(ctx context.Context, request ReleaseLocksRequestObject) (ReleaseLocksResponseObject, error)
 	// ListLocks List the locks held
 	// (GET /locks)
 	ListLocks(ctx context.Context, request ListLocksRequestObject) (ListLocksResponseObject, error)
+	// ExtendLocks Extend locks on several resources
+	// (PATCH /locks)
+	ExtendLocks(ctx context.Context, request ExtendLocksRequestObject) (ExtendLocksResponseObject, error)
+	// AcquireLocks Acquire locks on several resources, all or none
+	// (POST /locks)
+	AcquireLocks(ctx context.Context, request AcquireLocksRequestObject) (AcquireLocksResponseObject, error)
 	// ReleaseLock Release a lock
 	// (DELETE /locks/{resource})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
@@ -3211,6 +4006,32 @@ func (sh *strictHandler) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ReleaseLocks operation middleware
+func (sh *strictHandler) ReleaseLocks(w http.ResponseWriter, r *http.Request, params ReleaseLocksParams) {
+	var request ReleaseLocksRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseLocks(ctx, request.(ReleaseLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseLocksResponseObject); ok {
+		if err := validResponse.VisitReleaseLocksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListLocks operation middleware
 func (sh *strictHandler) ListLocks(w http.ResponseWriter, r *http.Request, params ListLocksParams) {
 	var request ListLocksRequestObject
@@ -3230,6 +4051,73 @@ func (sh *strictHandler) ListLocks(w http.ResponseWriter, r *http.Request, param
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ListLocksResponseObject); ok {
 		if err := validResponse.VisitListLocksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ExtendLocks operation middleware
+func (sh *strictHandler) ExtendLocks(w http.ResponseWriter, r *http.Request, params ExtendLocksParams) {
+	var request ExtendLocksRequestObject
+
+	request.Params = params
+
+	var body ExtendLocksJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ExtendLocks(ctx, request.(ExtendLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ExtendLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ExtendLocksResponseObject); ok {
+		if err := validResponse.VisitExtendLocksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireLocks operation middleware
+func (sh *strictHandler) AcquireLocks(w http.ResponseWriter, r *http.Request) {
+	var request AcquireLocksRequestObject
+
+	var body AcquireLocksJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireLocks(ctx, request.(AcquireLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireLocksResponseObject); ok {
+		if err := validResponse.VisitAcquireLocksResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

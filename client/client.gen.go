@@ -166,6 +166,13 @@ type ExtendRequest struct {
 	TTLMs *int64 `json:"ttl_ms,omitempty"`
 }
 
+// FencedResource defines model for FencedResource.
+type FencedResource struct {
+	// FencingToken Strictly greater than every fencing token returned before for this resource.
+	FencingToken int64  `json:"fencing_token"`
+	Resource     string `json:"resource"`
+}
+
 // HealthResponse defines model for HealthResponse.
 type HealthResponse struct {
 	Status HealthResponseStatus `json:"status"`
@@ -235,6 +242,53 @@ type LockResponse struct {
 	Resource    string `json:"resource"`
 
 	// Token The lock's identity; send it as `Lock-Token` to extend or release.
+	Token string `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+
+	// ValidityMs TTL minus elapsed time minus clock drift.
+	ValidityMs int64 `json:"validity_ms"`
+}
+
+// MultiAcquireRequest defines model for MultiAcquireRequest.
+type MultiAcquireRequest struct {
+	// Owner Free text shown by GET on each resource (e.g. host/pid/job id).
+	Owner *string `json:"owner,omitempty"`
+
+	// Resources The resources to lock, 1–16, no duplicates, in any order.
+	//
+	// Example: ["account-42","account-7"]
+	Resources []ResourceName `json:"resources"`
+
+	// Token Client-chosen token; makes acquire idempotent. Default a new random token.
+	Token *string `json:"token,omitempty"`
+
+	// TTLMs Lock TTL, 100..max TTL (default 30000, max TTL default 60000).
+	//
+	// Example: 30000
+	TTLMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for every lock, 0..max wait (default 0 = one attempt round; max wait default 60000).
+	//
+	// Example: 0
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
+// MultiLockResponse defines model for MultiLockResponse.
+type MultiLockResponse struct {
+	// ExpiresAt Now + validity_ms, the end of the safe window (not of the keys' TTL).
+	//
+	// Example: 2025-01-02T15:04:05.000Z
+	ExpiresAt string `json:"expires_at"`
+
+	// LockedNodes Nodes known to hold every lock when the round was decided, at least `quorum`.
+	LockedNodes int `json:"locked_nodes"`
+	Nodes       int `json:"nodes"`
+	Quorum      int `json:"quorum"`
+
+	// Resources Each resource with its fencing token, in the order of the acquire.
+	Resources []FencedResource `json:"resources"`
+
+	// Token The locks' identity; send it as `Lock-Token` to extend or release them.
 	Token string `json:"token"`
 	TTLMs int64  `json:"ttl_ms"`
 
@@ -341,6 +395,9 @@ type ReadyResponse struct {
 // ReadyResponseStatus defines model for ReadyResponse.Status.
 type ReadyResponseStatus string
 
+// ResourceName Example: account-42
+type ResourceName = string
+
 // SemaphoreInfo The permits of a semaphore held on a quorum of nodes; never their tokens.
 type SemaphoreInfo struct {
 	// Held How many permits are held.
@@ -362,6 +419,9 @@ type Name = string
 
 // Resource defines model for Resource.
 type Resource = string
+
+// Resources defines model for Resources.
+type Resources = []ResourceName
 
 // Internal defines model for Internal.
 type Internal = Problem
@@ -393,6 +453,15 @@ type Unauthorized = Problem
 // Unavailable defines model for Unavailable.
 type Unavailable = Problem
 
+// ReleaseLocksParams defines parameters for ReleaseLocks.
+type ReleaseLocksParams struct {
+	// Resource The resources of a multi-resource lock, repeated (`?resource=a&resource=b`), as in its acquire; 1–16 of them, no duplicates, each with the rules of a lock's `resource`.
+	Resource Resources `form:"resource" json:"resource"`
+
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // ListLocksParams defines parameters for ListLocks.
 type ListLocksParams struct {
 	// Prefix Only resources whose name starts with it. Default every resource.
@@ -403,6 +472,15 @@ type ListLocksParams struct {
 
 	// Cursor The `next_cursor` of the previous page, as given (opaque); absent or empty for the first page. A malformed cursor is 400.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ExtendLocksParams defines parameters for ExtendLocks.
+type ExtendLocksParams struct {
+	// Resource The resources of a multi-resource lock, repeated (`?resource=a&resource=b`), as in its acquire; 1–16 of them, no duplicates, each with the rules of a lock's `resource`.
+	Resource Resources `form:"resource" json:"resource"`
+
+	// LockToken The token returned by acquire.
+	LockToken LockToken `json:"Lock-Token"`
 }
 
 // ReleaseLockParams defines parameters for ReleaseLock.
@@ -428,6 +506,12 @@ type ExtendPermitParams struct {
 	// LockToken The token returned by acquire.
 	LockToken LockToken `json:"Lock-Token"`
 }
+
+// ExtendLocksJSONRequestBody defines body for ExtendLocks for application/json ContentType.
+type ExtendLocksJSONRequestBody = ExtendRequest
+
+// AcquireLocksJSONRequestBody defines body for AcquireLocks for application/json ContentType.
+type AcquireLocksJSONRequestBody = MultiAcquireRequest
 
 // ExtendLockJSONRequestBody defines body for ExtendLock for application/json ContentType.
 type ExtendLockJSONRequestBody = ExtendRequest
@@ -522,6 +606,18 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReleaseLocks Release locks on several resources
+	//
+	// Releases the locks that `Lock-Token` holds on every `resource`
+	// (the `Location` of the acquire). The answer follows a lock's
+	// release rule for the set: 204 when a quorum of nodes held (or had
+	// released, within max TTL) every resource with the token; 409
+	// `not-owner` when that cannot be; else 503. Idempotent as a lock's
+	// release.
+	//
+	// Corresponds with DELETE /locks (the `ReleaseLocks` operationId).
+	ReleaseLocks(ctx context.Context, params *ReleaseLocksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListLocks List the locks held
 	//
 	// Lists the locks of the caller's namespace (the API key's) that a
@@ -546,6 +642,74 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /locks (the `ListLocks` operationId).
 	ListLocks(ctx context.Context, params *ListLocksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExtendLocksWithBody Extend locks on several resources
+	//
+	// Makes the locks that `Lock-Token` holds on every `resource` valid
+	// for `ttl_ms` from now (default TTL when absent), keeping their
+	// fencing tokens. It succeeds only where the token holds every
+	// resource on a quorum of nodes; 409 and 503 follow the release rule.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+	ExtendLocksWithBody(ctx context.Context, params *ExtendLocksParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExtendLocks Extend locks on several resources
+	//
+	// Makes the locks that `Lock-Token` holds on every `resource` valid
+	// for `ttl_ms` from now (default TTL when absent), keeping their
+	// fencing tokens. It succeeds only where the token holds every
+	// resource on a quorum of nodes; 409 and 503 follow the release rule.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+	ExtendLocks(ctx context.Context, params *ExtendLocksParams, body ExtendLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireLocksWithBody Acquire locks on several resources, all or none
+	//
+	// Takes the write locks of every resource in `resources` (at most 16,
+	// no duplicates), or none: each node sets all of its keys in one
+	// script, only if every one of them is free there (or held with this
+	// token), so a node grants all or nothing and no client holds some
+	// of the locks while it waits for the others (no deadlock, in any
+	// order of names). The quorum, validity and waiting rules are a
+	// lock's; the locks conflict with any lock on one of the resources,
+	// read or write, and with other multi-resource locks sharing one.
+	// A waiting request is woken when any of its resources is released.
+	// Each resource gets its own fencing token, in that resource's order
+	// (as a single lock's would be); the answer lists them. `Location`
+	// names the locks for `DELETE` and `PATCH`, which take the same
+	// `Lock-Token`. Each resource can also be inspected on
+	// `/locks/{resource}`, where the lock shows as a write lock.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /locks (the `AcquireLocks` operationId).
+	AcquireLocksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireLocks Acquire locks on several resources, all or none
+	//
+	// Takes the write locks of every resource in `resources` (at most 16,
+	// no duplicates), or none: each node sets all of its keys in one
+	// script, only if every one of them is free there (or held with this
+	// token), so a node grants all or nothing and no client holds some
+	// of the locks while it waits for the others (no deadlock, in any
+	// order of names). The quorum, validity and waiting rules are a
+	// lock's; the locks conflict with any lock on one of the resources,
+	// read or write, and with other multi-resource locks sharing one.
+	// A waiting request is woken when any of its resources is released.
+	// Each resource gets its own fencing token, in that resource's order
+	// (as a single lock's would be); the answer lists them. `Location`
+	// names the locks for `DELETE` and `PATCH`, which take the same
+	// `Lock-Token`. Each resource can also be inspected on
+	// `/locks/{resource}`, where the lock shows as a write lock.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /locks (the `AcquireLocks` operationId).
+	AcquireLocks(ctx context.Context, body AcquireLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReleaseLock Release a lock
 	//
@@ -755,6 +919,28 @@ func (c *RawClient) GetHealthz(ctx context.Context, reqEditors ...RequestEditorF
 	return c.Client.Do(req)
 }
 
+// ReleaseLocks Release locks on several resources
+//
+// Releases the locks that `Lock-Token` holds on every `resource`
+// (the `Location` of the acquire). The answer follows a lock's
+// release rule for the set: 204 when a quorum of nodes held (or had
+// released, within max TTL) every resource with the token; 409
+// `not-owner` when that cannot be; else 503. Idempotent as a lock's
+// release.
+//
+// Corresponds with DELETE /locks (the `ReleaseLocks` operationId).
+func (c *RawClient) ReleaseLocks(ctx context.Context, params *ReleaseLocksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseLocksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListLocks List the locks held
 //
 // Lists the locks of the caller's namespace (the API key's) that a
@@ -780,6 +966,114 @@ func (c *RawClient) GetHealthz(ctx context.Context, reqEditors ...RequestEditorF
 // Corresponds with GET /locks (the `ListLocks` operationId).
 func (c *RawClient) ListLocks(ctx context.Context, params *ListLocksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListLocksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExtendLocksWithBody Extend locks on several resources
+//
+// Makes the locks that `Lock-Token` holds on every `resource` valid
+// for `ttl_ms` from now (default TTL when absent), keeping their
+// fencing tokens. It succeeds only where the token holds every
+// resource on a quorum of nodes; 409 and 503 follow the release rule.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+func (c *RawClient) ExtendLocksWithBody(ctx context.Context, params *ExtendLocksParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendLocksRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExtendLocks Extend locks on several resources
+//
+// Makes the locks that `Lock-Token` holds on every `resource` valid
+// for `ttl_ms` from now (default TTL when absent), keeping their
+// fencing tokens. It succeeds only where the token holds every
+// resource on a quorum of nodes; 409 and 503 follow the release rule.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+func (c *RawClient) ExtendLocks(ctx context.Context, params *ExtendLocksParams, body ExtendLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendLocksRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireLocksWithBody Acquire locks on several resources, all or none
+//
+// Takes the write locks of every resource in `resources` (at most 16,
+// no duplicates), or none: each node sets all of its keys in one
+// script, only if every one of them is free there (or held with this
+// token), so a node grants all or nothing and no client holds some
+// of the locks while it waits for the others (no deadlock, in any
+// order of names). The quorum, validity and waiting rules are a
+// lock's; the locks conflict with any lock on one of the resources,
+// read or write, and with other multi-resource locks sharing one.
+// A waiting request is woken when any of its resources is released.
+// Each resource gets its own fencing token, in that resource's order
+// (as a single lock's would be); the answer lists them. `Location`
+// names the locks for `DELETE` and `PATCH`, which take the same
+// `Lock-Token`. Each resource can also be inspected on
+// `/locks/{resource}`, where the lock shows as a write lock.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /locks (the `AcquireLocks` operationId).
+func (c *RawClient) AcquireLocksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireLocksRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireLocks Acquire locks on several resources, all or none
+//
+// Takes the write locks of every resource in `resources` (at most 16,
+// no duplicates), or none: each node sets all of its keys in one
+// script, only if every one of them is free there (or held with this
+// token), so a node grants all or nothing and no client holds some
+// of the locks while it waits for the others (no deadlock, in any
+// order of names). The quorum, validity and waiting rules are a
+// lock's; the locks conflict with any lock on one of the resources,
+// read or write, and with other multi-resource locks sharing one.
+// A waiting request is woken when any of its resources is released.
+// Each resource gets its own fencing token, in that resource's order
+// (as a single lock's would be); the answer lists them. `Location`
+// names the locks for `DELETE` and `PATCH`, which take the same
+// `Lock-Token`. Each resource can also be inspected on
+// `/locks/{resource}`, where the lock shows as a write lock.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /locks (the `AcquireLocks` operationId).
+func (c *RawClient) AcquireLocks(ctx context.Context, body AcquireLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireLocksRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1157,6 +1451,73 @@ func NewGetHealthzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewReleaseLocksRequest constructs an http.Request for the ReleaseLocks method
+func NewReleaseLocksRequest(server string, params *ReleaseLocksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Resource != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource", params.Resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Lock-Token", params.LockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Lock-Token", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewListLocksRequest constructs an http.Request for the ListLocks method
 func NewListLocksRequest(server string, params *ListLocksParams) (*http.Request, error) {
 	var err error
@@ -1231,6 +1592,126 @@ func NewListLocksRequest(server string, params *ListLocksParams) (*http.Request,
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewExtendLocksRequest calls the generic ExtendLocks builder with application/json body
+func NewExtendLocksRequest(server string, params *ExtendLocksParams, body ExtendLocksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewExtendLocksRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewExtendLocksRequestWithBody constructs an http.Request for the ExtendLocks method, with any body, and a specified content type
+func NewExtendLocksRequestWithBody(server string, params *ExtendLocksParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Resource != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource", params.Resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Lock-Token", params.LockToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Lock-Token", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewAcquireLocksRequest calls the generic AcquireLocks builder with application/json body
+func NewAcquireLocksRequest(server string, body AcquireLocksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcquireLocksRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAcquireLocksRequestWithBody constructs an http.Request for the AcquireLocks method, with any body, and a specified content type
+func NewAcquireLocksRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/locks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -1745,6 +2226,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
 
+	// ReleaseLocksWithResponse Release locks on several resources
+	//
+	// Releases the locks that `Lock-Token` holds on every `resource`
+	// (the `Location` of the acquire). The answer follows a lock's
+	// release rule for the set: 204 when a quorum of nodes held (or had
+	// released, within max TTL) every resource with the token; 409
+	// `not-owner` when that cannot be; else 503. Idempotent as a lock's
+	// release.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /locks (the `ReleaseLocks` operationId).
+	ReleaseLocksWithResponse(ctx context.Context, params *ReleaseLocksParams, reqEditors ...RequestEditorFn) (*ReleaseLocksResponse, error)
+
 	// ListLocksWithResponse List the locks held
 	//
 	// Lists the locks of the caller's namespace (the API key's) that a
@@ -1771,6 +2266,74 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /locks (the `ListLocks` operationId).
 	ListLocksWithResponse(ctx context.Context, params *ListLocksParams, reqEditors ...RequestEditorFn) (*ListLocksResponse, error)
+
+	// ExtendLocksWithBodyWithResponse Extend locks on several resources
+	//
+	// Makes the locks that `Lock-Token` holds on every `resource` valid
+	// for `ttl_ms` from now (default TTL when absent), keeping their
+	// fencing tokens. It succeeds only where the token holds every
+	// resource on a quorum of nodes; 409 and 503 follow the release rule.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+	ExtendLocksWithBodyWithResponse(ctx context.Context, params *ExtendLocksParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLocksResponse, error)
+
+	// ExtendLocksWithResponse Extend locks on several resources
+	//
+	// Makes the locks that `Lock-Token` holds on every `resource` valid
+	// for `ttl_ms` from now (default TTL when absent), keeping their
+	// fencing tokens. It succeeds only where the token holds every
+	// resource on a quorum of nodes; 409 and 503 follow the release rule.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+	ExtendLocksWithResponse(ctx context.Context, params *ExtendLocksParams, body ExtendLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLocksResponse, error)
+
+	// AcquireLocksWithBodyWithResponse Acquire locks on several resources, all or none
+	//
+	// Takes the write locks of every resource in `resources` (at most 16,
+	// no duplicates), or none: each node sets all of its keys in one
+	// script, only if every one of them is free there (or held with this
+	// token), so a node grants all or nothing and no client holds some
+	// of the locks while it waits for the others (no deadlock, in any
+	// order of names). The quorum, validity and waiting rules are a
+	// lock's; the locks conflict with any lock on one of the resources,
+	// read or write, and with other multi-resource locks sharing one.
+	// A waiting request is woken when any of its resources is released.
+	// Each resource gets its own fencing token, in that resource's order
+	// (as a single lock's would be); the answer lists them. `Location`
+	// names the locks for `DELETE` and `PATCH`, which take the same
+	// `Lock-Token`. Each resource can also be inspected on
+	// `/locks/{resource}`, where the lock shows as a write lock.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /locks (the `AcquireLocks` operationId).
+	AcquireLocksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireLocksResponse, error)
+
+	// AcquireLocksWithResponse Acquire locks on several resources, all or none
+	//
+	// Takes the write locks of every resource in `resources` (at most 16,
+	// no duplicates), or none: each node sets all of its keys in one
+	// script, only if every one of them is free there (or held with this
+	// token), so a node grants all or nothing and no client holds some
+	// of the locks while it waits for the others (no deadlock, in any
+	// order of names). The quorum, validity and waiting rules are a
+	// lock's; the locks conflict with any lock on one of the resources,
+	// read or write, and with other multi-resource locks sharing one.
+	// A waiting request is woken when any of its resources is released.
+	// Each resource gets its own fencing token, in that resource's order
+	// (as a single lock's would be); the answer lists them. `Location`
+	// names the locks for `DELETE` and `PATCH`, which take the same
+	// `Lock-Token`. Each resource can also be inspected on
+	// `/locks/{resource}`, where the lock shows as a write lock.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /locks (the `AcquireLocks` operationId).
+	AcquireLocksWithResponse(ctx context.Context, body AcquireLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireLocksResponse, error)
 
 	// ReleaseLockWithResponse Release a lock
 	//
@@ -2068,6 +2631,162 @@ func (r GetHealthzResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseLocksResponse204Headers the declared response headers of an HTTP 204 response for ReleaseLocks
+type ReleaseLocksResponse204Headers struct {
+	XRequestId string
+}
+
+// ReleaseLocksResponse400Headers the declared response headers of an HTTP 400 response for ReleaseLocks
+type ReleaseLocksResponse400Headers struct {
+	XRequestId string
+}
+
+// ReleaseLocksResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLocks
+type ReleaseLocksResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ReleaseLocksResponse404Headers the declared response headers of an HTTP 404 response for ReleaseLocks
+type ReleaseLocksResponse404Headers struct {
+	XRequestId string
+}
+
+// ReleaseLocksResponse405Headers the declared response headers of an HTTP 405 response for ReleaseLocks
+type ReleaseLocksResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// ReleaseLocksResponse409Headers the declared response headers of an HTTP 409 response for ReleaseLocks
+type ReleaseLocksResponse409Headers struct {
+	XRequestId string
+}
+
+// ReleaseLocksResponse413Headers the declared response headers of an HTTP 413 response for ReleaseLocks
+type ReleaseLocksResponse413Headers struct {
+	XRequestId string
+}
+
+// ReleaseLocksResponse500Headers the declared response headers of an HTTP 500 response for ReleaseLocks
+type ReleaseLocksResponse500Headers struct {
+	XRequestId string
+}
+
+// ReleaseLocksResponse503Headers the declared response headers of an HTTP 503 response for ReleaseLocks
+type ReleaseLocksResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ReleaseLocksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *NotOwner
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *ReleaseLocksResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReleaseLocksResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseLocksResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReleaseLocksResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ReleaseLocksResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReleaseLocksResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReleaseLocksResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReleaseLocksResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseLocksResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON409() *NotOwner {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReleaseLocksResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseLocksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseLocksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseLocksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseLocksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListLocksResponse200Headers the declared response headers of an HTTP 200 response for ListLocks
 type ListLocksResponse200Headers struct {
 	XRequestId string
@@ -2211,6 +2930,334 @@ func (r ListLocksResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListLocksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ExtendLocksResponse200Headers the declared response headers of an HTTP 200 response for ExtendLocks
+type ExtendLocksResponse200Headers struct {
+	XRequestId string
+}
+
+// ExtendLocksResponse400Headers the declared response headers of an HTTP 400 response for ExtendLocks
+type ExtendLocksResponse400Headers struct {
+	XRequestId string
+}
+
+// ExtendLocksResponse401Headers the declared response headers of an HTTP 401 response for ExtendLocks
+type ExtendLocksResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ExtendLocksResponse404Headers the declared response headers of an HTTP 404 response for ExtendLocks
+type ExtendLocksResponse404Headers struct {
+	XRequestId string
+}
+
+// ExtendLocksResponse405Headers the declared response headers of an HTTP 405 response for ExtendLocks
+type ExtendLocksResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// ExtendLocksResponse409Headers the declared response headers of an HTTP 409 response for ExtendLocks
+type ExtendLocksResponse409Headers struct {
+	XRequestId string
+}
+
+// ExtendLocksResponse413Headers the declared response headers of an HTTP 413 response for ExtendLocks
+type ExtendLocksResponse413Headers struct {
+	XRequestId string
+}
+
+// ExtendLocksResponse500Headers the declared response headers of an HTTP 500 response for ExtendLocks
+type ExtendLocksResponse500Headers struct {
+	XRequestId string
+}
+
+// ExtendLocksResponse503Headers the declared response headers of an HTTP 503 response for ExtendLocks
+type ExtendLocksResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ExtendLocksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MultiLockResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *NotOwner
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ExtendLocksResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ExtendLocksResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ExtendLocksResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ExtendLocksResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ExtendLocksResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ExtendLocksResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ExtendLocksResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ExtendLocksResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExtendLocksResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExtendLocksResponse) GetJSON200() *MultiLockResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON409() *NotOwner {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ExtendLocksResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ExtendLocksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExtendLocksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExtendLocksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExtendLocksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcquireLocksResponse201Headers the declared response headers of an HTTP 201 response for AcquireLocks
+type AcquireLocksResponse201Headers struct {
+	Location   string
+	XRequestId string
+}
+
+// AcquireLocksResponse400Headers the declared response headers of an HTTP 400 response for AcquireLocks
+type AcquireLocksResponse400Headers struct {
+	XRequestId string
+}
+
+// AcquireLocksResponse401Headers the declared response headers of an HTTP 401 response for AcquireLocks
+type AcquireLocksResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// AcquireLocksResponse404Headers the declared response headers of an HTTP 404 response for AcquireLocks
+type AcquireLocksResponse404Headers struct {
+	XRequestId string
+}
+
+// AcquireLocksResponse405Headers the declared response headers of an HTTP 405 response for AcquireLocks
+type AcquireLocksResponse405Headers struct {
+	Allow      string
+	XRequestId string
+}
+
+// AcquireLocksResponse409Headers the declared response headers of an HTTP 409 response for AcquireLocks
+type AcquireLocksResponse409Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// AcquireLocksResponse413Headers the declared response headers of an HTTP 413 response for AcquireLocks
+type AcquireLocksResponse413Headers struct {
+	XRequestId string
+}
+
+// AcquireLocksResponse500Headers the declared response headers of an HTTP 500 response for AcquireLocks
+type AcquireLocksResponse500Headers struct {
+	XRequestId string
+}
+
+// AcquireLocksResponse503Headers the declared response headers of an HTTP 503 response for AcquireLocks
+type AcquireLocksResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type AcquireLocksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *MultiLockResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *LockHeld
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *AcquireLocksResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AcquireLocksResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireLocksResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AcquireLocksResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *AcquireLocksResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AcquireLocksResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *AcquireLocksResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *AcquireLocksResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireLocksResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AcquireLocksResponse) GetJSON201() *MultiLockResponse {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON400() *InvalidRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON409() *LockHeld {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquireLocksResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquireLocksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquireLocksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquireLocksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquireLocksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3800,6 +4847,26 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 	return ParseGetHealthzResponse(rsp)
 }
 
+// ReleaseLocksWithResponse Release locks on several resources
+//
+// Releases the locks that `Lock-Token` holds on every `resource`
+// (the `Location` of the acquire). The answer follows a lock's
+// release rule for the set: 204 when a quorum of nodes held (or had
+// released, within max TTL) every resource with the token; 409
+// `not-owner` when that cannot be; else 503. Idempotent as a lock's
+// release.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /locks (the `ReleaseLocks` operationId).
+func (c *ClientWithResponses) ReleaseLocksWithResponse(ctx context.Context, params *ReleaseLocksParams, reqEditors ...RequestEditorFn) (*ReleaseLocksResponse, error) {
+	rsp, err := c.ReleaseLocks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseLocksResponse(rsp)
+}
+
 // ListLocksWithResponse List the locks held
 //
 // Lists the locks of the caller's namespace (the API key's) that a
@@ -3831,6 +4898,98 @@ func (c *ClientWithResponses) ListLocksWithResponse(ctx context.Context, params 
 		return nil, err
 	}
 	return ParseListLocksResponse(rsp)
+}
+
+// ExtendLocksWithBodyWithResponse Extend locks on several resources
+//
+// Makes the locks that `Lock-Token` holds on every `resource` valid
+// for `ttl_ms` from now (default TTL when absent), keeping their
+// fencing tokens. It succeeds only where the token holds every
+// resource on a quorum of nodes; 409 and 503 follow the release rule.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+func (c *ClientWithResponses) ExtendLocksWithBodyWithResponse(ctx context.Context, params *ExtendLocksParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLocksResponse, error) {
+	rsp, err := c.ExtendLocksWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExtendLocksResponse(rsp)
+}
+
+// ExtendLocksWithResponse Extend locks on several resources
+//
+// Makes the locks that `Lock-Token` holds on every `resource` valid
+// for `ttl_ms` from now (default TTL when absent), keeping their
+// fencing tokens. It succeeds only where the token holds every
+// resource on a quorum of nodes; 409 and 503 follow the release rule.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /locks (the `ExtendLocks` operationId).
+func (c *ClientWithResponses) ExtendLocksWithResponse(ctx context.Context, params *ExtendLocksParams, body ExtendLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLocksResponse, error) {
+	rsp, err := c.ExtendLocks(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExtendLocksResponse(rsp)
+}
+
+// AcquireLocksWithBodyWithResponse Acquire locks on several resources, all or none
+//
+// Takes the write locks of every resource in `resources` (at most 16,
+// no duplicates), or none: each node sets all of its keys in one
+// script, only if every one of them is free there (or held with this
+// token), so a node grants all or nothing and no client holds some
+// of the locks while it waits for the others (no deadlock, in any
+// order of names). The quorum, validity and waiting rules are a
+// lock's; the locks conflict with any lock on one of the resources,
+// read or write, and with other multi-resource locks sharing one.
+// A waiting request is woken when any of its resources is released.
+// Each resource gets its own fencing token, in that resource's order
+// (as a single lock's would be); the answer lists them. `Location`
+// names the locks for `DELETE` and `PATCH`, which take the same
+// `Lock-Token`. Each resource can also be inspected on
+// `/locks/{resource}`, where the lock shows as a write lock.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /locks (the `AcquireLocks` operationId).
+func (c *ClientWithResponses) AcquireLocksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireLocksResponse, error) {
+	rsp, err := c.AcquireLocksWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireLocksResponse(rsp)
+}
+
+// AcquireLocksWithResponse Acquire locks on several resources, all or none
+//
+// Takes the write locks of every resource in `resources` (at most 16,
+// no duplicates), or none: each node sets all of its keys in one
+// script, only if every one of them is free there (or held with this
+// token), so a node grants all or nothing and no client holds some
+// of the locks while it waits for the others (no deadlock, in any
+// order of names). The quorum, validity and waiting rules are a
+// lock's; the locks conflict with any lock on one of the resources,
+// read or write, and with other multi-resource locks sharing one.
+// A waiting request is woken when any of its resources is released.
+// Each resource gets its own fencing token, in that resource's order
+// (as a single lock's would be); the answer lists them. `Location`
+// names the locks for `DELETE` and `PATCH`, which take the same
+// `Lock-Token`. Each resource can also be inspected on
+// `/locks/{resource}`, where the lock shows as a write lock.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /locks (the `AcquireLocks` operationId).
+func (c *ClientWithResponses) AcquireLocksWithResponse(ctx context.Context, body AcquireLocksJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireLocksResponse, error) {
+	rsp, err := c.AcquireLocks(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireLocksResponse(rsp)
 }
 
 // ReleaseLockWithResponse Release a lock
@@ -4224,6 +5383,198 @@ func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 	return response, nil
 }
 
+// ParseReleaseLocksResponse parses an HTTP response from a ReleaseLocksWithResponse call
+func ParseReleaseLocksResponse(rsp *http.Response) (*ReleaseLocksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseLocksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NotOwner
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers ReleaseLocksResponse204Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReleaseLocksResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReleaseLocksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReleaseLocksResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ReleaseLocksResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReleaseLocksResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReleaseLocksResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReleaseLocksResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReleaseLocksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListLocksResponse parses an HTTP response from a ListLocksWithResponse call
 func ParseListLocksResponse(rsp *http.Response) (*ListLocksResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4383,6 +5734,412 @@ func ParseListLocksResponse(rsp *http.Response) (*ListLocksResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListLocksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExtendLocksResponse parses an HTTP response from a ExtendLocksWithResponse call
+func ParseExtendLocksResponse(rsp *http.Response) (*ExtendLocksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExtendLocksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MultiLockResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NotOwner
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ExtendLocksResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ExtendLocksResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ExtendLocksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ExtendLocksResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ExtendLocksResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ExtendLocksResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ExtendLocksResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ExtendLocksResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ExtendLocksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcquireLocksResponse parses an HTTP response from a AcquireLocksWithResponse call
+func ParseAcquireLocksResponse(rsp *http.Response) (*AcquireLocksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquireLocksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest MultiLockResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest LockHeld
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers AcquireLocksResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers AcquireLocksResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers AcquireLocksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers AcquireLocksResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers AcquireLocksResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers AcquireLocksResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers AcquireLocksResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers AcquireLocksResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireLocksResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

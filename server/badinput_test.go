@@ -88,7 +88,7 @@ var badRequests = map[string]struct {
 	"nested path":      {request{method: "GET", target: "/locks/a/b"}, 404, "not-found"},
 	"trailing slash":   {request{method: "POST", target: "/locks/x/"}, 404, "not-found"},
 	"locks slash":      {request{method: "GET", target: "/locks/"}, 404, "not-found"},
-	"POST locks root":  {request{method: "POST", target: "/locks"}, 405, "method-not-allowed"},
+	"PUT locks root":   {request{method: "PUT", target: "/locks"}, 405, "method-not-allowed"},
 	"PUT lock":         {request{method: "PUT", target: "/locks/x"}, 405, "method-not-allowed"},
 	"OPTIONS lock":     {request{method: "OPTIONS", target: "/locks/x"}, 405, "method-not-allowed"},
 	"HEAD unknown":     {request{method: "HEAD", target: "/nope"}, 404, "not-found"},
@@ -115,6 +115,7 @@ func TestAllow(t *testing.T) {
 	for target, exp := range map[string]string{
 		"/locks/x":      "GET, HEAD, POST, PATCH, DELETE",
 		"/locks/a%2Fb":  "GET, HEAD, POST, PATCH, DELETE",
+		"/locks":        "GET, HEAD, POST, PATCH, DELETE",
 		"/readyz":       "GET, HEAD",
 		"/openapi.yaml": "GET, HEAD",
 	} {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -38,16 +39,19 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 const (
 	jsonInteger = "an integer"
 	jsonString  = "a string"
+	jsonNames   = "an array of strings"
 )
 
 // bodyFields are the JSON members of api.AcquireRequest,
-// api.AcquirePermitRequest and api.ExtendRequest, by operation, with the
+// api.AcquirePermitRequest, api.MultiAcquireRequest and api.ExtendRequest, by operation, with the
 // type each must have.
 var bodyFields = map[string]map[string]string{
 	"POST /locks/{resource}":   {"ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
 	"PATCH /locks/{resource}":  {"ttl_ms": jsonInteger},
 	"POST /semaphores/{name}":  {"limit": jsonInteger, "ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
 	"PATCH /semaphores/{name}": {"ttl_ms": jsonInteger},
+	"POST /locks":              {"resources": jsonNames, "ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
+	"PATCH /locks":             {"ttl_ms": jsonInteger},
 }
 
 // strictJSON checks a request body after routing, before the generated
@@ -157,7 +161,7 @@ func decodeStrict(data []byte, fields map[string]string) (map[string]any, error)
 }
 
 // checkType returns the decoded JSON value v of member name, or a
-// *requestError unless it is of type want (jsonInteger or jsonString). As in
+// *requestError unless it is of type want (jsonInteger, jsonString or jsonNames). As in
 // JSON Schema, an integer may be written with a zero fraction or an exponent
 // (5000.0, 1e4): it is returned in its plain form, which the generated
 // decoder binds. null is refused, as the schema's types are: a member left
@@ -180,7 +184,13 @@ func checkType(name string, v any, want string) (any, error) {
 	case bool:
 		got = "bool"
 	case []any:
+		if want == jsonNames && !slices.ContainsFunc(v, func(e any) bool { _, ok := e.(string); return !ok }) {
+			return v, nil
+		}
 		got = "array"
+		if want == jsonNames {
+			got = "array with a member that is not a string"
+		}
 	}
 	return v, badRequest("%s must be %s, not JSON %s", name, want, got)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ func FuzzHandlers(f *testing.F) {
 	f.Add("PATCH", "/semaphores/api:1", "Lock-Token: "+tokenA, `{"ttl_ms": 60000}`)
 	f.Add("DELETE", "/semaphores/a.b", "Lock-Token: "+tokenB, "")
 	f.Add("GET", "/semaphores/held", "", "")
+	f.Add("POST", "/locks", "Content-Type: application/json", `{"resources": ["a", "b:1"], "ttl_ms": 100, "wait_ms": 5, "token": "`+tokenA+`"}`)
+	f.Add("PATCH", "/locks?resource=a&resource=bb", "Lock-Token: "+tokenA, `{"ttl_ms": 60000}`)
+	f.Add("DELETE", "/locks?resource=a.b&resource=c", "Lock-Token: "+tokenB, "")
 	f.Add("GET", "/readyz", "", "")
 	f.Add("GET", "/openapi.yaml", "", "")
 	f.Add("GET", "/metrics", "", "")
@@ -259,6 +263,42 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 		l.calls.Add(1)
 		checkName(namespace, name)
 		return redlock.SemaphoreInfo{Name: name, Limit: 2, Permits: []redlock.PermitInfo{{Index: 1, Fence: 1, Remaining: time.Second, HeldNodes: 3}}}, nil
+	}
+	checkNames := func(ns string, rs []string) {
+		if len(rs) == 0 || len(rs) > redlock.MaxResources {
+			t.Errorf("invalid resources %q", rs)
+		}
+		for i, r := range rs {
+			checkName(ns, r)
+			if slices.Contains(rs[:i], r) {
+				t.Errorf("duplicate resource in %q", rs)
+			}
+		}
+	}
+	multi := func(rs []string, token string, ttl time.Duration) redlock.MultiLock {
+		return redlock.MultiLock{Resources: rs, Token: token, Fences: make([]int64, len(rs)), TTL: ttl, Nodes: 5, Quorum: 3, Locked: 3}
+	}
+	l.AcquireMultiFn = func(_ context.Context, rs []string, o redlock.AcquireOptions) (redlock.MultiLock, error) {
+		checkNames(o.Namespace, rs)
+		checkTTL(o.TTL)
+		if err := mutate(errFor(rs[0])); err != nil {
+			return redlock.MultiLock{}, err
+		}
+		return multi(rs, tokenA, o.TTL), nil
+	}
+	l.ReleaseMultiFn = func(_ context.Context, namespace string, rs []string, token string) error {
+		checkNames(namespace, rs)
+		checkToken(token)
+		return mutate(errFor(rs[0]))
+	}
+	l.ExtendMultiFn = func(_ context.Context, namespace string, rs []string, token string, ttl time.Duration) (redlock.MultiLock, error) {
+		checkNames(namespace, rs)
+		checkToken(token)
+		checkTTL(ttl)
+		if err := mutate(errFor(rs[0])); err != nil {
+			return redlock.MultiLock{}, err
+		}
+		return multi(rs, token, ttl), nil
 	}
 	l.StatusFn = func(context.Context) []redlock.NodeStatus {
 		return []redlock.NodeStatus{{Addr: "a:1", Up: true}, {Addr: "b:1", Up: true}, {Addr: "c:1", Up: true}}

@@ -35,6 +35,10 @@ type fakeLocker struct {
 	ReleasePermitFn    func(ctx context.Context, namespace, name, token string) error
 	InspectSemaphoreFn func(ctx context.Context, namespace, name string) (redlock.SemaphoreInfo, error)
 
+	AcquireMultiFn func(ctx context.Context, resources []string, o redlock.AcquireOptions) (redlock.MultiLock, error)
+	ReleaseMultiFn func(ctx context.Context, namespace string, resources []string, token string) error
+	ExtendMultiFn  func(ctx context.Context, namespace string, resources []string, token string, ttl time.Duration) (redlock.MultiLock, error)
+
 	// Counters kept by validatingLocker (see there).
 	calls, mutations, changed atomic.Int64
 }
@@ -81,6 +85,18 @@ func newFake(t testing.TB) *fakeLocker {
 			t.Error("unexpected InspectSemaphore")
 			return redlock.SemaphoreInfo{}, nil
 		},
+		AcquireMultiFn: func(context.Context, []string, redlock.AcquireOptions) (redlock.MultiLock, error) {
+			t.Error("unexpected AcquireMulti")
+			return redlock.MultiLock{}, nil
+		},
+		ReleaseMultiFn: func(context.Context, string, []string, string) error {
+			t.Error("unexpected ReleaseMulti")
+			return nil
+		},
+		ExtendMultiFn: func(context.Context, string, []string, string, time.Duration) (redlock.MultiLock, error) {
+			t.Error("unexpected ExtendMulti")
+			return redlock.MultiLock{}, nil
+		},
 	}
 }
 
@@ -120,6 +136,15 @@ func (f *fakeLocker) InspectSemaphore(ctx context.Context, namespace, name strin
 	return f.InspectSemaphoreFn(ctx, namespace, name)
 }
 
+func (f *fakeLocker) AcquireMulti(ctx context.Context, resources []string, o redlock.AcquireOptions) (redlock.MultiLock, error) {
+	return f.AcquireMultiFn(ctx, resources, o)
+}
+func (f *fakeLocker) ReleaseMulti(ctx context.Context, namespace string, resources []string, token string) error {
+	return f.ReleaseMultiFn(ctx, namespace, resources, token)
+}
+func (f *fakeLocker) ExtendMulti(ctx context.Context, namespace string, resources []string, token string, ttl time.Duration) (redlock.MultiLock, error) {
+	return f.ExtendMultiFn(ctx, namespace, resources, token, ttl)
+}
 func (f *fakeLocker) Status(ctx context.Context) []redlock.NodeStatus { return f.StatusFn(ctx) }
 func (f *fakeLocker) Quorum() int                                     { return 3 }
 func (f *fakeLocker) Nodes() int                                      { return 5 }

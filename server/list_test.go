@@ -59,7 +59,7 @@ func TestListLocks(t *testing.T) {
 	}
 	checkProblem(t, serve(t, h, request{method: "GET", target: "/locks?cursor=down", headers: auth}), http.StatusServiceUnavailable, "quorum-unavailable")
 	checkProblem(t, serve(t, h, request{method: "GET", target: "/locks"}), http.StatusUnauthorized, "unauthorized")
-	checkProblem(t, serve(t, h, request{method: "POST", target: "/locks", headers: auth}), http.StatusMethodNotAllowed, "method-not-allowed")
+	checkProblem(t, serve(t, h, request{method: "PUT", target: "/locks", headers: auth}), http.StatusMethodNotAllowed, "method-not-allowed")
 	if len(got) != 4 { // the bad cursor and the unavailable page reached it; the rest did not
 		t.Fatalf("List called %d times", len(got))
 	}

@@ -14,6 +14,9 @@ type Locker interface {
 	Release(ctx context.Context, namespace, resource, token string) error
 	Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (redlock.Lock, error)
 	Inspect(ctx context.Context, namespace, resource string) (redlock.Info, error)
+	AcquireMulti(ctx context.Context, resources []string, o redlock.AcquireOptions) (redlock.MultiLock, error)
+	ReleaseMulti(ctx context.Context, namespace string, resources []string, token string) error
+	ExtendMulti(ctx context.Context, namespace string, resources []string, token string, ttl time.Duration) (redlock.MultiLock, error)
 	List(ctx context.Context, o redlock.ListOptions) (redlock.Page, error)
 	AcquirePermit(ctx context.Context, name string, o redlock.PermitOptions) (redlock.Permit, error)
 	ExtendPermit(ctx context.Context, namespace, name, token string, ttl time.Duration) (redlock.Permit, error)

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/redlock"
+)
+
+// AcquireLocks takes the locks of several resources, all or none: 201.
+func (s *Server) AcquireLocks(ctx context.Context, req api.AcquireLocksRequestObject) (api.AcquireLocksResponseObject, error) {
+	if err := s.admitAny(ctx); err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, badRequest("the body must give resources")
+	}
+	b := req.Body
+	if err := checkResources(b.Resources); err != nil {
+		return nil, err
+	}
+	o, err := s.acquireOptions(ctx, &api.AcquireRequest{TTLMs: b.TTLMs, WaitMs: b.WaitMs, Token: b.Token, Owner: b.Owner})
+	if err != nil {
+		return nil, err
+	}
+	return waitFor(s, ctx, o, "acquire", func(ctx context.Context, o redlock.AcquireOptions) (api.AcquireLocksResponseObject, error) {
+		lock, err := s.cfg.Locker.AcquireMulti(ctx, b.Resources, o)
+		if err != nil {
+			return nil, err
+		}
+		setOutcome(ctx, "acquired")
+		return api.AcquireLocks201JSONResponse{
+			Body:    multiResponse(lock),
+			Headers: api.AcquireLocks201ResponseHeaders{Location: multiLocation(b.Resources), XRequestId: requestID(ctx)},
+		}, nil
+	})
+}
+
+// ReleaseLocks releases the locks of several resources: 204.
+func (s *Server) ReleaseLocks(ctx context.Context, req api.ReleaseLocksRequestObject) (api.ReleaseLocksResponseObject, error) {
+	if err := withToken(s.admitResources(ctx, req.Params.Resource), req.Params.LockToken); err != nil {
+		return nil, err
+	}
+	defer s.cfg.Metrics.observeOp("release", time.Now())
+	if err := s.cfg.Locker.ReleaseMulti(ctx, namespaceFrom(ctx), req.Params.Resource, req.Params.LockToken); err != nil {
+		return nil, err
+	}
+	setOutcome(ctx, "released")
+	return api.ReleaseLocks204Response{Headers: api.ReleaseLocks204ResponseHeaders{XRequestId: requestID(ctx)}}, nil
+}
+
+// ExtendLocks extends the locks of several resources: 200.
+func (s *Server) ExtendLocks(ctx context.Context, req api.ExtendLocksRequestObject) (api.ExtendLocksResponseObject, error) {
+	if err := withToken(s.admitResources(ctx, req.Params.Resource), req.Params.LockToken); err != nil {
+		return nil, err
+	}
+	ttl, err := s.extendTTL(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	defer s.cfg.Metrics.observeOp("extend", time.Now())
+	lock, err := s.cfg.Locker.ExtendMulti(ctx, namespaceFrom(ctx), req.Params.Resource, req.Params.LockToken, ttl)
+	if err != nil {
+		return nil, err
+	}
+	setOutcome(ctx, "extended")
+	return api.ExtendLocks200JSONResponse{Body: multiResponse(lock), Headers: api.ExtendLocks200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
+}
+
+// admitResources is admitAny, then checkResources.
+func (s *Server) admitResources(ctx context.Context, resources []string) error {
+	if err := s.admitAny(ctx); err != nil {
+		return err
+	}
+	return checkResources(resources)
+}
+
+// checkResources checks the resources of a multi-resource lock: 1 to
+// redlock.MaxResources valid names, no duplicates.
+func checkResources(resources []string) error {
+	if len(resources) == 0 || len(resources) > redlock.MaxResources {
+		return badRequest("resources must name 1-%d resources", redlock.MaxResources)
+	}
+	seen := make(map[string]bool, len(resources))
+	for _, r := range resources {
+		if !redlock.ValidName(r) {
+			return badRequest("each of resources: " + resourceRule)
+		}
+		if seen[r] {
+			return badRequest("resources must not repeat a resource")
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// multiLocation is the URL of a multi-resource lock: /locks?resource=a&….
+func multiLocation(resources []string) string {
+	return "/locks?" + url.Values{"resource": resources}.Encode()
+}
+
+// multiResponse is the body of a successful multi-resource acquire or extend.
+func multiResponse(l redlock.MultiLock) api.MultiLockResponse {
+	rs := make([]api.FencedResource, len(l.Resources))
+	for i, r := range l.Resources {
+		rs[i] = api.FencedResource{Resource: r, FencingToken: l.Fences[i]}
+	}
+	return api.MultiLockResponse{
+		Resources:   rs,
+		Token:       l.Token,
+		TTLMs:       l.TTL.Milliseconds(),
+		ValidityMs:  l.Validity.Milliseconds(),
+		ExpiresAt:   l.Until.UTC().Format(timeLayout),
+		Nodes:       l.Nodes,
+		Quorum:      l.Quorum,
+		LockedNodes: l.Locked,
+	}
+}
