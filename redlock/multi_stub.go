@@ -5,9 +5,11 @@ package redlock
 import (
 	"context"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/valid"
 )
 
-const MaxResources = 16
+const MaxResources = valid.MaxResources
 
 type MultiLock struct {
 	Namespace             string

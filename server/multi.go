@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlockd/redlockd/api"
+	"github.com/redlockd/redlockd/internal/valid"
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -77,21 +78,10 @@ func (s *Server) admitResources(ctx context.Context, resources []string) error {
 	return checkResources(resources)
 }
 
-// checkResources checks the resources of a multi-resource lock: 1 to
-// redlock.MaxResources valid names, no duplicates.
+// checkResources checks the resources of a multi-resource lock.
 func checkResources(resources []string) error {
-	if len(resources) == 0 || len(resources) > redlock.MaxResources {
-		return badRequest("resources must name 1-%d resources", redlock.MaxResources)
-	}
-	seen := make(map[string]bool, len(resources))
-	for _, r := range resources {
-		if !redlock.ValidName(r) {
-			return badRequest("each of resources: " + resourceRule)
-		}
-		if seen[r] {
-			return badRequest("resources must not repeat a resource")
-		}
-		seen[r] = true
+	if problem := valid.Resources(resources); problem != "" {
+		return badRequest("%s", problem)
 	}
 	return nil
 }

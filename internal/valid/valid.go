@@ -5,6 +5,7 @@ package valid
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 )
 
@@ -20,6 +21,27 @@ const (
 // permits is a lock of its own, and a node looks through them on every
 // acquire.
 const MaxLimit = 256
+
+// MaxResources is the most resources of one multi-resource lock (SPEC §8):
+// a node checks and sets all of them in one script.
+const MaxResources = 16
+
+// Resources returns what is wrong with the resources of a multi-resource
+// lock, or "": 1–MaxResources valid names, none repeated.
+func Resources(rs []string) string {
+	if len(rs) == 0 || len(rs) > MaxResources {
+		return "resources must name 1-" + strconv.Itoa(MaxResources) + " resources"
+	}
+	for i, r := range rs {
+		if !Name(r) {
+			return "each of resources must be 1-" + strconv.Itoa(MaxName) + " characters of [A-Za-z0-9._:-], other than . and .."
+		}
+		if slices.Contains(rs[:i], r) {
+			return "resources must not repeat a resource"
+		}
+	}
+	return ""
+}
 
 // Name reports whether s is a valid resource or namespace name: 1–200
 // characters of [A-Za-z0-9._:-], other than "." and "..". (HTTP clients
