@@ -97,7 +97,8 @@ func TestMulti(t *testing.T) {
 
 // TestMultiRefused: a lock on several resources is refused when one of
 // them is held, by a writer or by readers, and then sets nothing on any
-// node for the others.
+// node for the others; a round refused by a quorum is undone where it was
+// granted.
 func TestMultiRefused(t *testing.T) {
 	cl := newCluster(t, 3, Options{})
 	c, ctx, rs := cl.c, t.Context(), names(t, 3)
@@ -121,6 +122,22 @@ func TestMultiRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another token holds a on a quorum only: the node that granted every
+	// resource is undone.
+	for _, i := range []int{0, 1} {
+		if err := cl.servers[i].Client().Set(ctx, "redlockd:lock:/"+rs[0], "other", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.AcquireMulti(ctx, rs, AcquireOptions{}); !errors.Is(err, ErrLockHeld) {
+		t.Fatalf("a held on a quorum: %v", err)
+	}
+	for _, r := range rs[1:] {
+		if n := cl.holders(t, r, ""); n != 0 {
+			t.Fatalf("%s left on %d nodes after a refused round", r, n)
+		}
+	}
+	cl.dropLock(t, rs[0], 0, 1)
 	// And the other way: a lock on several resources keeps readers and
 	// writers out of each.
 	m, err := c.AcquireMulti(ctx, rs, AcquireOptions{})
