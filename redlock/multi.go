@@ -136,7 +136,9 @@ func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
 		return decided
 	})
 	locks, oks := make([]Lock, len(ts)), make([]bool, len(ts))
-	c.each(len(ts), func(i int) { locks[i], oks[i] = a.parts[i].granted(ctx, start, ts[i]) })
+	if ts[0].yes >= c.quorum { // the same votes for every resource
+		c.each(len(ts), func(i int) { locks[i], oks[i] = a.parts[i].granted(ctx, start, ts[i]) })
+	}
 	var err error
 	if slices.Contains(oks, false) {
 		err = a.failed(ctx, ts)
