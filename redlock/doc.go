@@ -45,6 +45,15 @@
 // Release and Inspect find whether a token is the writer or a reader. See
 // docs/safety.md.
 //
+// # Locks on several resources
+//
+// AcquireMulti takes a writer's lock on several resources, all or none:
+// each node runs one script that takes every resource if all are free (or
+// held by the token), else none, so no client holds some while waiting for
+// others (no deadlock). Each resource gets its own fence, by its own rules.
+// ExtendMulti and ReleaseMulti run the lock's rounds on every resource at
+// once. See docs/safety.md.
+//
 // # Restart quarantine
 //
 // A node whose uptime is below MaxTTL may have lost lock keys in a crash. With

@@ -188,7 +188,7 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 
 // acquireOnce is Acquire without a wait: one round.
 func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error) {
-	if c.hub.waiters(a.keys[0]) > 0 {
+	if c.hub.waiting(a.lockKeys(), 0) {
 		// Others are waiting for this lock here: it is theirs first.
 		c.stats.held.Add(1)
 		return Lock{}, &HeldError{}
@@ -211,10 +211,22 @@ func (a *attempt) interest() int {
 	switch {
 	case !a.waiting:
 		return 0
-	case a.c.hub.waiters(a.keys[0]) > 1:
+	case a.c.hub.waiting(a.lockKeys(), 1):
 		return 2
 	}
 	return 1
+}
+
+// lockKeys are the lock keys of a's resources: the queues it waits in.
+func (a *attempt) lockKeys() []string {
+	if a.parts == nil {
+		return a.keys[:1]
+	}
+	ks := make([]string, len(a.parts))
+	for i, p := range a.parts {
+		ks[i] = p.keys[0]
+	}
+	return ks
 }
 
 // wwait is what is left of a waiting writer's wait, in ms: a refused round
@@ -244,6 +256,10 @@ func releaseKeys(keys []string, token string) []string {
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
+	if a.parts != nil {
+		a.c.each(len(a.parts), func(i int) { a.parts[i].undo(ctx, idxs) })
+		return
+	}
 	tg := a.target()
 	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), tg.with(releaseKeys(a.keys, a.token)), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
 	rd.stragglers(nil)
@@ -288,6 +304,11 @@ type attempt struct {
 	ttl     time.Duration
 	owner   string
 	sem     *semAttempt // a semaphore's permit; nil for a lock
+	// parts: a lock on several resources (AcquireMulti) has one attempt per
+	// resource, with its token, and no keys of its own; locks are those of
+	// its round that succeeded.
+	parts []*attempt
+	locks []Lock
 	// Nodes where a failed round of a random token may have left it (it
 	// failed, was silent, or granted late), to undo once no later round can
 	// run (see outcome); over once a waiting acquire ended without the lock.
@@ -315,6 +336,11 @@ func parseAcquire(cmd *redis.Cmd) (acqReply, error) {
 	if err != nil {
 		return acqReply{}, err
 	}
+	return acqReplyOf(v)
+}
+
+// acqReplyOf reads acquire.lua's reply.
+func acqReplyOf(v []any) (acqReply, error) {
 	switch {
 	case len(v) == 4 && toInt(v[0]) == 1:
 		return acqReply{ok: true, fence: toInt(v[1])}, nil
@@ -396,6 +422,9 @@ func (t *acqTally) add(r reply[acqReply]) bool {
 // quorum, then the fence commit if needed. On failure it releases what this
 // round may have set.
 func (a *attempt) run(ctx context.Context) (Lock, error) {
+	if a.parts != nil {
+		return a.runMulti(ctx)
+	}
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
@@ -421,33 +450,51 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 
 // outcome makes the lock from an acquire round's answers, or undoes them.
 func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lock, error) {
-	c := a.c
-	if t.yes >= c.quorum {
-		fence, kept := t.newFence, keptFence(t.existing, c.quorum)
-		if kept > 0 {
-			fence = kept // idempotent re-acquire keeps its fencing token
-		}
-		// When every node that answered newly granted the lock with the same
-		// fence, the counters of a quorum hold it already: nothing to write
-		// back before answering (finish may write it back later). A chosen
-		// token's fence is always written back, so that a re-acquire can tell
-		// its records from those of a failed attempt (see keptFence).
-		held := t.yes
-		t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
-		if !t.skipped {
-			held = c.commit(ctx, t.tg, a.token, t.answered, fence)
-		}
-		validity := c.validity(a.ttl, start)
-		if held >= c.quorum && validity > 0 {
-			c.stats.acquired.Add(1)
-			return Lock{
-				Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Mode: a.mode(), Owner: a.owner,
-				TTL: a.ttl, Validity: validity, Start: start, Until: start.Add(validity),
-				Nodes: len(c.nodes), Quorum: c.quorum, Locked: held,
-			}, nil
-		}
+	if lock, ok := a.granted(ctx, start, t); ok {
+		a.c.stats.acquired.Add(1)
+		return lock, nil
 	}
-	// Failed: undo, before returning, what the nodes that granted hold, so
+	return Lock{}, a.failed(ctx, []*acqTally{t})
+}
+
+// granted makes the lock from an acquire round's answers, writing its fence
+// back if needed; false when they do not make it.
+func (a *attempt) granted(ctx context.Context, start time.Time, t *acqTally) (Lock, bool) {
+	c := a.c
+	if t.yes < c.quorum {
+		return Lock{}, false
+	}
+	fence, kept := t.newFence, keptFence(t.existing, c.quorum)
+	if kept > 0 {
+		fence = kept // idempotent re-acquire keeps its fencing token
+	}
+	// When every node that answered newly granted the lock with the same
+	// fence, the counters of a quorum hold it already: nothing to write
+	// back before answering (finish may write it back later). A chosen
+	// token's fence is always written back, so that a re-acquire can tell
+	// its records from those of a failed attempt (see keptFence).
+	held := t.yes
+	t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
+	if !t.skipped {
+		held = c.commit(ctx, t.tg, a.token, t.answered, fence)
+	}
+	validity := c.validity(a.ttl, start)
+	if held < c.quorum || validity <= 0 {
+		return Lock{}, false
+	}
+	return Lock{
+		Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Mode: a.mode(), Owner: a.owner,
+		TTL: a.ttl, Validity: validity, Start: start, Until: start.Add(validity),
+		Nodes: len(c.nodes), Quorum: c.quorum, Locked: held,
+	}, true
+}
+
+// failed undoes a failed acquire round and returns its error. ts are its
+// tallies: one per resource of a lock on several (see runMulti), which count
+// the same votes.
+func (a *attempt) failed(ctx context.Context, ts []*acqTally) error {
+	c, t := a.c, ts[0]
+	// Undo, before returning, what the nodes that granted hold, so
 	// that the caller's next round finds them free. Nodes that failed (a
 	// timeout, a dropped connection) may hold it too, but may well fail
 	// again, and are not waited for. An undo that could run after the next
@@ -456,9 +503,11 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 	// token are undone in the background once no later round can run (see
 	// cleanup): a waiting acquire's next rounds count them as grants, and
 	// one that ends without the lock undoes them then (abandon).
-	if len(t.undo) > 0 {
-		a.undo(context.WithoutCancel(ctx), t.undo)
-	}
+	c.each(len(ts), func(i int) {
+		if len(ts[i].undo) > 0 {
+			ts[i].a.undo(context.WithoutCancel(ctx), ts[i].undo)
+		}
+	})
 	if len(t.failed) > 0 && !a.chosen {
 		c.bg.Go(func() { a.cleanup(context.WithoutCancel(ctx), t.failed) })
 	}
@@ -467,10 +516,10 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 	}
 	if t.refused() {
 		c.stats.held.Add(1)
-		return Lock{}, &HeldError{Remaining: freeIn(t.pttls, len(c.nodes), c.quorum)}
+		return &HeldError{Remaining: freeIn(t.pttls, len(c.nodes), c.quorum)}
 	}
 	c.stats.unavailable.Add(1)
-	return Lock{}, unavailable(t.errs)
+	return unavailable(t.errs)
 }
 
 // finish deals with the answers of an acquire round that came after its
@@ -487,7 +536,16 @@ func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lo
 // lock that succeeded is harmless: it holds the same token, and stale keys
 // alone never make a quorum.
 func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqReply], silent []int) {
-	var grants, undo []int
+	undo := a.writeBack(ok, fence, t, late, silent)
+	if !ok && !a.chosen {
+		a.cleanup(context.Background(), append(undo, silent...))
+	}
+}
+
+// writeBack is finish's write-back of the fence after a success; it returns
+// the nodes that answered late with a grant or an error.
+func (a *attempt) writeBack(ok bool, fence int64, t *acqTally, late []reply[acqReply], silent []int) (undo []int) {
+	var grants []int
 	odd := t.bad > 0 || len(silent) > 0
 	for _, r := range late {
 		odd = odd || r.err != nil
@@ -504,19 +562,15 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 			undo = append(undo, r.node)
 		}
 	}
-	ctx := context.Background()
 	if ok {
 		if t.skipped && (odd || len(grants) > 0) {
 			grants = t.granted
 		}
 		if len(grants) > 0 {
-			a.c.commit(ctx, t.tg, a.token, grants, fence)
+			a.c.commit(context.Background(), t.tg, a.token, grants, fence)
 		}
-		return
 	}
-	if !a.chosen {
-		a.cleanup(ctx, append(undo, silent...))
-	}
+	return undo
 }
 
 // cleanup undoes a random token on the nodes idxs, where a failed round may

@@ -21,6 +21,8 @@ var (
 	scriptExtend   = loadScript("extend.lua")
 	scriptReassert = loadScript("reassert.lua")
 	scriptInspect  = loadScript("inspect.lua")
+	// acquire.lua on several resources, all or nothing (see runMulti)
+	scriptMulti = wrapScript("multi_acquire.lua", "acquire.lua")
 
 	// The scripts of a semaphore's permits (see semaphore.go): each runs a
 	// lock script on the permit its prelude picks.
@@ -35,10 +37,11 @@ var (
 	scriptPermitHandover = loadScript("permit_handover.lua")
 
 	scripts = append([]*redis.Script{scriptAcquire, scriptRead, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect,
-		scriptPermitInspect, scriptPermitHandover}, slices.Collect(maps.Values(permitScripts))...)
+		scriptMulti, scriptPermitInspect, scriptPermitHandover}, slices.Collect(maps.Values(permitScripts))...)
 )
 
-// bodyLine is where a permit script runs the lock script (as a function).
+// bodyLine is where a wrapper (a permit script, multi_acquire.lua) runs a
+// lock script (as a function).
 var bodyLine = regexp.MustCompile(`(?m)^-- BODY.*$`)
 
 // wrapScript is the script of file wrapper with the lock script of file

@@ -34,6 +34,10 @@ import (
 // tries at once: refused, its round asks the nodes to announce the release
 // (release.lua publishes only for locks someone waits for).
 //
+// A lock on several resources (AcquireMulti) waits in the queue of each of
+// them, and contends once it is a head of all (see join); the release of
+// any of them wakes it.
+//
 // A semaphore's permit released on this coordinator while one of the
 // semaphore's waiters here waits idle (in pause, or queued behind the heads)
 // is handed over to the first such waiter in the same round (handOver): the
@@ -95,7 +99,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	w := c.hub.join(c, a, heads)
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
-	defer c.hub.leave(a.keys[0], w)
+	defer c.hub.leave(w)
 	a.waiting = true
 	a.until = start.Add(wait)
 
@@ -233,11 +237,16 @@ func (c *Coordinator) pause(ctx context.Context, w *waiter, d time.Duration, dea
 	}
 }
 
-// waiter is one waiting Acquire in a queue.
+// waiter is one waiting Acquire in a queue, or in one queue per resource
+// (AcquireMulti).
 type waiter struct {
-	own  string        // fingerprint of its token: its own releases do not wake it
-	wake chan int      // node index per release announcement; -1: resubscribed
-	head chan struct{} // one value when it becomes the head
+	keys []string // its queues' keys
+	// behind is how many of its queues it is not a head of yet; it
+	// contends once it is a head of all. Guarded by the hub's mu.
+	behind int
+	own    string        // fingerprint of its token: its own releases do not wake it
+	wake   chan int      // node index per release announcement; -1: resubscribed
+	head   chan struct{} // one value when it becomes the head
 	// freed is 1 + the permit of a semaphore whose release woke it last.
 	freed atomic.Int64
 	// wokenBy is the fingerprint of the release that woke it last: the
@@ -293,12 +302,14 @@ type queue struct {
 // first returns the heads.
 func (q *queue) first() []*waiter { return q.ws[:min(q.heads, len(q.ws))] }
 
-// join appends a waiter for a's lock or semaphore (key a.keys[0]), whose
-// queue has heads heads (the first waiter sets it). The waiter is a head at
-// once if there is room.
+// join appends a waiter for a's lock or semaphore to its queue (key
+// a.keys[0]), or for a's resources to each one's queue, at once, so that
+// two waiters that share queues are in the same order in each: the first
+// of any waiters is a head of all its queues, and none waits for another
+// in a cycle. A queue has heads heads (its first waiter sets it). The
+// waiter is told at once if it is a head of all its queues.
 func (h *waitHub) join(c *Coordinator, a *attempt, heads int) *waiter {
-	key := a.keys[0]
-	w := &waiter{own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
+	w := &waiter{keys: a.lockKeys(), own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
 	if a.sem != nil {
 		w.a, w.offer = a, make(chan handoff, 1) // a release here may hand it a permit
 	}
@@ -307,34 +318,44 @@ func (h *waitHub) join(c *Coordinator, a *attempt, heads int) *waiter {
 	if h.queues == nil {
 		h.queues = map[string]*queue{}
 	}
-	q := h.queues[key]
-	if q == nil {
-		q = &queue{heads: heads}
-		h.queues[key] = q
+	for _, key := range w.keys {
+		q := h.queues[key]
+		if q == nil {
+			q = &queue{heads: heads}
+			h.queues[key] = q
+		}
+		if len(q.ws) >= q.heads {
+			w.behind++
+		}
+		q.ws = append(q.ws, w)
 	}
-	if len(q.ws) < q.heads {
+	if w.behind == 0 {
 		w.head <- struct{}{}
 	}
-	q.ws = append(q.ws, w)
 	return w
 }
 
-// leave removes w from key's queue. If w was a head, the next waiter
-// becomes one.
-func (h *waitHub) leave(key string, w *waiter) {
+// leave removes w from its queues. Where w was a head, the next waiter
+// becomes one, and is told if it is a head of all its queues now.
+func (h *waitHub) leave(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	q := h.queues[key]
-	i := slices.Index(q.ws, w)
-	if i < 0 {
-		return
-	}
-	q.ws = slices.Delete(q.ws, i, i+1)
-	if i < q.heads && len(q.ws) >= q.heads {
-		q.ws[q.heads-1].head <- struct{}{}
-	}
-	if len(q.ws) == 0 {
-		delete(h.queues, key)
+	for _, key := range w.keys {
+		q := h.queues[key]
+		i := slices.Index(q.ws, w)
+		if i < 0 {
+			continue
+		}
+		q.ws = slices.Delete(q.ws, i, i+1)
+		if i < q.heads && len(q.ws) >= q.heads {
+			next := q.ws[q.heads-1]
+			if next.behind--; next.behind == 0 {
+				next.head <- struct{}{}
+			}
+		}
+		if len(q.ws) == 0 {
+			delete(h.queues, key)
+		}
 	}
 }
 
@@ -367,6 +388,11 @@ func (h *waitHub) claim(key, from string) *waiter {
 		}
 	}
 	return nil
+}
+
+// waiting reports whether more than n wait for one of keys.
+func (h *waitHub) waiting(keys []string, n int) bool {
+	return slices.ContainsFunc(keys, func(k string) bool { return h.waiters(k) > n })
 }
 
 // waiters is how many wait for key.

@@ -1,0 +1,254 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Locks on several resources (SPEC §8): all or none. Each node takes every
+// resource in one script (multi_acquire.lua), so a node grants all of them
+// or none, and nobody holds some while waiting for others: no deadlock. A
+// round's answers are counted per resource, as a lock's (each resource gets
+// its own fence, by its own rules); the lock is held when every resource
+// is. It is a writer's lock on each resource.
+
+// MaxResources is the most resources one lock may take.
+const MaxResources = 16
+
+// MultiLock is a lock on several resources acquired or extended on a
+// quorum of nodes: a Lock with Resources and one fence per resource
+// (Fences[i] is Resources[i]'s, by that resource's rules; see Lock.Fence).
+// Validity and Locked are the smallest over the resources.
+type MultiLock struct {
+	Namespace string
+	Resources []string
+	Token     string
+	Fences    []int64
+	Owner     string
+	TTL       time.Duration
+	Validity  time.Duration
+	Start     time.Time
+	Until     time.Time
+	// Nodes is the number of nodes, Quorum the number needed, Locked the
+	// number of nodes that hold every resource.
+	Nodes, Quorum, Locked int
+}
+
+// multiLock makes the MultiLock of resources from each one's Lock.
+func multiLock(resources []string, locks []Lock) MultiLock {
+	l := locks[0]
+	m := MultiLock{Namespace: l.Namespace, Resources: resources, Token: l.Token, Owner: l.Owner, TTL: l.TTL,
+		Start: l.Start, Until: l.Until, Nodes: l.Nodes, Quorum: l.Quorum, Locked: l.Locked}
+	for _, l := range locks {
+		m.Fences = append(m.Fences, l.Fence)
+		m.Start, m.Locked = minTime(m.Start, l.Start), min(m.Locked, l.Locked)
+		m.Until = minTime(m.Until, l.Until)
+	}
+	m.Validity = m.Until.Sub(m.Start)
+	return m
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// checkResources checks the names of a lock on several resources and the
+// tokens given: 1 to MaxResources resources, each once.
+func (c *Coordinator) checkResources(namespace string, resources []string, tokens ...string) error {
+	if len(resources) == 0 || len(resources) > MaxResources {
+		return invalid("a lock takes 1-%d resources", MaxResources)
+	}
+	for i, r := range resources {
+		if err := c.checkName(namespace, r, tokens...); err != nil {
+			return err
+		}
+		if slices.Contains(resources[:i], r) {
+			return invalid("resource %s is given twice", r)
+		}
+	}
+	return nil
+}
+
+// AcquireMulti takes the lock on every one of resources, or on none, as
+// Acquire takes one writer's lock (o.Mode must be ModeWrite or empty):
+// waiting, idempotent token, same errors. It conflicts with any lock, a
+// reader's or a writer's, on one of the resources. A waiting AcquireMulti
+// is woken by the release of any of them.
+func (c *Coordinator) AcquireMulti(ctx context.Context, resources []string, o AcquireOptions) (MultiLock, error) {
+	if o.Mode == ModeRead {
+		return MultiLock{}, invalid("a lock on several resources is a writer's: mode must be write")
+	}
+	if err := c.checkResources(o.Namespace, resources); err != nil {
+		return MultiLock{}, err
+	}
+	a, err := c.newAttempt(resources[0], o)
+	if err != nil {
+		return MultiLock{}, err
+	}
+	for _, r := range resources {
+		a.parts = append(a.parts, &attempt{c: c, ns: a.ns, resource: r, keys: c.keys(a.ns, r),
+			token: a.token, chosen: a.chosen, ttl: a.ttl, owner: a.owner})
+	}
+	a.resource, a.keys = "", nil
+	if o.Wait == 0 {
+		_, err = c.acquireOnce(ctx, a)
+	} else {
+		_, err = c.acquireWaiting(ctx, a, o.Wait)
+	}
+	if err != nil {
+		return MultiLock{}, err
+	}
+	return multiLock(resources, a.locks), nil
+}
+
+// runMulti is run for a lock on several resources: multi_acquire.lua on
+// every node, whose answer is split per resource and counted by one
+// acqTally per resource. Every node grants all or none, so the tallies
+// count the same votes; each resource's fence is chosen, written back and
+// finished as a lock's. It succeeds when every resource does, and else
+// undoes every resource.
+func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
+	c := a.c
+	c.stats.attempts.Add(1)
+	start := time.Now()
+	ts := make([]*acqTally, len(a.parts))
+	var keys []string
+	for i, p := range a.parts {
+		ts[i] = &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: p, tg: p.target(), minFence: math.MaxInt64}
+		keys = append(keys, pick(p.keys, 0, 1, 2, 3, 5, 6, 7)...)
+	}
+	args := []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait()}
+	_, rd := runScript(ctx, c, c.idxs, scriptMulti, keys, args, parseMulti(len(ts)), func(r reply[[]acqReply]) bool {
+		decided := true
+		for i, t := range ts {
+			decided = t.add(part(r, i)) && decided
+		}
+		return decided
+	})
+	locks, oks := make([]Lock, len(ts)), make([]bool, len(ts))
+	if ts[0].yes >= c.quorum { // the same votes for every resource
+		c.each(len(ts), func(i int) { locks[i], oks[i] = a.parts[i].granted(ctx, start, ts[i]) })
+	}
+	var err error
+	if slices.Contains(oks, false) {
+		err = a.failed(ctx, ts)
+	} else {
+		c.stats.acquired.Add(1)
+		a.locks = locks
+	}
+	rd.stragglers(func(late []reply[[]acqReply], silent []int) {
+		var undo []int
+		for i, t := range ts {
+			rs := make([]reply[acqReply], len(late))
+			for j, r := range late {
+				rs[j] = part(r, i)
+			}
+			undo = t.a.writeBack(err == nil, locks[i].Fence, t, rs, silent)
+		}
+		if err != nil && !a.chosen {
+			a.cleanup(context.Background(), append(undo, silent...))
+		}
+	})
+	return locks[0], err
+}
+
+// part is resource i's answer in a node's answer to multi_acquire.lua.
+func part(r reply[[]acqReply], i int) reply[acqReply] {
+	p := reply[acqReply]{node: r.node, err: r.err, silent: r.silent}
+	if r.err == nil {
+		p.val = r.val[i]
+	}
+	return p
+}
+
+// parseMulti parses multi_acquire.lua's reply on n resources: a refusal is
+// every resource's.
+func parseMulti(n int) func(*redis.Cmd) ([]acqReply, error) {
+	return func(cmd *redis.Cmd) ([]acqReply, error) {
+		v, err := cmd.Slice()
+		if err != nil {
+			return nil, err
+		}
+		rs := make([]acqReply, n)
+		switch {
+		case len(v) == 2 && toInt(v[0]) == 0:
+			for i := range rs {
+				rs[i].pttl = toInt(v[1])
+			}
+			return rs, nil
+		case len(v) == n+1 && toInt(v[0]) == 1:
+			for i := range rs {
+				r, _ := v[i+1].([]any)
+				if rs[i], err = acqReplyOf(r); err != nil {
+					return nil, err
+				}
+			}
+			return rs, nil
+		}
+		return nil, fmt.Errorf("unexpected multi acquire reply %v", v)
+	}
+}
+
+// ExtendMulti extends a lock on several resources (DefaultTTL when ttl is
+// 0), as Extend extends each: it succeeds when the token holds every
+// resource on a quorum, and keeps the fences. May return Extend's errors.
+func (c *Coordinator) ExtendMulti(ctx context.Context, namespace string, resources []string, token string, ttl time.Duration) (MultiLock, error) {
+	if err := c.checkResources(namespace, resources, token); err != nil {
+		return MultiLock{}, err
+	}
+	if _, err := c.ttlOrDefault(ttl); err != nil {
+		return MultiLock{}, err
+	}
+	locks, errs := make([]Lock, len(resources)), make([]error, len(resources))
+	c.each(len(resources), func(i int) { locks[i], errs[i] = c.Extend(ctx, namespace, resources[i], token, ttl) })
+	if err := multiErr(errs); err != nil {
+		return MultiLock{}, err
+	}
+	return multiLock(resources, locks), nil
+}
+
+// ReleaseMulti releases a lock on several resources, as Release releases
+// each (idempotent too): it succeeds when the token held every resource on
+// a quorum. May return Release's errors.
+func (c *Coordinator) ReleaseMulti(ctx context.Context, namespace string, resources []string, token string) error {
+	if err := c.checkResources(namespace, resources, token); err != nil {
+		return err
+	}
+	errs := make([]error, len(resources))
+	c.each(len(resources), func(i int) { errs[i] = c.Release(ctx, namespace, resources[i], token) })
+	return multiErr(errs)
+}
+
+// each runs f(0), …, f(n-1) at once: one round per resource of a lock on
+// several, which share round trips in the nodes' pipelines.
+func (c *Coordinator) each(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
+}
+
+// multiErr is the error of an operation on several resources, from each
+// one's: nil if none failed, else the first that says the quorum was
+// unavailable (the outcome is unknown), else the first.
+func multiErr(errs []error) error {
+	i := slices.IndexFunc(errs, func(err error) bool { return errors.Is(err, ErrQuorumUnavailable) })
+	if i < 0 {
+		i = slices.IndexFunc(errs, func(err error) bool { return err != nil })
+	}
+	if i < 0 {
+		return nil
+	}
+	return errs[i]
+}

@@ -1,0 +1,55 @@
+-- multi_acquire.lua: acquire.lua on several resources at once, all or nothing (AcquireMulti).
+-- KEYS: acquire.lua's 7 keys of each resource, one resource after the other
+-- ARGV: acquire.lua's
+-- Phase 1 checks every resource as acquire.lua decides: refused when its lock key holds another
+-- token, or when it is free and a live reader holds it. If any is refused, acquire.lua runs on
+-- the refused ones only (it refuses again, and sets only their 'waiting' and 'wwait' markers, so
+-- that their release is announced to this waiter) and nothing else is written. Else phase 2 runs
+-- acquire.lua on every resource, and each grants (nothing the checks saw can come back within a
+-- script). The body below is acquire.lua, run as a function on the KEYS of resource i.
+-- => {1, reply_1, …, reply_n}: reply_i is acquire.lua's grant of resource i
+--    {0, pttl}: refused; pttl is the longest of the refused resources' remaining TTLs
+local all, n = {}, #KEYS / 7
+for i, k in ipairs(KEYS) do
+  all[i] = k
+end
+local function body()
+-- BODY: acquire.lua
+end
+local function on(i)
+  for j = 1, 7 do
+    KEYS[j] = all[7 * (i - 1) + j]
+  end
+  return body()
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local refused = {}
+for i = 1, n do
+  local v = redis.call('GET', all[7 * i - 6])
+  if v == false then
+    if redis.call('ZCOUNT', all[7 * i - 2], '(' .. now, '+inf') > 0 then
+      refused[#refused + 1] = i
+    end
+  elseif v ~= ARGV[1] then
+    refused[#refused + 1] = i
+  end
+end
+if #refused > 0 then
+  local pttl = -2
+  for _, i in ipairs(refused) do
+    local r = on(i)
+    if r[1] == 0 then
+      pttl = math.max(pttl, r[2])
+    else
+      -- its last reader expired since the check (TIME moves on): leave it free
+      redis.call('DEL', all[7 * i - 6], all[7 * i - 5])
+    end
+  end
+  return {0, pttl}
+end
+local out = {1}
+for i = 1, n do
+  out[i + 1] = on(i)
+end
+return out
