@@ -35,11 +35,44 @@ export interface paths {
          */
         get: operations["listLocks"];
         put?: never;
-        post?: never;
-        delete?: never;
+        /**
+         * Acquire locks on several resources, all or none
+         * @description Takes the write locks of every resource in `resources` (at most 16,
+         *     no duplicates), or none: each node sets all of its keys in one
+         *     script, only if every one of them is free there (or held with this
+         *     token), so a node grants all or nothing and no client holds some
+         *     of the locks while it waits for the others (no deadlock, in any
+         *     order of names). The quorum, validity and waiting rules are a
+         *     lock's; the locks conflict with any lock on one of the resources,
+         *     read or write, and with other multi-resource locks sharing one.
+         *     A waiting request is woken when any of its resources is released.
+         *     Each resource gets its own fencing token, in that resource's order
+         *     (as a single lock's would be); the answer lists them. `Location`
+         *     names the locks for `DELETE` and `PATCH`, which take the same
+         *     `Lock-Token`. Each resource can also be inspected on
+         *     `/locks/{resource}`, where the lock shows as a write lock.
+         */
+        post: operations["acquireLocks"];
+        /**
+         * Release locks on several resources
+         * @description Releases the locks that `Lock-Token` holds on every `resource`
+         *     (the `Location` of the acquire). The answer follows a lock's
+         *     release rule for the set: 204 when a quorum of nodes held (or had
+         *     released, within max TTL) every resource with the token; 409
+         *     `not-owner` when that cannot be; else 503. Idempotent as a lock's
+         *     release.
+         */
+        delete: operations["releaseLocks"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Extend locks on several resources
+         * @description Makes the locks that `Lock-Token` holds on every `resource` valid
+         *     for `ttl_ms` from now (default TTL when absent), keeping their
+         *     fencing tokens. It succeeds only where the token holds every
+         *     resource on a quorum of nodes; 409 and 503 follow the release rule.
+         */
+        patch: operations["extendLocks"];
         trace?: never;
     };
     "/locks/{resource}": {
@@ -334,6 +367,65 @@ export interface components {
              */
             ttl_ms?: number;
         };
+        /** @example account-42 */
+        ResourceName: string;
+        MultiAcquireRequest: {
+            /**
+             * @description The resources to lock, 1–16, no duplicates, in any order.
+             * @example [
+             *       "account-42",
+             *       "account-7"
+             *     ]
+             */
+            resources: components["schemas"]["ResourceName"][];
+            /**
+             * Format: int64
+             * @description Lock TTL, 100..max TTL (default 30000, max TTL default 60000).
+             * @example 30000
+             */
+            ttl_ms?: number;
+            /**
+             * Format: int64
+             * @description How long to wait for every lock, 0..max wait (default 0 = one attempt round; max wait default 60000).
+             * @example 0
+             */
+            wait_ms?: number;
+            /** @description Client-chosen token; makes acquire idempotent. Default a new random token. */
+            token?: string;
+            /** @description Free text shown by GET on each resource (e.g. host/pid/job id). */
+            owner?: string;
+        };
+        MultiLockResponse: {
+            /** @description Each resource with its fencing token, in the order of the acquire. */
+            resources: components["schemas"]["FencedResource"][];
+            /** @description The locks' identity; send it as `Lock-Token` to extend or release them. */
+            token: string;
+            /** Format: int64 */
+            ttl_ms: number;
+            /**
+             * Format: int64
+             * @description TTL minus elapsed time minus clock drift.
+             */
+            validity_ms: number;
+            /**
+             * Format: date-time
+             * @description Now + validity_ms, the end of the safe window (not of the keys' TTL).
+             * @example 2025-01-02T15:04:05.000Z
+             */
+            expires_at: string;
+            nodes: number;
+            quorum: number;
+            /** @description Nodes known to hold every lock when the round was decided, at least `quorum`. */
+            locked_nodes: number;
+        };
+        FencedResource: {
+            resource: string;
+            /**
+             * Format: int64
+             * @description Strictly greater than every fencing token returned before for this resource.
+             */
+            fencing_token: number;
+        };
         LockResponse: {
             resource: string;
             /** @description The lock's identity; send it as `Lock-Token` to extend or release. */
@@ -615,6 +707,8 @@ export interface components {
          * @example partner-api
          */
         Name: string;
+        /** @description The resources of a multi-resource lock, repeated (`?resource=a&resource=b`), as in its acquire; 1–16 of them, no duplicates, each with the rules of a lock's `resource`. */
+        Resources: components["schemas"]["ResourceName"][];
         /** @description The token returned by acquire. */
         LockToken: string;
     };
@@ -661,6 +755,116 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    acquireLocks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MultiAcquireRequest"];
+            };
+        };
+        responses: {
+            /** @description Acquired, every resource. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    /** @description `/locks?resource=a&resource=b…`, the resources in the order given, percent-encoded. */
+                    Location: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MultiLockResponse"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["LockHeld"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    releaseLocks: {
+        parameters: {
+            query: {
+                /** @description The resources of a multi-resource lock, repeated (`?resource=a&resource=b`), as in its acquire; 1–16 of them, no duplicates, each with the rules of a lock's `resource`. */
+                resource: components["parameters"]["Resources"];
+            };
+            header: {
+                /** @description The token returned by acquire. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Released on every reachable node, now or by an earlier release with this token. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["NotOwner"];
+            413: components["responses"]["PayloadTooLarge"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    extendLocks: {
+        parameters: {
+            query: {
+                /** @description The resources of a multi-resource lock, repeated (`?resource=a&resource=b`), as in its acquire; 1–16 of them, no duplicates, each with the rules of a lock's `resource`. */
+                resource: components["parameters"]["Resources"];
+            };
+            header: {
+                /** @description The token returned by acquire. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ExtendRequest"];
+            };
+        };
+        responses: {
+            /** @description Extended, every resource. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MultiLockResponse"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["NotOwner"];
             413: components["responses"]["PayloadTooLarge"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["Internal"];
