@@ -165,6 +165,10 @@ const (
 	// with wait_ms, each holding a permit for 2ms.
 	permitMode       = "gateway permit (limit 4)"
 	semContendedMode = "contended semaphore (limit 4, hold 2ms, wait_ms)"
+	// 16 readers and 2 writers on one read-write lock, holding it 1ms and
+	// asking with wait_ms; and the same 18 clients all writers.
+	rwMode        = "16 readers + 2 writers (one lock, hold 1ms, wait_ms)"
+	rwWritersMode = "18 writers (one lock, hold 1ms, wait_ms)"
 )
 
 // locker takes the lock on res and returns how to release it.
@@ -176,7 +180,7 @@ func (l *lab) open(m mode) (locker, func(), error) {
 	if m.limit > 0 {
 		return permits(l.client, client.PermitOptions{Limit: m.limit, TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	}
-	if m.name == gatewayMode || m.name == contendedMode {
+	if m.name == gatewayMode || m.name == contendedMode || m.group == "rw" {
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	}
 	// A connection per worker: an in-process library waits for Redis, not for its pool.

@@ -33,19 +33,23 @@ func (s sample) pct(p float64) time.Duration {
 // group. With a hold, the workers share one resource, ask for it with wait
 // and hold it that long (the contended runs); without, each has its own.
 // With a limit, the resources are semaphores of that limit, whose permits
-// the workers take through the gateway. A mode in halves runs twice, for
-// half the duration each time, and its two results are added up.
+// the workers take through the gateway. With readers, the first readers
+// workers take the contended lock as readers, the others as writers. A mode
+// in halves runs twice, for half the duration each time, and its two results
+// are added up.
 type mode struct {
-	group, name string
-	c, limit    int
-	hold, wait  time.Duration
-	halves      bool
+	group, name       string
+	c, limit, readers int
+	hold, wait        time.Duration
+	halves            bool
 }
 
 // turn is one cycle that acquired and released the lock: when the acquire
-// was sent, its 201 read, the release sent and its 204 read.
+// was sent, its 201 read, the release sent and its 204 read; read for a
+// reader's.
 type turn struct {
 	worker                               int
+	read                                 bool
 	start, acquired, releasing, released time.Time
 }
 
@@ -84,6 +88,10 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range m.c {
+		lock := lock
+		if w < m.readers {
+			lock = gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait, Mode: client.ModeRead})
+		}
 		wg.Go(func() {
 			// After an error the worker takes a new key: a lock whose release
 			// failed must not refuse it every cycle until its TTL ends.
@@ -98,7 +106,7 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 				}
 				mu.Lock()
 				if err == nil {
-					t.worker = w
+					t.worker, t.read = w, w < m.readers
 					r.turns = append(r.turns, t)
 				} else {
 					r.errors, r.lastErr = r.errors+1, strings.ReplaceAll(err.Error(), "\n", "; ")

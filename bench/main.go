@@ -27,7 +27,7 @@ import (
 )
 
 // floors are the groups of floors that --floors selects.
-var floors = []string{"latency", "throughput", "contended", "semaphore", "waiters", "gray"}
+var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "waiters", "gray"}
 
 type config struct {
 	binary      string // the redlockd binary to start; "": go build ./cmd/redlockd
@@ -121,6 +121,8 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		{group: "semaphore", name: gatewayMode, c: 1, halves: true},
 		{group: "semaphore", name: permitMode, c: 1, limit: 4, halves: true},
 		{group: "semaphore", name: semContendedMode, c: 32, limit: 4, hold: 2 * time.Millisecond, wait: 5 * time.Second},
+		{group: "rw", name: rwMode, c: 18, readers: 16, hold: time.Millisecond, wait: 5 * time.Second},
+		{group: "rw", name: rwWritersMode, c: 18, hold: time.Millisecond, wait: 5 * time.Second},
 	} {
 		if !c.runs(m.group) || ctx.Err() != nil {
 			continue
@@ -210,6 +212,16 @@ func (r *report) print(w io.Writer) bool {
 		check("semaphore: C=1: permit p50 / lock p50", fmt.Sprintf("%.2f (%s, %s)", f, ms(p.lat.pct(0.5)), ms(l.lat.pct(0.5))),
 			"<= 1.3", p.cycles > 0 && l.cycles > 0 && f <= 1.3)
 	}
+	if x, b := run["rw: "+rwMode], run["rw: "+rwWritersMode]; x != nil && b != nil {
+		reads, rWait := rwFigures(x, true)
+		writes, wWait := rwFigures(x, false)
+		_, bWait := rwFigures(b, false)
+		fmt.Fprintf(tw, "rw: read cycles/s, write cycles/s (all writers: cycles/s)\t%.0f, %.0f (%.0f)\t\tinfo\n",
+			float64(len(reads))/x.duration.Seconds(), float64(len(writes))/x.duration.Seconds(), b.perSecond())
+		fmt.Fprintf(tw, "rw: reader's wait p99 (POST to 201)\t%s\t\tinfo\n", ms(rWait.pct(0.99)))
+		check("rw: writer's wait p99 (POST to 201; all writers: p99)", fmt.Sprintf("%s (%s), %d writes, %d errors", ms(wWait.pct(0.99)), ms(bWait.pct(0.99)), len(writes), x.errors),
+			"writers served", len(writes) > 0 && x.errors == 0)
+	}
 	if x := r.waiting; x != nil {
 		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
 			x.status.VmHWM > 0 && x.status.VmHWM <= 450<<20)
@@ -237,4 +249,16 @@ func (r *report) print(w io.Writer) bool {
 		}
 	}
 	return all
+}
+
+// rwFigures are the cycles of r by readers (read) or writers, and their
+// waits: from the acquire sent to its 201 read.
+func rwFigures(r *result, read bool) (turns []turn, waits sample) {
+	for _, t := range r.turns {
+		if t.read == read {
+			turns, waits = append(turns, t), append(waits, t.acquired.Sub(t.start))
+		}
+	}
+	slices.Sort(waits)
+	return turns, waits
 }

@@ -16,6 +16,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireRequestMode.
+const (
+	AcquireRequestModeRead  AcquireRequestMode = "read"
+	AcquireRequestModeWrite AcquireRequestMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRequestMode enum.
+func (e AcquireRequestMode) Valid() bool {
+	switch e {
+	case AcquireRequestModeRead:
+		return true
+	case AcquireRequestModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthResponseStatus.
 const (
 	HealthResponseStatusOk HealthResponseStatus = "ok"
@@ -25,6 +43,78 @@ const (
 func (e HealthResponseStatus) Valid() bool {
 	switch e {
 	case HealthResponseStatusOk:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListedLockMode.
+const (
+	ListedLockModeRead  ListedLockMode = "read"
+	ListedLockModeWrite ListedLockMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the ListedLockMode enum.
+func (e ListedLockMode) Valid() bool {
+	switch e {
+	case ListedLockModeRead:
+		return true
+	case ListedLockModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LockInfoMode.
+const (
+	LockInfoModeRead  LockInfoMode = "read"
+	LockInfoModeWrite LockInfoMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the LockInfoMode enum.
+func (e LockInfoMode) Valid() bool {
+	switch e {
+	case LockInfoModeRead:
+		return true
+	case LockInfoModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LockResponseMode.
+const (
+	LockResponseModeRead  LockResponseMode = "read"
+	LockResponseModeWrite LockResponseMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the LockResponseMode enum.
+func (e LockResponseMode) Valid() bool {
+	switch e {
+	case LockResponseModeRead:
+		return true
+	case LockResponseModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PermitResponseMode.
+const (
+	PermitResponseModeRead  PermitResponseMode = "read"
+	PermitResponseModeWrite PermitResponseMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the PermitResponseMode enum.
+func (e PermitResponseMode) Valid() bool {
+	switch e {
+	case PermitResponseModeRead:
+		return true
+	case PermitResponseModeWrite:
 		return true
 	default:
 		return false
@@ -141,6 +231,16 @@ type AcquirePermitRequest struct {
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
+	// Mode `write` (the default) takes the lock exclusively: no reader and no
+	// other writer holds it meanwhile. `read` shares it with other
+	// readers and conflicts only with a writer. A writer that waits
+	// (`wait_ms`) keeps new readers out until it has had its turn, so
+	// readers cannot starve it. A reader's `fencing_token` is that of
+	// the last writer; every writer's is greater than every token
+	// handed out before for the resource. Extend, release and inspect
+	// take no mode: the token says which it is.
+	Mode *AcquireRequestMode `json:"mode,omitempty"`
+
 	// Owner Free text shown by GET (e.g. host/pid/job id).
 	Owner *string `json:"owner,omitempty"`
 
@@ -157,6 +257,16 @@ type AcquireRequest struct {
 	// Example: 0
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
+
+// AcquireRequestMode `write` (the default) takes the lock exclusively: no reader and no
+// other writer holds it meanwhile. `read` shares it with other
+// readers and conflicts only with a writer. A writer that waits
+// (`wait_ms`) keeps new readers out until it has had its turn, so
+// readers cannot starve it. A reader's `fencing_token` is that of
+// the last writer; every writer's is greater than every token
+// handed out before for the resource. Extend, release and inspect
+// take no mode: the token says which it is.
+type AcquireRequestMode string
 
 // ExtendRequest defines model for ExtendRequest.
 type ExtendRequest struct {
@@ -188,16 +298,28 @@ type ListedLock struct {
 	// HeldNodes Nodes known to hold the lock when it was read (at least the quorum).
 	HeldNodes int `json:"held_nodes"`
 
+	// Mode `write` when a writer holds the lock, `read` when readers do (then the other members are as in `GET /locks/{resource}`).
+	Mode ListedLockMode `json:"mode"`
+
 	// Owner The holder's `owner` text (empty if it gave none).
 	Owner string `json:"owner"`
+
+	// Readers How many readers hold the lock (0 for a writer).
+	Readers int `json:"readers"`
 
 	// RemainingMs Smallest remaining TTL among the quorum holding the lock.
 	RemainingMs int64  `json:"remaining_ms"`
 	Resource    string `json:"resource"`
 }
 
-// LockInfo A lock's state. `owner`, `fencing_token`, `remaining_ms` and
-// `held_nodes` are present when, and only when, `held` is true.
+// ListedLockMode `write` when a writer holds the lock, `read` when readers do (then the other members are as in `GET /locks/{resource}`).
+type ListedLockMode string
+
+// LockInfo A lock's state. `mode`, `readers`, `owner`, `fencing_token`,
+// `remaining_ms` and `held_nodes` are present when, and only when,
+// `held` is true. When readers hold it, `owner`, `remaining_ms` and
+// `held_nodes` are those of the reader that holds it longest and
+// `fencing_token` the greatest of the readers'.
 type LockInfo struct {
 	// FencingToken The holder's fencing token. Only when held.
 	FencingToken *int64 `json:"fencing_token,omitempty"`
@@ -208,13 +330,22 @@ type LockInfo struct {
 	// HeldNodes Nodes known to hold the lock when the read was decided (at least the quorum; the read does not wait for slower nodes). Only when held.
 	HeldNodes *int `json:"held_nodes,omitempty"`
 
+	// Mode `write` when a writer holds the lock, `read` when readers do. Only when held.
+	Mode *LockInfoMode `json:"mode,omitempty"`
+
 	// Owner The holder's `owner` text (empty if it gave none). Only when held.
 	Owner *string `json:"owner,omitempty"`
+
+	// Readers How many readers hold the lock (0 for a writer). Only when held.
+	Readers *int `json:"readers,omitempty"`
 
 	// RemainingMs Smallest remaining TTL among the quorum holding the lock. Only when held.
 	RemainingMs *int64 `json:"remaining_ms,omitempty"`
 	Resource    string `json:"resource"`
 }
+
+// LockInfoMode `write` when a writer holds the lock, `read` when readers do. Only when held.
+type LockInfoMode string
 
 // LockList defines model for LockList.
 type LockList struct {
@@ -236,10 +367,13 @@ type LockResponse struct {
 	FencingToken int64 `json:"fencing_token"`
 
 	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
-	LockedNodes int    `json:"locked_nodes"`
-	Nodes       int    `json:"nodes"`
-	Quorum      int    `json:"quorum"`
-	Resource    string `json:"resource"`
+	LockedNodes int `json:"locked_nodes"`
+
+	// Mode How the lock is held, `read` (shared) or `write` (exclusive); always present for a lock, absent for a semaphore's permit.
+	Mode     *LockResponseMode `json:"mode,omitempty"`
+	Nodes    int               `json:"nodes"`
+	Quorum   int               `json:"quorum"`
+	Resource string            `json:"resource"`
 
 	// Token The lock's identity; send it as `Lock-Token` to extend or release.
 	Token string `json:"token"`
@@ -248,6 +382,9 @@ type LockResponse struct {
 	// ValidityMs TTL minus elapsed time minus clock drift.
 	ValidityMs int64 `json:"validity_ms"`
 }
+
+// LockResponseMode How the lock is held, `read` (shared) or `write` (exclusive); always present for a lock, absent for a semaphore's permit.
+type LockResponseMode string
 
 // MultiAcquireRequest defines model for MultiAcquireRequest.
 type MultiAcquireRequest struct {
@@ -341,7 +478,10 @@ type PermitResponse struct {
 
 	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
 	LockedNodes int `json:"locked_nodes"`
-	Nodes       int `json:"nodes"`
+
+	// Mode How the lock is held, `read` (shared) or `write` (exclusive); always present for a lock, absent for a semaphore's permit.
+	Mode  *PermitResponseMode `json:"mode,omitempty"`
+	Nodes int                 `json:"nodes"`
 
 	// Permit Which permit, 0..limit-1.
 	Permit   int    `json:"permit"`
@@ -355,6 +495,9 @@ type PermitResponse struct {
 	// ValidityMs TTL minus elapsed time minus clock drift.
 	ValidityMs int64 `json:"validity_ms"`
 }
+
+// PermitResponseMode How the lock is held, `read` (shared) or `write` (exclusive); always present for a lock, absent for a semaphore's permit.
+type PermitResponseMode string
 
 // Problem defines model for Problem.
 type Problem struct {

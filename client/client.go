@@ -173,7 +173,19 @@ type AcquireOptions struct {
 	Token string
 	// Owner is free text shown by Inspect (at most 256 characters).
 	Owner string
+	// Mode is ModeWrite (exclusive; "" means it too) or ModeRead (shared
+	// with other readers; a writer that waits keeps new readers out).
+	Mode Mode
 }
+
+// Mode is how a lock is held: by one writer, or shared by readers.
+type Mode string
+
+// The modes of a lock.
+const (
+	ModeWrite Mode = "write"
+	ModeRead  Mode = "read"
+)
 
 // Lock is a lock acquired or extended through the gateway. It is a value:
 // nothing changes it after it is returned.
@@ -182,9 +194,11 @@ type Lock struct {
 	// Token is the lock's identity: whoever knows it may extend or release.
 	// Never log it.
 	Token string
-	// Fence is the fencing token: strictly greater than every fence handed
-	// out before for the resource. Pass it to the storage you protect.
+	// Fence is the fencing token: a writer's is strictly greater than
+	// every fence handed out before for the resource; a reader's is the
+	// last writer's. Pass it to the storage you protect.
 	Fence int64
+	Mode  Mode // ModeWrite or ModeRead
 	// TTL is the TTL the lock was set with. Validity is the gateway's
 	// validity_ms: how long the lock is safely held, measured by the gateway
 	// from before it sent the first command.
@@ -206,9 +220,14 @@ type Info struct {
 	Resource string
 	// Held tells whether a token holds the lock on a quorum of nodes. The
 	// other fields are zero when it is false.
-	Held  bool
-	Owner string
-	Fence int64
+	Held bool
+	// Mode is ModeWrite, or ModeRead when readers hold the lock: then
+	// Readers is how many, Owner, Remaining and HeldNodes are those of the
+	// reader that holds it longest, and Fence the greatest of theirs.
+	Mode    Mode
+	Readers int
+	Owner   string
+	Fence   int64
 	// Remaining is the smallest remaining TTL among the quorum of nodes that
 	// hold the lock.
 	Remaining time.Duration
@@ -232,6 +251,12 @@ func (c *Client) Acquire(ctx context.Context, resource string, o AcquireOptions)
 	}
 	if o.Owner != "" {
 		body.Owner = &o.Owner
+	}
+	if o.Mode != "" {
+		if o.Mode != ModeRead && o.Mode != ModeWrite {
+			return Lock{}, invalid("mode %q: want read or write", o.Mode)
+		}
+		body.Mode = new(AcquireRequestMode(o.Mode))
 	}
 	if err := check(resource, tokens...); err != nil {
 		return Lock{}, err
@@ -320,10 +345,10 @@ func (c *Client) Inspect(ctx context.Context, resource string) (Info, error) {
 	if !b.Held {
 		return info, nil
 	}
-	if b.Owner == nil || b.FencingToken == nil || b.RemainingMs == nil || b.HeldNodes == nil {
-		return Info{}, fmt.Errorf("%w: a held lock without its owner, fencing_token, remaining_ms or held_nodes", ErrUnexpected)
+	if b.Owner == nil || b.FencingToken == nil || b.RemainingMs == nil || b.HeldNodes == nil || b.Mode == nil || b.Readers == nil {
+		return Info{}, fmt.Errorf("%w: a held lock without its owner, fencing_token, remaining_ms, held_nodes, mode or readers", ErrUnexpected)
 	}
-	info.Owner, info.Fence, info.HeldNodes = *b.Owner, *b.FencingToken, *b.HeldNodes
+	info.Owner, info.Fence, info.HeldNodes, info.Mode, info.Readers = *b.Owner, *b.FencingToken, *b.HeldNodes, Mode(*b.Mode), *b.Readers
 	info.Remaining = time.Duration(*b.RemainingMs) * time.Millisecond
 	return info, nil
 }
@@ -379,7 +404,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	}
 	page := Page{Locks: make([]Info, 0, len(res.JSON200.Locks))}
 	for _, l := range res.JSON200.Locks {
-		page.Locks = append(page.Locks, Info{Resource: l.Resource, Held: true, Owner: l.Owner, Fence: l.FencingToken,
+		page.Locks = append(page.Locks, Info{Resource: l.Resource, Held: true, Mode: Mode(l.Mode), Readers: l.Readers, Owner: l.Owner, Fence: l.FencingToken,
 			Remaining: time.Duration(l.RemainingMs) * time.Millisecond, HeldNodes: l.HeldNodes})
 	}
 	if n := res.JSON200.NextCursor; n != nil {
@@ -424,8 +449,13 @@ func (c *Client) bound(ctx context.Context, wait time.Duration) (context.Context
 func lockFrom(b *LockResponse, start time.Time) Lock {
 	validity := time.Duration(b.ValidityMs) * time.Millisecond
 	expires, _ := time.Parse(time.RFC3339Nano, b.ExpiresAt) // zero if malformed: it is for display
+	var mode Mode
+	if b.Mode != nil {
+		mode = Mode(*b.Mode)
+	}
 	return Lock{
 		Resource:  b.Resource,
+		Mode:      mode,
 		Token:     b.Token,
 		Fence:     b.FencingToken,
 		TTL:       time.Duration(b.TTLMs) * time.Millisecond,

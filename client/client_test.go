@@ -166,6 +166,58 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// TestReaders: readers share a lock and get the last writer's fence; Inspect
+// tells the mode and how many readers hold it, List the mode; a writer is
+// refused until they leave.
+func TestReaders(t *testing.T) {
+	g := startGateway(t, 3, nil)
+	c := newClient(t, g.URL, client.Options{})
+	ctx := context.Background()
+	res := resourceName(t)
+
+	w, err := c.Acquire(ctx, res, client.AcquireOptions{})
+	if err != nil || w.Mode != client.ModeWrite {
+		t.Fatalf("writer: %+v, %v", w, err)
+	}
+	if err := c.Release(ctx, res, w.Token); err != nil {
+		t.Fatal(err)
+	}
+	var readers []client.Lock
+	for range 2 {
+		r, err := c.Acquire(ctx, res, client.AcquireOptions{Mode: client.ModeRead, Owner: "reader"})
+		if err != nil || r.Mode != client.ModeRead || r.Fence != w.Fence {
+			t.Fatalf("reader: %+v, %v; want mode read, the writer's fence %d", r, err, w.Fence)
+		}
+		readers = append(readers, r)
+	}
+	if info, err := c.Inspect(ctx, res); err != nil || info.Mode != client.ModeRead || info.Readers != 2 || info.Owner != "reader" || info.Fence != w.Fence {
+		t.Errorf("Inspect = %+v, %v; want mode read, 2 readers", info, err)
+	}
+	if _, err := c.Acquire(ctx, res, client.AcquireOptions{Mode: client.ModeWrite}); !errors.Is(err, client.ErrLockHeld) {
+		t.Errorf("writer while readers hold: %v, want ErrLockHeld", err)
+	}
+	if e, err := c.Extend(ctx, res, readers[0].Token, 0); err != nil || e.Mode != client.ModeRead || e.Fence != w.Fence {
+		t.Errorf("reader's Extend: %+v, %v", e, err)
+	}
+	for _, r := range readers {
+		if err := c.Release(ctx, res, r.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2, err := c.Acquire(ctx, res, client.AcquireOptions{Mode: client.ModeWrite})
+	if err != nil || w2.Fence <= w.Fence {
+		t.Fatalf("writer after the readers: %+v, %v; want a fence above %d", w2, err, w.Fence)
+	}
+	if info, err := c.Inspect(ctx, res); err != nil || info.Mode != client.ModeWrite || info.Readers != 0 {
+		t.Errorf("Inspect = %+v, %v; want mode write", info, err)
+	}
+	// List finds a writer's lock key (redlock.List scans those only).
+	page, err := c.List(ctx, client.ListOptions{Prefix: res})
+	if err != nil || len(page.Locks) != 1 || page.Locks[0].Mode != client.ModeWrite {
+		t.Errorf("List = %+v, %v; want the lock with mode write", page, err)
+	}
+}
+
 // TestErrors checks every mapping from a gateway answer to the library's
 // errors, against a real gateway wherever one can produce the answer.
 func TestErrors(t *testing.T) {
@@ -262,6 +314,7 @@ func TestErrors(t *testing.T) {
 			"NegativeWait":  func() error { _, err := c.Acquire(ctx, res, client.AcquireOptions{Wait: -1}); return err }(),
 			"ReleaseToken":  c.Release(ctx, res, "bad token"),
 			"ExtendToken":   func() error { _, err := c.Extend(ctx, res, "", time.Second); return err }(),
+			"Mode":          func() error { _, err := c.Acquire(ctx, res, client.AcquireOptions{Mode: "READ"}); return err }(),
 		} {
 			if !errors.Is(err, client.ErrInvalid) || errors.As(err, &pe) {
 				t.Errorf("%s: %v, want client.ErrInvalid without a request", name, err)

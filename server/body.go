@@ -46,7 +46,7 @@ const (
 // api.AcquirePermitRequest, api.MultiAcquireRequest and api.ExtendRequest, by operation, with the
 // type each must have.
 var bodyFields = map[string]map[string]string{
-	"POST /locks/{resource}":   {"ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
+	"POST /locks/{resource}":   {"ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString, "mode": jsonString},
 	"PATCH /locks/{resource}":  {"ttl_ms": jsonInteger},
 	"POST /semaphores/{name}":  {"limit": jsonInteger, "ttl_ms": jsonInteger, "wait_ms": jsonInteger, "token": jsonString, "owner": jsonString},
 	"PATCH /semaphores/{name}": {"ttl_ms": jsonInteger},

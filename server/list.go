@@ -39,7 +39,7 @@ func (s *Server) ListLocks(ctx context.Context, req api.ListLocksRequestObject) 
 		Headers: api.ListLocks200ResponseHeaders{XRequestId: requestID(ctx)}}
 	for _, l := range page.Locks {
 		resp.Body.Locks = append(resp.Body.Locks, api.ListedLock{Resource: l.Resource, Owner: l.Owner, FencingToken: l.Fence,
-			RemainingMs: l.Remaining.Milliseconds(), HeldNodes: l.HeldNodes})
+			RemainingMs: l.Remaining.Milliseconds(), HeldNodes: l.HeldNodes, Mode: api.ListedLockMode(l.Mode), Readers: l.Readers})
 	}
 	if page.Next != "" {
 		resp.Body.NextCursor = &page.Next

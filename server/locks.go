@@ -98,6 +98,12 @@ func (s *Server) acquireOptions(ctx context.Context, b *api.AcquireRequest) (red
 		}
 		o.Owner = *b.Owner
 	}
+	if b.Mode != nil {
+		if !b.Mode.Valid() {
+			return o, badRequest("mode must be read or write")
+		}
+		o.Mode = redlock.Mode(*b.Mode)
+	}
 	return o, nil
 }
 
@@ -168,6 +174,8 @@ func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObje
 		FencingToken: &info.Fence,
 		RemainingMs:  new(info.Remaining.Milliseconds()),
 		HeldNodes:    &info.HeldNodes,
+		Mode:         new(api.LockInfoMode(info.Mode)),
+		Readers:      &info.Readers,
 	}), nil
 }
 
@@ -242,5 +250,6 @@ func lockResponse(resource string, l redlock.Lock) api.LockResponse {
 		Nodes:        l.Nodes,
 		Quorum:       l.Quorum,
 		LockedNodes:  l.Locked,
+		Mode:         new(api.LockResponseMode(l.Mode)),
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,9 +29,10 @@ func TestAcquire(t *testing.T) {
 		"percent-encoded": {target: "/locks/job%2D1", want: redlock.AcquireOptions{TTL: 30 * time.Second}},
 		"every field": {
 			target: "/locks/job-1",
-			body:   `{"ttl_ms": 100, "wait_ms": 60000, "token": "` + tokenA + `", "owner": "hôst/42"}`,
-			want:   redlock.AcquireOptions{TTL: 100 * time.Millisecond, Wait: time.Minute, Token: tokenA, Owner: "hôst/42"},
+			body:   `{"ttl_ms": 100, "wait_ms": 60000, "token": "` + tokenA + `", "owner": "hôst/42", "mode": "write"}`,
+			want:   redlock.AcquireOptions{TTL: 100 * time.Millisecond, Wait: time.Minute, Token: tokenA, Owner: "hôst/42", Mode: redlock.ModeWrite},
 		},
+		"reader": {target: "/locks/job-1", body: `{"mode": "read"}`, want: redlock.AcquireOptions{TTL: 30 * time.Second, Mode: redlock.ModeRead}},
 		"limits": {
 			target: "/locks/job-1", body: `{"ttl_ms": 60000, "wait_ms": 0, "owner": "` + strings.Repeat("é", 256) + `"}`,
 			want: redlock.AcquireOptions{TTL: time.Minute, Owner: strings.Repeat("é", 256)},
@@ -47,7 +49,9 @@ func TestAcquire(t *testing.T) {
 				if o != tc.want {
 					t.Errorf("options: got %+v, want %+v", o, tc.want)
 				}
-				return testLock(resource, tokenB, o.TTL), nil
+				l := testLock(resource, tokenB, o.TTL)
+				l.Mode = cmp.Or(o.Mode, redlock.ModeWrite)
+				return l, nil
 			}
 			_, h := newHandler(f, nil)
 			var headers []string
@@ -63,7 +67,8 @@ func TestAcquire(t *testing.T) {
 				t.Errorf("Location: got %q, want %q", got, exp)
 			}
 			if got.Resource != "job-1" || got.Token != tokenB || got.FencingToken != 42 || got.TTLMs != tc.want.TTL.Milliseconds() ||
-				got.ValidityMs != tc.want.TTL.Milliseconds()-5 || got.Nodes != 5 || got.Quorum != 3 || got.LockedNodes != 4 {
+				got.ValidityMs != tc.want.TTL.Milliseconds()-5 || got.Nodes != 5 || got.Quorum != 3 || got.LockedNodes != 4 ||
+				got.Mode == nil || redlock.Mode(*got.Mode) != cmp.Or(tc.want.Mode, redlock.ModeWrite) {
 				t.Errorf("body: got %+v", got)
 			}
 			at, err := time.Parse(time.RFC3339, got.ExpiresAt)
@@ -233,9 +238,9 @@ func TestInspect(t *testing.T) {
 	f.InspectFn = func(_ context.Context, namespace, resource string) (redlock.Info, error) {
 		switch resource {
 		case "held":
-			return redlock.Info{Resource: resource, Owner: "host/1", Fence: 7, Remaining: 1500 * time.Millisecond, HeldNodes: 4}, nil
-		case "anonymous":
-			return redlock.Info{Resource: resource, Fence: 8, Remaining: time.Second, HeldNodes: 3}, nil
+			return redlock.Info{Resource: resource, Mode: redlock.ModeWrite, Owner: "host/1", Fence: 7, Remaining: 1500 * time.Millisecond, HeldNodes: 4}, nil
+		case "readers":
+			return redlock.Info{Resource: resource, Mode: redlock.ModeRead, Readers: 2, Fence: 8, Remaining: time.Second, HeldNodes: 3}, nil
 		case "free":
 			return redlock.Info{}, redlock.ErrNotHeld
 		default:
@@ -246,9 +251,9 @@ func TestInspect(t *testing.T) {
 
 	for target, exp := range map[string]map[string]any{
 		"/locks/held": {"resource": "held", "held": true, "owner": "host/1", "fencing_token": 7.0,
-			"remaining_ms": 1500.0, "held_nodes": 4.0},
-		"/locks/anonymous": {"resource": "anonymous", "held": true, "owner": "", "fencing_token": 8.0,
-			"remaining_ms": 1000.0, "held_nodes": 3.0},
+			"remaining_ms": 1500.0, "held_nodes": 4.0, "mode": "write", "readers": 0.0},
+		"/locks/readers": {"resource": "readers", "held": true, "owner": "", "fencing_token": 8.0,
+			"remaining_ms": 1000.0, "held_nodes": 3.0, "mode": "read", "readers": 2.0},
 		"/locks/free": {"resource": "free", "held": false},
 	} {
 		if got := decode[map[string]any](t, serve(t, h, request{method: "GET", target: target}), 200); !maps.Equal(got, exp) {

@@ -40,6 +40,12 @@ import (
 // the lock on a quorum, so the same token with the same fence is one hold,
 // and any other window must still have a greater fence.
 //
+// With read-write locks (contention.RW) clients take a resource as readers
+// or writers: no writer's window overlaps any other window of the resource,
+// readers' windows may overlap each other; a writer's fence is greater than
+// every fence before it, a reader's at least that of every writer whose
+// window started before its acquire was sent.
+//
 // REDLOCKD_SOAK_SEED replays a schedule (the seed is printed at start),
 // REDLOCKD_SOAK_DURATION sets the length (default 20s; e.g. 5m for a soak).
 
@@ -51,6 +57,7 @@ type window struct {
 	Token      string // set for a client-chosen token: windows of one token and fence are one hold
 	Fence      int64
 	Permit     int           // a semaphore's permit + 1 (0: a lock, or not known)
+	Read       bool          // a reader's window of a read-write lock
 	Sent       time.Duration // when the acquire was sent
 	Start, End time.Duration
 	Note       string // how the window came about, for a report
@@ -58,6 +65,9 @@ type window struct {
 
 func (w window) String() string {
 	s := fmt.Sprintf("%s [%v, %v] fence %d", w.ID, w.Start.Round(time.Millisecond), w.End.Round(time.Millisecond), w.Fence)
+	if w.Read {
+		s += " read"
+	}
 	if w.Note != "" {
 		s += " (" + w.Note + ")"
 	}
@@ -94,10 +104,12 @@ func (v violation) String() string {
 // starts over the limit. Empty windows (the answer came after the validity
 // was over) give the holder nothing and are skipped. Windows of one
 // client-chosen token are one holder's: they count once, and may keep the
-// same fence (an idempotent re-acquire).
+// same fence (an idempotent re-acquire). Readers' windows (Read) conflict
+// only with writers': two readers at once are no overlap.
 //
-// Fences: of a lock, each greater than the one of the window before it (in
-// order of start); of a semaphore, greater than the fence of every window
+// Fences: of a lock, a writer's greater than that of every window before it
+// (in order of start), a reader's at least that of every writer whose window
+// started before the reader's acquire was sent; of a semaphore, greater than the fence of every window
 // that started before its acquire was sent (permits acquired concurrently
 // may get their fences in either order), a re-acquire keeping its fence
 // counting as sent with its hold's first acquire. And each permit of a
@@ -123,42 +135,62 @@ func checkWindows(ws []window, limit int) ([]violation, map[string]int) {
 	for _, res := range slices.Sorted(maps.Keys(byRes)) {
 		list := byRes[res]
 		slices.SortStableFunc(list, func(a, b window) int { return cmp.Compare(a.Start, b.Start) })
-		var active []window // started, not over
-		var maxFence int64  // of the windows started so far
+		var active []window                 // started, not over
+		var maxFence int64                  // of the windows started so far
+		writers := make([]int64, len(list)) // the greatest writer's fence of list[:i+1]
 		for i, w := range list {
 			active = slices.DeleteFunc(active, func(a window) bool { return a.End <= w.Start })
-			others := map[string]window{} // other holders, by the window reaching furthest
+			// Other holders, by the window reaching furthest: all of them,
+			// and those w conflicts with (not two readers).
+			others, conflicts := map[string]window{}, map[string]window{}
 			for _, a := range active {
-				if k := holder(a); k != holder(w) && a.End > others[k].End {
+				k := holder(a)
+				if k == holder(w) {
+					continue
+				}
+				if a.End > others[k].End {
 					others[k] = a
+				}
+				if !(a.Read && w.Read) && a.End > conflicts[k].End {
+					conflicts[k] = a
 				}
 			}
 			peak[res] = max(peak[res], len(others)+1)
-			if len(others) >= limit {
-				held := slices.SortedFunc(maps.Values(others), func(a, b window) int { return cmp.Compare(b.End, a.End) })
+			if len(conflicts) >= limit {
+				held := slices.SortedFunc(maps.Values(conflicts), func(a, b window) int { return cmp.Compare(b.End, a.End) })
 				out = append(out, violation{Kind: "overlap", A: held[0], B: w, Others: held})
 			}
-			if limit == 1 && i > 0 {
-				if prev := list[i-1]; w.Fence < prev.Fence || (w.Fence == prev.Fence && !sameToken(prev, w)) {
-					out = append(out, violation{Kind: "fence", A: prev, B: w})
-				}
+			sent, ok := holdSent[fmt.Sprint(w.Token, "/", w.Fence)]
+			if !ok {
+				sent = w.Sent
 			}
-			if limit > 1 && i > 0 && maxFence >= w.Fence {
-				// Rare (a fence out of order, or a re-acquire): find the window.
-				sent, ok := holdSent[fmt.Sprint(w.Token, "/", w.Fence)]
-				if !ok {
-					sent = w.Sent
+			if i > 0 {
+				writers[i] = writers[i-1]
+			}
+			switch {
+			case i == 0:
+			case w.Read:
+				// The writers whose window started before w's acquire was sent.
+				if n, _ := slices.BinarySearchFunc(list[:i], sent, func(a window, s time.Duration) int { return cmp.Compare(a.Start, s) }); n > 0 && writers[n-1] > w.Fence {
+					out = append(out, violation{Kind: "fence", A: fenced(list[:n], writers[n-1]), B: w})
 				}
+			case maxFence >= w.Fence:
+				// Rare (a fence out of order, or a re-acquire): find the
+				// window. Of a semaphore, only those started before w's
+				// acquire was sent count.
 				var bad *window
 				for j := range list[:i] {
 					a := &list[j]
-					if a.Start < sent && a.Fence >= w.Fence && !(a.Fence == w.Fence && sameToken(*a, w)) && (bad == nil || a.Fence > bad.Fence) {
+					if (limit == 1 || a.Start < sent) && a.Fence >= w.Fence && !(a.Fence == w.Fence && sameToken(*a, w)) && (bad == nil || a.Fence > bad.Fence) {
 						bad = a
 					}
 				}
 				if bad != nil {
 					out = append(out, violation{Kind: "fence", A: *bad, B: w})
 				}
+			}
+			if !w.Read {
+				writers[i] = max(writers[i], w.Fence)
 			}
 			maxFence = max(maxFence, w.Fence)
 			active = append(active, w)
@@ -176,6 +208,12 @@ func checkWindows(ws []window, limit int) ([]violation, map[string]int) {
 		out = append(out, vs...)
 	}
 	return out, peak
+}
+
+// fenced returns the writer's window of ws with fence.
+func fenced(ws []window, fence int64) window {
+	i := slices.IndexFunc(ws, func(a window) bool { return !a.Read && a.Fence == fence })
+	return ws[i]
 }
 
 // sameToken reports whether a and b were held with the same client-chosen
@@ -255,6 +293,33 @@ func TestChecker(t *testing.T) {
 		"other token overlaps":       {[]window{tw("a", "T", 4, 0, 100), tw("b", "U", 5, 50, 200)}, []string{"overlap"}},
 	} {
 		check(t, name, tc.ws, 0, tc.want)
+	}
+	// Read-write locks: readers (sent at their start unless said) may
+	// overlap each other, nobody may overlap a writer.
+	rw := func(id string, fence int64, start, end int) window {
+		x := w(id, "r", fence, start, end)
+		x.Read, x.Sent = true, x.Start
+		return x
+	}
+	for name, tc := range map[string]struct {
+		ws   []window
+		want []string
+		peak int
+	}{
+		"readers share":               {[]window{w("w", "r", 3, 0, 50), rw("a", 3, 60, 200), rw("b", 3, 70, 150), w("w2", "r", 4, 200, 300)}, nil, 2},
+		"writer overlaps a reader":    {[]window{rw("a", 3, 0, 100), w("w", "r", 4, 50, 200)}, []string{"overlap"}, 2},
+		"reader overlaps a writer":    {[]window{w("w", "r", 4, 0, 100), rw("a", 4, 50, 200)}, []string{"overlap"}, 2},
+		"writer inside readers":       {[]window{rw("a", 3, 0, 300), rw("b", 3, 10, 300), w("w", "r", 4, 100, 200)}, []string{"overlap"}, 3},
+		"reader below the last write": {[]window{w("w", "r", 5, 0, 100), rw("a", 4, 150, 200)}, []string{"fence"}, 1},
+		"writer not above a reader":   {[]window{rw("a", 5, 0, 100), w("w", "r", 5, 150, 200)}, []string{"fence"}, 1},
+		// A reader sent before the writer's window started may have the
+		// fence before it (it is checked against the writers before it).
+		"reader sent before a write":  {[]window{w("w0", "r", 2, 0, 40), w("w", "r", 5, 50, 100), func() window { x := rw("a", 2, 150, 200); x.Sent = ms(45); return x }()}, nil, 1},
+		"reader above the last write": {[]window{w("w", "r", 5, 0, 100), rw("a", 6, 150, 200)}, nil, 1},
+	} {
+		if peak := check(t, "rw "+name, tc.ws, 0, tc.want); peak["r"] != tc.peak {
+			t.Errorf("rw %s: most holders at once %d, want %d", name, peak["r"], tc.peak)
+		}
 	}
 	// Semaphores: the clients send acquires at sent and read the answer at start.
 	sw := func(id string, fence int64, sent, start, end int) window {
@@ -500,6 +565,7 @@ type contention struct {
 	Clients    int
 	Resources  int
 	Limit      int    // 0: the resources are locks; N > 0: semaphores of limit N
+	RW         bool   // locks taken as a reader or a writer at random
 	TTL        [2]int // ms, range of ttl_ms
 	Waits      []int  // ms, wait_ms values drawn from
 	Duration   time.Duration
@@ -591,6 +657,7 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 	type hold struct {
 		token string
 		end   time.Time
+		read  bool
 	}
 	unreleased := map[string]hold{}
 	for seq := 1; ctx.Err() == nil; seq++ {
@@ -601,15 +668,18 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		if c.Limit > 0 {
 			body += fmt.Sprintf(`,"limit":%d`, c.Limit)
 		}
-		token := ""
+		token, read := "", c.RW && rng.IntN(3) == 0
 		switch k := rng.IntN(4); {
 		case k == 0 && unreleased[res].token != "" && time.Now().After(unreleased[res].end):
-			token = unreleased[res].token // re-acquire
+			token, read = unreleased[res].token, unreleased[res].read // re-acquire, in the same mode
 		case k <= 1:
 			token = fmt.Sprintf("soak_c%d_%d_%016x", id, seq, rng.Uint64())
 		}
 		if token != "" {
 			body += fmt.Sprintf(`,"token":%q`, token)
+		}
+		if read {
+			body += `,"mode":"read"`
 		}
 		body = "{" + body + "}"
 		var a lockAnswer
@@ -629,12 +699,15 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 			continue
 		}
 		c.count("acquired", 1)
+		if read {
+			c.count("acquired read", 1)
+		}
 		reacquire := token != "" && token == unreleased[res].token
 		if reacquire {
 			c.count("re-acquired", 1)
 		}
 		end := sent.Add(time.Duration(a.ValidityMs) * time.Millisecond)
-		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Token: token, Fence: a.FencingToken, Sent: since(sent), Start: since(got)}
+		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Token: token, Fence: a.FencingToken, Sent: since(sent), Start: since(got), Read: read}
 		note := []string{fmt.Sprintf("acquire sent %v ttl %d wait %d validity %d", since(sent).Round(time.Millisecond), ttl, wait, a.ValidityMs)}
 		if a.Permit != nil {
 			w.Permit = *a.Permit + 1
@@ -704,7 +777,7 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		}
 		delete(unreleased, res)
 		if token != "" {
-			unreleased[res] = hold{token, end}
+			unreleased[res] = hold{token, end, read}
 		}
 		if release && ctx.Err() == nil {
 			dSent := time.Now()
@@ -829,6 +902,9 @@ func (c *contention) run(t *testing.T) []violation {
 
 	schedule := c.Schedule(rand.New(rand.NewPCG(c.Seed, 0)), c.Duration)
 	kind := "locks"
+	if c.RW {
+		kind = "read-write locks"
+	}
 	if c.Limit > 0 {
 		kind = fmt.Sprintf("semaphores of limit %d", c.Limit)
 	}
@@ -922,8 +998,8 @@ func soakDuration(t *testing.T, def time.Duration) time.Duration {
 // (on 1 or 2 nodes, also just below and well above the node timeout) and thin
 // pipes on a minority of nodes at a time. It fails the test on a violation,
 // an extend answering another fence than its acquire, or too few
-// acquisitions to prove anything.
-func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Duration) *contention {
+// acquisitions to prove anything. set, if any, change the run (e.g. rw).
+func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Duration, set ...func(*contention)) *contention {
 	const maxTTL = time.Second
 	c := &contention{
 		Nodes: 5, Proxies: true,
@@ -936,6 +1012,9 @@ func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Du
 	}
 	c.Schedule = func(rng *rand.Rand, d time.Duration) []faultEvent {
 		return safeSchedule(rng, d, c.Nodes, maxTTL, proxyTimeout, c.Proxies)
+	}
+	for _, f := range set {
+		f(c)
 	}
 	vs := c.run(t)
 	if len(vs) > 0 {
@@ -977,8 +1056,8 @@ func TestSemaphoreExclusion(t *testing.T) {
 // with restart quarantine off, 3 nodes, and a schedule that restarts a
 // majority of them at once every few hundred milliseconds: holds are lost
 // while their holders rely on them, and the checker must say so within 3
-// attempts.
-func catchUnsafe(t *testing.T, clients, resources, limit int) {
+// attempts. set, if any, change the run (e.g. rw).
+func catchUnsafe(t *testing.T, clients, resources, limit int, set ...func(*contention)) {
 	seed := soakSeed(t)
 	for attempt := range 3 {
 		c := &contention{
@@ -990,6 +1069,9 @@ func catchUnsafe(t *testing.T, clients, resources, limit int) {
 			Seed:     seed + uint64(attempt),
 		}
 		c.Schedule = func(rng *rand.Rand, d time.Duration) []faultEvent { return majorityRestarts(rng, d, c.Nodes) }
+		for _, f := range set {
+			f(c)
+		}
 		vs := c.run(t)
 		if len(vs) > 0 {
 			t.Logf("the checker caught the unsafe configuration (seed %d):\n%s", c.Seed, report(vs, 10))
@@ -1006,3 +1088,25 @@ func TestCheckerCatchesUnsafeConfig(t *testing.T) { catchUnsafe(t, 6, 2, 0) }
 // TestCheckerCatchesUnsafeSemaphore: catchUnsafe with 8 clients on 2
 // semaphores of limit 2.
 func TestCheckerCatchesUnsafeSemaphore(t *testing.T) { catchUnsafe(t, 8, 2, 2) }
+
+// rw makes a contention run's clients take read-write locks.
+func rw(c *contention) { c.RW = true }
+
+// TestRWExclusion: 12 clients on 3 read-write locks in the soak (safeRun),
+// each acquire a reader's (one in three) or a writer's: no writer overlaps
+// anyone, fences are ordered, and readers did hold a lock together.
+func TestRWExclusion(t *testing.T) {
+	// Longer waits than the soak's locks: a writer that waits keeps new
+	// readers out, but those holding (TTLs up to 800ms) keep a short waiter
+	// out too, and readers would take most windows.
+	c := safeRun(t, soakSeed(t), 12, 3, 0, soakDuration(t, 20*time.Second), rw,
+		func(c *contention) { c.Waits = []int{0, 100, 400} })
+	if slices.Max(slices.Collect(maps.Values(c.peak))) < 2 || c.stats["acquired read"] == 0 || c.stats["acquired read"] == c.stats["acquired"] {
+		t.Errorf("most holders at once %v, %d of %d acquires a reader's: the run did not mix readers and writers",
+			c.peak, c.stats["acquired read"], c.stats["acquired"])
+	}
+}
+
+// TestCheckerCatchesUnsafeRW: catchUnsafe with 8 clients on 2 read-write
+// locks.
+func TestCheckerCatchesUnsafeRW(t *testing.T) { catchUnsafe(t, 8, 2, 0, rw) }

@@ -153,6 +153,54 @@ func TestRun(t *testing.T) {
 		wantFree(t, res)
 	})
 
+	// Two `run --read` hold the lock at once, with the last writer's fence;
+	// a `run` (a writer) waits for both, keeping new readers out meanwhile,
+	// and runs with a greater fence once they are gone.
+	t.Run("Read", func(t *testing.T) {
+		res := resourceName(t)
+		w0 := lock(t, g, res, `{"ttl_ms":30000}`)
+		wantStatus(t, release(t, g, res, w0.str(t, "token")), http.StatusNoContent)
+		script := `echo "fence=$REDLOCKD_FENCING_TOKEN"; echo ready; read x < "$GATE"`
+		var gates []*gate
+		var readers []*proc
+		for range 2 {
+			gt := newGate(t)
+			p := run(t, []string{"GATE=" + gt.Path}, "--resource", res, "--read", "--", "sh", "-c", script)
+			if fence := p.waitLinePrefix("fence=", 30*time.Second); fence != fmt.Sprintf("fence=%d", w0.num(t, "fencing_token")) {
+				t.Errorf("reader's CMD saw %q, want the last writer's fence %d", fence, w0.num(t, "fencing_token"))
+			}
+			gates, readers = append(gates, gt), append(readers, p)
+		}
+		for _, p := range readers {
+			p.waitLine("ready", 30*time.Second) // both CMDs run at once
+		}
+		if info := inspect(t, g, res); info.str(t, "mode") != "read" || info.num(t, "readers") != 2 {
+			t.Errorf("inspect while two readers run: %s", info.Body)
+		}
+		writer := run(t, nil, "--resource", res, "--wait", "30s", "--", "sh", "-c", `echo "fence=$REDLOCKD_FENCING_TOKEN"`)
+		// The writer waits: a new reader is refused from then on.
+		eventually(t, 20*time.Second, "the waiting writer keeps a new reader out", func() bool {
+			r := acquire(t, g, res, `{"mode":"read","ttl_ms":1000}`)
+			if r.Status == http.StatusCreated {
+				release(t, g, res, r.str(t, "token"))
+			}
+			return r.Status == http.StatusConflict
+		})
+		for i, p := range readers {
+			if strings.Contains(writer.out.String(), "fence=") {
+				t.Fatalf("the writer's CMD ran while %d readers held the lock", len(readers)-i)
+			}
+			gates[i].open()
+			p.wantExit(0, 30*time.Second)
+		}
+		line := writer.waitLinePrefix("fence=", 30*time.Second)
+		if fence, err := strconv.ParseInt(strings.TrimPrefix(line, "fence="), 10, 64); err != nil || fence <= w0.num(t, "fencing_token") {
+			t.Errorf("writer's CMD saw %q, want a fence above %d", line, w0.num(t, "fencing_token"))
+		}
+		writer.wantExit(0, 30*time.Second)
+		wantFree(t, res)
+	})
+
 	// The lock stays held while CMD runs for several TTLs: run extends it.
 	t.Run("HeldThroughout", func(t *testing.T) {
 		res, gt := resourceName(t), newGate(t)

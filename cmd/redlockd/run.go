@@ -42,9 +42,11 @@ const (
 
 // RunConfig is the configuration of `redlockd run`: each field but APIKey
 // and Command is the flag of the same name (see flagSet). Either Resource
-// (a lock) or Semaphore and Limit (a permit of a semaphore) is set.
+// (a lock; a reader's with Read) or Semaphore and Limit (a permit of a
+// semaphore) is set.
 type RunConfig struct {
 	URL, Resource, Owner, APIKeyFile string
+	Read                             bool
 	Semaphore                        string
 	Limit                            int
 	TTL, Wait, Grace                 time.Duration
@@ -66,6 +68,7 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base `URL` of the redlockd gateway, http:// or https://")
 	fs.StringVar(&c.Resource, "resource", "", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (this or --semaphore)")
+	fs.Var((*onOff)(&c.Read), "read", "hold a read lock on --resource, shared with other readers (without it, a writer's: exclusive)")
 	fs.StringVar(&c.Semaphore, "semaphore", "", "`name` of a semaphore: hold one of its --limit permits instead of a lock")
 	fs.IntVar(&c.Limit, "limit", 0, "`N`, the semaphore's number of permits, 1-256 (required with --semaphore)")
 	c.TTL = redlock.DefaultTTL
@@ -81,7 +84,7 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 }
 
 // runFlagOrder is the order of the flags in the help.
-var runFlagOrder = []string{"url", "resource", "semaphore", "limit", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
+var runFlagOrder = []string{"url", "resource", "read", "semaphore", "limit", "ttl", "wait", "fail-if-locked", "owner", "api-key-file", "grace"}
 
 // ParseRunFlags returns the configuration given by args (after "run") and
 // the variables of runEnv and REDLOCKD_API_KEY; a flag wins over its
@@ -137,6 +140,7 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 		{c.Semaphore != "" && (c.Limit < 1 || c.Limit > redlock.MaxLimit),
 			fmt.Sprintf("--semaphore needs --limit within [1, %d]", redlock.MaxLimit)},
 		{c.Semaphore == "" && given["limit"], "--limit goes with --semaphore"},
+		{c.Semaphore != "" && c.Read, "--read goes with --resource, not --semaphore"},
 		{c.TTL < redlock.MinTTL, fmt.Sprintf("--ttl %v is below the minimum TTL %v", c.TTL, redlock.MinTTL)},
 		{c.Wait < 0, fmt.Sprintf("--wait %v must not be negative", c.Wait)},
 		{c.Grace < 0, fmt.Sprintf("--grace %v must not be negative", c.Grace)},
@@ -179,11 +183,13 @@ func printRunUsage(w io.Writer) {
 Holds a lock around a command, like flock(1) for many machines (docs/clients.md
 says more): acquires NAME, runs CMD with REDLOCKD_RESOURCE, REDLOCKD_TOKEN,
 REDLOCKD_FENCING_TOKEN and REDLOCKD_URL set, extends the lock every ttl/3,
-releases it when CMD exits and exits with CMD's status. If the lock is lost,
-CMD's process group gets SIGTERM, SIGKILL after --grace. Signals are forwarded
-to CMD; before CMD starts they stop run. With --semaphore it holds one of the
-N permits of NAME instead (at most N CMDs at once), and CMD gets
-REDLOCKD_SEMAPHORE and REDLOCKD_PERMIT (0..N-1) instead of REDLOCKD_RESOURCE.
+releases it when CMD exits and exits with CMD's status. With --read it holds
+a read lock: other readers' CMDs may run at the same time, a writer's (a run
+without --read) never. If the lock is lost, CMD's process group gets SIGTERM,
+SIGKILL after --grace. Signals are forwarded to CMD; before CMD starts they
+stop run. With --semaphore it holds one of the N permits of NAME instead (at
+most N CMDs at once), and CMD gets REDLOCKD_SEMAPHORE and REDLOCKD_PERMIT
+(0..N-1) instead of REDLOCKD_RESOURCE.
 
 Flags:
 `)
@@ -586,7 +592,11 @@ func (r *runner) subject() string {
 // letting the gateway wait up to wait.
 func (r *runner) take(ctx context.Context, wait time.Duration) (client.Lock, error) {
 	if r.cfg.Semaphore == "" {
-		return r.client.Acquire(ctx, r.cfg.Resource, client.AcquireOptions{TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner})
+		o := client.AcquireOptions{TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner}
+		if r.cfg.Read {
+			o.Mode = client.ModeRead
+		}
+		return r.client.Acquire(ctx, r.cfg.Resource, o)
 	}
 	p, err := r.client.AcquirePermit(ctx, r.cfg.Semaphore, client.PermitOptions{
 		Limit: r.cfg.Limit, TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,

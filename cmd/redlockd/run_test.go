@@ -127,6 +127,7 @@ func TestParseRunFlagsErrors(t *testing.T) {
 		"BadTTL":        {[]string{"--resource", "r", "--ttl", "soon", "--", "true"}, "ttl"},
 		"NegativeWait":  {[]string{"--resource", "r", "--wait", "-1s", "--", "true"}, "--wait"},
 		"NegativeGrace": {[]string{"--resource", "r", "--grace", "-1s", "--", "true"}, "--grace"},
+		"ReadSemaphore": {[]string{"--semaphore", "s", "--limit", "2", "--read", "--", "true"}, "--read goes with --resource"},
 		"BadURL":        {[]string{"--url", "localhost:8080", "--resource", "r", "--", "true"}, "--url"},
 		"URLScheme":     {[]string{"--url", "ftp://host", "--resource", "r", "--", "true"}, "--url"},
 		"LongOwner":     {[]string{"--resource", "r", "--owner", strings.Repeat("o", 257), "--", "true"}, "--owner"},
@@ -202,7 +203,7 @@ func TestRunHelp(t *testing.T) {
 		}
 		out := stdout.String()
 		for _, want := range []string{
-			"--url", "--resource", "--semaphore", "--limit", "REDLOCKD_SEMAPHORE", "REDLOCKD_PERMIT", "--ttl", "--wait", "--fail-if-locked", "--owner", "--api-key-file", "--grace",
+			"--url", "--resource", "--read", "--semaphore", "--limit", "REDLOCKD_SEMAPHORE", "REDLOCKD_PERMIT", "--ttl", "--wait", "--fail-if-locked", "--owner", "--api-key-file", "--grace",
 			"REDLOCKD_URL", "REDLOCKD_API_KEY_FILE", "default 30s", "default 60s", "default 10s",
 			"REDLOCKD_RESOURCE", "REDLOCKD_TOKEN", "REDLOCKD_FENCING_TOKEN",
 			"\n  64 ", "\n  69 ", "\n  75 ", "\n  76 ", "128+N", "SIGTERM", "SIGKILL",

@@ -32,6 +32,8 @@ export interface AcquireOptions extends CallOptions {
   /** 22-128 characters of [A-Za-z0-9_-]; makes the acquire idempotent. */
   token?: Schemas['AcquireRequest']['token'];
   owner?: Schemas['AcquireRequest']['owner'];
+  /** 'read' shares the lock with other readers; 'write' (the default) is exclusive. */
+  mode?: Schemas['AcquireRequest']['mode'];
 }
 
 export interface ExtendOptions extends CallOptions {
@@ -104,6 +106,8 @@ export interface WithLockOptions {
   /** How long to wait for the lock; default 0. */
   waitMs?: number;
   owner?: string;
+  /** 'read' shares the lock with other readers (fencingToken is the last writer's); default 'write'. */
+  mode?: Schemas['AcquireRequest']['mode'];
   /** Default a new random token; a token derived from a retried event makes its retries idempotent. */
   token?: string;
   /** Cancels the wait, and aborts the work's signal. */

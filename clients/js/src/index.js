@@ -116,14 +116,16 @@ export class Client {
     return { ...json, requestId: res.headers.get('X-Request-Id') ?? '', startedAt, validUntil: startedAt + json.validity_ms };
   }
 
-  // acquire takes the lock (POST), waiting up to waitMs. With a token of
-  // your choosing the call is idempotent: retry it when the outcome is unknown.
-  async acquire(resource, { ttlMs, waitMs, token, owner, timeoutMs, signal } = {}) {
+  // acquire takes the lock (POST), waiting up to waitMs; mode 'read' shares
+  // it with other readers ('write', the default, is exclusive). With a token
+  // of your choosing the call is idempotent: retry it when the outcome is unknown.
+  async acquire(resource, { ttlMs, waitMs, token, owner, mode, timeoutMs, signal } = {}) {
     const body = {};
     if (ttlMs !== undefined) body.ttl_ms = ttlMs;
     if (waitMs !== undefined) body.wait_ms = waitMs;
     if (token !== undefined) body.token = token;
     if (owner !== undefined) body.owner = owner;
+    if (mode !== undefined) body.mode = mode;
     const startedAt = performance.now();
     const [res, json] = await this.#call('acquire', resource, 'POST', Client.#path(resource), 201,
       { body, signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
@@ -163,14 +165,14 @@ export class Client {
 
   // withLock runs fn({fencingToken, signal, token, resource}) holding the
   // lock and returns its result; see docs/clients.md and index.d.ts.
-  async withLock(resource, fn, { ttlMs = 30_000, waitMs = 0, owner, token = newToken(), signal } = {}) {
+  async withLock(resource, fn, { ttlMs = 30_000, waitMs = 0, owner, mode, token = newToken(), signal } = {}) {
     // Acquire with one token throughout, so that an acquire retried after a
     // 503 or no answer gets the lock the lost attempt may have taken.
     const waitEnd = performance.now() + waitMs;
     let lock;
     for (;;) {
       try {
-        lock = await this.acquire(resource, { ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
+        lock = await this.acquire(resource, { ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, mode, signal });
         break;
       } catch (err) {
         const pause = Math.min(err.retryAfterMs ?? 250, 1_000);

@@ -305,6 +305,19 @@ export interface components {
             token?: string;
             /** @description Free text shown by GET (e.g. host/pid/job id). */
             owner?: string;
+            /**
+             * @description `write` (the default) takes the lock exclusively: no reader and no
+             *     other writer holds it meanwhile. `read` shares it with other
+             *     readers and conflicts only with a writer. A writer that waits
+             *     (`wait_ms`) keeps new readers out until it has had its turn, so
+             *     readers cannot starve it. A reader's `fencing_token` is that of
+             *     the last writer; every writer's is greater than every token
+             *     handed out before for the resource. Extend, release and inspect
+             *     take no mode: the token says which it is.
+             * @default write
+             * @enum {string}
+             */
+            mode: "read" | "write";
         };
         AcquirePermitRequest: {
             /**
@@ -452,10 +465,18 @@ export interface components {
             quorum: number;
             /** @description Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too. */
             locked_nodes: number;
+            /**
+             * @description How the lock is held, `read` (shared) or `write` (exclusive); always present for a lock, absent for a semaphore's permit.
+             * @enum {string}
+             */
+            mode?: "read" | "write";
         };
         /**
-         * @description A lock's state. `owner`, `fencing_token`, `remaining_ms` and
-         *     `held_nodes` are present when, and only when, `held` is true.
+         * @description A lock's state. `mode`, `readers`, `owner`, `fencing_token`,
+         *     `remaining_ms` and `held_nodes` are present when, and only when,
+         *     `held` is true. When readers hold it, `owner`, `remaining_ms` and
+         *     `held_nodes` are those of the reader that holds it longest and
+         *     `fencing_token` the greatest of the readers'.
          */
         LockInfo: {
             resource: string;
@@ -475,6 +496,13 @@ export interface components {
             remaining_ms?: number;
             /** @description Nodes known to hold the lock when the read was decided (at least the quorum; the read does not wait for slower nodes). Only when held. */
             held_nodes?: number;
+            /**
+             * @description `write` when a writer holds the lock, `read` when readers do. Only when held.
+             * @enum {string}
+             */
+            mode?: "read" | "write";
+            /** @description How many readers hold the lock (0 for a writer). Only when held. */
+            readers?: number;
         };
         /**
          * @description `urn:redlockd:problem:<kind>`, one kind per case. Each error response narrows it to the kinds of its status.
@@ -546,6 +574,13 @@ export interface components {
             remaining_ms: number;
             /** @description Nodes known to hold the lock when it was read (at least the quorum). */
             held_nodes: number;
+            /**
+             * @description `write` when a writer holds the lock, `read` when readers do (then the other members are as in `GET /locks/{resource}`).
+             * @enum {string}
+             */
+            mode: "read" | "write";
+            /** @description How many readers hold the lock (0 for a writer). */
+            readers: number;
         };
     };
     responses: {

@@ -51,6 +51,25 @@ test('a client-chosen token makes acquire idempotent', async () => {
   await c.release(res, token);
 });
 
+test('readers share the lock with the last writer\'s fencing token; a writer is refused meanwhile', async () => {
+  const c = client(), res = resource('readers');
+  const writer = await c.acquire(res, { ttlMs: 2_000 });
+  assert.equal(writer.mode, 'write');
+  await c.release(res, writer.token);
+  const r1 = await c.acquire(res, { ttlMs: 2_000, mode: 'read' });
+  const r2 = await c.withLock(res, async ({ fencingToken }) => {
+    const info = await c.inspect(res);
+    assert.deepEqual([info.mode, info.readers, info.fencing_token], ['read', 2, writer.fencing_token]);
+    return fencingToken;
+  }, { ttlMs: 2_000, mode: 'read' });
+  assert.deepEqual([r1.mode, r1.fencing_token, r2], ['read', writer.fencing_token, writer.fencing_token]);
+  const held = await c.acquire(res, { ttlMs: 2_000, mode: 'write' }).then(() => assert.fail('a writer got in'), (e) => e);
+  assert.ok(held instanceof LockHeldError, held);
+  await c.release(res, r1.token);
+  const bad = await c.acquire(res, { mode: 'READ' }).then(() => assert.fail('mode READ accepted'), (e) => e);
+  assert.ok(bad instanceof ConfigError && bad.status === 400, bad);
+});
+
 test('config errors: ConfigError with status and request id', async () => {
   const bad = await client().acquire('a/b').then(() => assert.fail('acquired a/b'), (e) => e);
   assert.ok(bad instanceof ConfigError, bad);

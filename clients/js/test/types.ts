@@ -17,6 +17,6 @@ async function typed(): Promise<number> {
   return client.withLock('r', async ({ fencingToken, signal }) => {
     signal.throwIfAborted();
     return fencingToken + (info.fencing_token ?? 0) + fences.length + held.validUntil;
-  }, { ttlMs: 1_000, waitMs: 100 });
+  }, { ttlMs: 1_000, waitMs: 100, mode: held.mode === 'read' ? 'read' : 'write' });
 }
 void typed;

@@ -68,6 +68,23 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((second.token, second.fencing_token), (token, first.fencing_token))
         self.client.release(self.res, token)
 
+    def test_readers(self) -> None:
+        writer = self.client.acquire(self.res, ttl=5)
+        self.assertEqual(writer.mode, "write")
+        self.client.release(self.res, writer.token)
+        first = self.client.acquire(self.res, ttl=5, mode="read", owner="reader")
+        with self.client.lock(self.res, ttl=5, mode="read") as second:
+            self.assertEqual((first.mode, first.fencing_token, second.fencing_token),
+                             ("read", writer.fencing_token, writer.fencing_token))
+            info = self.client.inspect(self.res)
+            self.assertEqual((info.mode, info.readers, info.fencing_token), ("read", 2, writer.fencing_token))
+            with self.assertRaises(LockHeldError):
+                self.client.acquire(self.res, ttl=1, mode="write")
+        self.client.release(self.res, first.token)
+        with self.assertRaises(ConfigError) as e:
+            self.client.acquire(self.res, ttl=1, mode="READ")
+        self.assertEqual(e.exception.status, 400)
+
     def test_not_owner(self) -> None:
         lock = self.client.acquire(self.res, ttl=5)
         with self.assertRaises(NotOwnerError) as e:

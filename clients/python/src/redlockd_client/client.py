@@ -35,6 +35,7 @@ class Lock:
     nodes: int = 0
     quorum: int = 0
     locked_nodes: int = 0
+    mode: str = "write"  # "read" when shared with other readers
 
     def remaining(self) -> float:
         """Seconds of validity left (negative once it ended)."""
@@ -43,7 +44,9 @@ class Lock:
 
 @dataclass(frozen=True)
 class LockInfo:
-    """A lock's state; the other fields are set only when ``held``."""
+    """A lock's state; the other fields are set only when ``held``. With
+    ``mode`` "read", ``readers`` hold it; ``owner``, ``remaining_ms`` and
+    ``held_nodes`` are those of the reader holding it longest."""
 
     resource: str
     held: bool
@@ -51,6 +54,8 @@ class LockInfo:
     fencing_token: Optional[int] = None
     remaining_ms: Optional[int] = None
     held_nodes: Optional[int] = None
+    mode: Optional[str] = None
+    readers: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class ListedLock:
     fencing_token: int
     remaining_ms: int
     held_nodes: int
+    mode: str = "write"
+    readers: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,15 +137,19 @@ class Client:
         return "/locks/" + urllib.parse.quote(resource, safe="")
 
     def acquire(self, resource: str, ttl: float = 30.0, wait: float = 0.0, token: Optional[str] = None,
-                owner: Optional[str] = None) -> Lock:
+                owner: Optional[str] = None, mode: Optional[str] = None) -> Lock:
         """Takes the lock for ``ttl`` seconds, waiting up to ``wait`` seconds
         for it. With a client-chosen ``token`` (22-128 of [A-Za-z0-9_-]) the
-        call is idempotent: retrying it after an unknown outcome is safe."""
+        call is idempotent: retrying it after an unknown outcome is safe.
+        ``mode`` "read" shares the lock with other readers (its fencing token
+        is the last writer's); "write", the default, is exclusive."""
         body: Dict[str, Any] = {"ttl_ms": _ms(ttl), "wait_ms": _ms(wait)}
         if token is not None:
             body["token"] = token
         if owner is not None:
             body["owner"] = owner
+        if mode is not None:
+            body["mode"] = mode
         start = time.monotonic()  # rule 1: validity counts from before the request
         what = f"acquire {resource}"
         _, res = self._request("POST", self._path(resource), body, timeout=self.timeout + wait, what=what)
@@ -184,10 +195,10 @@ class Client:
             cursor = page.next_cursor
 
     def lock(self, resource: str, ttl: float = 30.0, wait: float = 0.0, owner: Optional[str] = None,
-             token: Optional[str] = None) -> HeldLock:
+             token: Optional[str] = None, mode: Optional[str] = None) -> HeldLock:
         """A context manager that holds the lock while its block runs:
         ``with client.lock("report", ttl=30, wait=10) as held:``. See HeldLock."""
-        return HeldLock(self, resource, ttl=ttl, wait=wait, owner=owner, token=token)
+        return HeldLock(self, resource, ttl=ttl, wait=wait, owner=owner, token=token, mode=mode)
 
 
 def _json(raw: bytes) -> Dict[str, Any]:

@@ -38,9 +38,9 @@ class HeldLock:
     """
 
     def __init__(self, client: Client, resource: str, *, ttl: float = 30.0, wait: float = 0.0,
-                 owner: Optional[str] = None, token: Optional[str] = None) -> None:
+                 owner: Optional[str] = None, token: Optional[str] = None, mode: Optional[str] = None) -> None:
         self.resource = resource
-        self.ttl, self.wait, self.owner = ttl, wait, owner
+        self.ttl, self.wait, self.owner, self.mode = ttl, wait, owner, mode
         self.token = token or secrets.token_urlsafe(32)
         self.lock: Optional[Lock] = None
         self.lost = threading.Event()
@@ -110,7 +110,7 @@ class HeldLock:
         while True:
             try:
                 return self._client.acquire(self.resource, self.ttl, max(0.0, deadline - time.monotonic()),
-                                            self.token, self.owner)
+                                            self.token, self.owner, self.mode)
             except UnavailableError:
                 left = deadline - time.monotonic()
                 if left <= 0:
