@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockd/redlockd/internal/valid"
 )
 
 // Locks on several resources (SPEC §8): all or none. Each node takes every
@@ -20,7 +22,7 @@ import (
 // is. It is a writer's lock on each resource.
 
 // MaxResources is the most resources one lock may take.
-const MaxResources = 16
+const MaxResources = valid.MaxResources
 
 // MultiLock is a lock on several resources acquired or extended on a
 // quorum of nodes: a Lock with Resources and one fence per resource
@@ -65,18 +67,10 @@ func minTime(a, b time.Time) time.Time {
 // checkResources checks the names of a lock on several resources and the
 // tokens given: 1 to MaxResources resources, each once.
 func (c *Coordinator) checkResources(namespace string, resources []string, tokens ...string) error {
-	if len(resources) == 0 || len(resources) > MaxResources {
-		return invalid("a lock takes 1-%d resources", MaxResources)
+	if problem := valid.Resources(resources); problem != "" {
+		return invalid("%s", problem)
 	}
-	for i, r := range resources {
-		if err := c.checkName(namespace, r, tokens...); err != nil {
-			return err
-		}
-		if slices.Contains(resources[:i], r) {
-			return invalid("resource %s is given twice", r)
-		}
-	}
-	return nil
+	return c.checkName(namespace, resources[0], tokens...)
 }
 
 // AcquireMulti takes the lock on every one of resources, or on none, as
