@@ -201,6 +201,30 @@ func TestRun(t *testing.T) {
 		wantFree(t, res)
 	})
 
+	// Repeated --resource: CMD runs holding every lock, taken all or none,
+	// and sees each resource's fence; the locks stay held across TTLs and
+	// are released at the end.
+	t.Run("SeveralResources", func(t *testing.T) {
+		res, gt := resourceName(t), newGate(t)
+		a, b := res+"-a", res+"-b"
+		p := run(t, []string{"GATE=" + gt.Path}, "--resource", b, "--resource", a, "--ttl", "1s", "--",
+			"sh", "-c", `echo "held=$REDLOCKD_RESOURCE fences=$REDLOCKD_FENCING_TOKEN"; echo ready; read x < "$GATE"`)
+		line := p.waitLinePrefix("held=", 30*time.Second)
+		p.waitLine("ready", 30*time.Second)
+		fb, fa := inspect(t, g, b).num(t, "fencing_token"), inspect(t, g, a).num(t, "fencing_token")
+		if want := fmt.Sprintf("held=%s %s fences=%d %d", b, a, fb, fa); line != want {
+			t.Errorf("CMD saw %q, want %q", line, want)
+		}
+		wantHeldFor(t, g, a, fa, 2500*time.Millisecond)
+		wantProblem(t, acquire(t, g, b, ""), http.StatusConflict, "lock-held")
+		other := run(t, nil, "--resource", a, "--fail-if-locked", "--", "true")
+		other.wantExit(75, 30*time.Second)
+		gt.open()
+		p.wantExit(0, 30*time.Second)
+		wantFree(t, a)
+		wantFree(t, b)
+	})
+
 	// The lock stays held while CMD runs for several TTLs: run extends it.
 	t.Run("HeldThroughout", func(t *testing.T) {
 		res, gt := resourceName(t), newGate(t)

@@ -45,6 +45,16 @@ func (b *onOff) Set(s string) error {
 // IsBoolFlag lets the flag be given alone, meaning on.
 func (b *onOff) IsBoolFlag() bool { return true }
 
+// names is a repeatable string flag: each use appends a name.
+type names []string
+
+func (n names) String() string { return strings.Join(n, " ") }
+
+func (n *names) Set(s string) error {
+	*n = append(*n, s)
+	return nil
+}
+
 // duration is the flag.Value of every duration flag: unlike the flag
 // package's, its errors say what is wrong.
 type duration time.Duration

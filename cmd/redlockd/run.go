@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/internal/valid"
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -41,17 +42,18 @@ const (
 )
 
 // RunConfig is the configuration of `redlockd run`: each field but APIKey
-// and Command is the flag of the same name (see flagSet). Either Resource
-// (a lock; a reader's with Read) or Semaphore and Limit (a permit of a
-// semaphore) is set.
+// and Command is the flag of the same name (see flagSet). Either Resources
+// (a lock: a reader's with Read; with several resources, a writer's on all
+// of them) or Semaphore and Limit (a permit of a semaphore) is set.
 type RunConfig struct {
-	URL, Resource, Owner, APIKeyFile string
-	Read                             bool
-	Semaphore                        string
-	Limit                            int
-	TTL, Wait, Grace                 time.Duration
-	APIKey                           string   // from REDLOCKD_API_KEY; never printed
-	Command                          []string // CMD and its arguments
+	URL, Owner, APIKeyFile string
+	Resources              []string // --resource, repeated
+	Read                   bool
+	Semaphore              string
+	Limit                  int
+	TTL, Wait, Grace       time.Duration
+	APIKey                 string   // from REDLOCKD_API_KEY; never printed
+	Command                []string // CMD and its arguments
 }
 
 // runEnv are the flags of run with an environment variable twin. The other
@@ -67,7 +69,7 @@ func (c *RunConfig) flagSet(failIfLocked *bool) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // errors are returned, help is printed by printRunUsage
 	fs.Usage = func() {}
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base `URL` of the redlockd gateway, http:// or https://")
-	fs.StringVar(&c.Resource, "resource", "", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (this or --semaphore)")
+	fs.Var((*names)(&c.Resources), "resource", "`name` of the lock, 1-200 characters of [A-Za-z0-9._:-] other than . and .. (this or --semaphore); repeated, the locks of every resource, taken all or none")
 	fs.Var((*onOff)(&c.Read), "read", "hold a read lock on --resource, shared with other readers (without it, a writer's: exclusive)")
 	fs.StringVar(&c.Semaphore, "semaphore", "", "`name` of a semaphore: hold one of its --limit permits instead of a lock")
 	fs.IntVar(&c.Limit, "limit", 0, "`N`, the semaphore's number of permits, 1-256 (required with --semaphore)")
@@ -131,10 +133,12 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 		add("--url: %v", strings.TrimPrefix(err.Error(), "client: "))
 	}
 	errs = append(errs, problems([]check{
-		{c.Resource == "" && c.Semaphore == "", "--resource is required (or --semaphore and --limit, for a permit)"},
-		{c.Resource != "" && c.Semaphore != "", "--resource and --semaphore exclude each other: hold a lock or a permit"},
-		{c.Resource != "" && !redlock.ValidName(c.Resource),
-			fmt.Sprintf("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Resource)},
+		{len(c.Resources) == 0 && c.Semaphore == "", "--resource is required (or --semaphore and --limit, for a permit)"},
+		{len(c.Resources) > 0 && c.Semaphore != "", "--resource and --semaphore exclude each other: hold a lock or a permit"},
+		{len(c.Resources) == 1 && !redlock.ValidName(c.Resources[0]),
+			fmt.Sprintf("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", strings.Join(c.Resources, " "))},
+		{len(c.Resources) > 1 && valid.Resources(c.Resources) != "", "--resource, repeated: " + valid.Resources(c.Resources)},
+		{len(c.Resources) > 1 && c.Read, "--read takes one --resource: a lock on several resources is a writer's"},
 		{c.Semaphore != "" && !redlock.ValidName(c.Semaphore),
 			fmt.Sprintf("--semaphore %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Semaphore)},
 		{c.Semaphore != "" && (c.Limit < 1 || c.Limit > redlock.MaxLimit),
@@ -177,7 +181,7 @@ func readAPIKey(path string) (string, error) {
 // printRunUsage writes the help of `redlockd run`: flags and exit statuses.
 // docs/clients.md says more.
 func printRunUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: redlockd run --resource NAME [flags] -- CMD [ARGS...]
+	fmt.Fprint(w, `Usage: redlockd run --resource NAME [--resource NAME...] [flags] -- CMD [ARGS...]
        redlockd run --semaphore NAME --limit N [flags] -- CMD [ARGS...]
 
 Holds a lock around a command, like flock(1) for many machines (docs/clients.md
@@ -189,7 +193,10 @@ without --read) never. If the lock is lost, CMD's process group gets SIGTERM,
 SIGKILL after --grace. Signals are forwarded to CMD; before CMD starts they
 stop run. With --semaphore it holds one of the N permits of NAME instead (at
 most N CMDs at once), and CMD gets REDLOCKD_SEMAPHORE and REDLOCKD_PERMIT
-(0..N-1) instead of REDLOCKD_RESOURCE.
+(0..N-1) instead of REDLOCKD_RESOURCE. With --resource repeated it holds the
+locks of every resource named, taken all or none (no deadlock, in any order):
+REDLOCKD_RESOURCE and REDLOCKD_FENCING_TOKEN then list the resources and their
+fencing tokens, separated by spaces, in the same order.
 
 Flags:
 `)
@@ -283,7 +290,8 @@ type runner struct {
 	// token is chosen here, so that the lock can be released even when the
 	// acquire's answer never came. It is never printed.
 	token          string
-	permit         int // with --semaphore, the permit held
+	permit         int     // with --semaphore, the permit held
+	fences         []int64 // with several resources, their fences
 	base           context.Context
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal
@@ -476,13 +484,17 @@ func (r *runner) keep(lock client.Lock) (lost <-chan error, stop func() time.Tim
 // runCommand runs CMD under the lock and returns the exit status.
 func (r *runner) runCommand(lock client.Lock) int {
 	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
-	held := []string{"REDLOCKD_RESOURCE=" + r.cfg.Resource}
+	held := []string{"REDLOCKD_RESOURCE=" + strings.Join(r.cfg.Resources, " ")}
 	if r.cfg.Semaphore != "" {
 		held = []string{"REDLOCKD_SEMAPHORE=" + r.cfg.Semaphore, "REDLOCKD_PERMIT=" + strconv.Itoa(r.permit)}
 	}
+	fences := strconv.FormatInt(lock.Fence, 10)
+	if len(r.fences) > 0 { // several resources: their fences, in the same order
+		fences = strings.Trim(fmt.Sprint(r.fences), "[]")
+	}
 	cmd.Env = append(append(os.Environ(), held...),
 		"REDLOCKD_TOKEN="+r.token,
-		"REDLOCKD_FENCING_TOKEN="+strconv.FormatInt(lock.Fence, 10),
+		"REDLOCKD_FENCING_TOKEN="+fences,
 		"REDLOCKD_URL="+r.cfg.URL,
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.stdout, r.stderr
@@ -569,10 +581,13 @@ func (r *runner) release(report bool) error {
 	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
 	defer cancel()
 	var err error
-	if r.cfg.Semaphore == "" {
-		err = r.client.Release(ctx, r.cfg.Resource, r.token)
-	} else {
+	switch {
+	case r.cfg.Semaphore != "":
 		err = r.client.ReleasePermit(ctx, r.cfg.Semaphore, r.token)
+	case len(r.cfg.Resources) > 1:
+		err = r.client.ReleaseMulti(ctx, r.cfg.Resources, r.token)
+	default:
+		err = r.client.Release(ctx, r.cfg.Resources[0], r.token)
 	}
 	if err != nil && report && !errors.Is(err, client.ErrNotOwner) {
 		r.printf("could not confirm the release of %s (%v): it expires within %v", r.subject(), err, r.cfg.TTL)
@@ -585,18 +600,25 @@ func (r *runner) subject() string {
 	if r.cfg.Semaphore != "" {
 		return fmt.Sprintf("semaphore %q", r.cfg.Semaphore)
 	}
-	return fmt.Sprintf("lock %q", r.cfg.Resource)
+	if len(r.cfg.Resources) > 1 {
+		return fmt.Sprintf("locks %q", r.cfg.Resources)
+	}
+	return fmt.Sprintf("lock %q", r.cfg.Resources[0])
 }
 
 // take acquires the lock, or with --semaphore a permit (noting its index),
 // letting the gateway wait up to wait.
 func (r *runner) take(ctx context.Context, wait time.Duration) (client.Lock, error) {
-	if r.cfg.Semaphore == "" {
-		o := client.AcquireOptions{TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner}
+	o := client.AcquireOptions{TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner}
+	switch {
+	case len(r.cfg.Resources) > 1:
+		m, err := r.client.AcquireMulti(ctx, r.cfg.Resources, o)
+		return r.multi(m), err
+	case r.cfg.Semaphore == "":
 		if r.cfg.Read {
 			o.Mode = client.ModeRead
 		}
-		return r.client.Acquire(ctx, r.cfg.Resource, o)
+		return r.client.Acquire(ctx, r.cfg.Resources[0], o)
 	}
 	p, err := r.client.AcquirePermit(ctx, r.cfg.Semaphore, client.PermitOptions{
 		Limit: r.cfg.Limit, TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,
@@ -609,11 +631,25 @@ func (r *runner) take(ctx context.Context, wait time.Duration) (client.Lock, err
 
 // renew extends the lock or permit by --ttl.
 func (r *runner) renew(ctx context.Context) (client.Lock, error) {
-	if r.cfg.Semaphore == "" {
-		return r.client.Extend(ctx, r.cfg.Resource, r.token, r.cfg.TTL)
+	switch {
+	case len(r.cfg.Resources) > 1:
+		m, err := r.client.ExtendMulti(ctx, r.cfg.Resources, r.token, r.cfg.TTL)
+		return r.multi(m), err
+	case r.cfg.Semaphore == "":
+		return r.client.Extend(ctx, r.cfg.Resources[0], r.token, r.cfg.TTL)
 	}
 	p, err := r.client.ExtendPermit(ctx, r.cfg.Semaphore, r.token, r.cfg.TTL)
 	return p.Lock, err
+}
+
+// multi notes the fences of a lock on several resources and returns it as
+// the Lock that run keeps (its validity is that of every resource).
+func (r *runner) multi(m client.MultiLock) client.Lock {
+	if len(m.Fences) > 0 {
+		r.fences = m.Fences
+	}
+	return client.Lock{Token: m.Token, TTL: m.TTL, Validity: m.Validity, Start: m.Start, Until: m.Until,
+		ExpiresAt: m.ExpiresAt, Nodes: m.Nodes, Quorum: m.Quorum, Locked: m.Locked}
 }
 
 // exitStatus is the status a shell would report for CMD: its exit code, or

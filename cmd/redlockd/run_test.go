@@ -32,7 +32,7 @@ func TestParseRunFlagsDefaults(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	want := RunConfig{
-		URL: "http://127.0.0.1:8080", Resource: "backup", TTL: 30 * time.Second, Wait: 60 * time.Second,
+		URL: "http://127.0.0.1:8080", Resources: []string{"backup"}, TTL: 30 * time.Second, Wait: 60 * time.Second,
 		Grace: 10 * time.Second, Owner: fmt.Sprintf("%s:%d", host, os.Getpid()),
 		Command: []string{"./backup.sh", "--full"},
 	}
@@ -50,7 +50,7 @@ func TestParseRunFlagsAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := RunConfig{
-		URL: "https://locks.example.com/prefix", Resource: "job:1", TTL: 5 * time.Second, Wait: 2 * time.Minute,
+		URL: "https://locks.example.com/prefix", Resources: []string{"job:1"}, TTL: 5 * time.Second, Wait: 2 * time.Minute,
 		Owner: "cron@host1", APIKeyFile: "/etc/redlockd.key", Grace: 0, Command: []string{"sh", "-c", "exit 7"},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -81,8 +81,8 @@ func TestParseRunFlagsEnv(t *testing.T) {
 	if c.URL != "http://gw:9000" || c.APIKeyFile != "/run/key" {
 		t.Errorf("URL %q, key file %q: want them from the environment", c.URL, c.APIKeyFile)
 	}
-	if c.Resource != "r" || c.TTL != 30*time.Second || c.Wait != 60*time.Second {
-		t.Errorf("resource %q ttl %v wait %v: taken from the environment", c.Resource, c.TTL, c.Wait)
+	if fmt.Sprint(c.Resources) != "[r]" || c.TTL != 30*time.Second || c.Wait != 60*time.Second {
+		t.Errorf("resource %q ttl %v wait %v: taken from the environment", c.Resources, c.TTL, c.Wait)
 	}
 
 	// A flag wins over its variable; an empty variable counts as unset.
@@ -119,19 +119,22 @@ func TestParseRunFlagsErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		"NoResource":    {[]string{"--", "true"}, "--resource is required"},
-		"BadResource":   {[]string{"--resource", "a/b", "--", "true"}, "--resource"},
-		"NoCommand":     {[]string{"--resource", "r"}, "no command"},
-		"NoCommandDash": {[]string{"--resource", "r", "--"}, "no command"},
-		"TTLTooShort":   {[]string{"--resource", "r", "--ttl", "50ms", "--", "true"}, "--ttl"},
-		"BadTTL":        {[]string{"--resource", "r", "--ttl", "soon", "--", "true"}, "ttl"},
-		"NegativeWait":  {[]string{"--resource", "r", "--wait", "-1s", "--", "true"}, "--wait"},
-		"NegativeGrace": {[]string{"--resource", "r", "--grace", "-1s", "--", "true"}, "--grace"},
-		"ReadSemaphore": {[]string{"--semaphore", "s", "--limit", "2", "--read", "--", "true"}, "--read goes with --resource"},
-		"BadURL":        {[]string{"--url", "localhost:8080", "--resource", "r", "--", "true"}, "--url"},
-		"URLScheme":     {[]string{"--url", "ftp://host", "--resource", "r", "--", "true"}, "--url"},
-		"LongOwner":     {[]string{"--resource", "r", "--owner", strings.Repeat("o", 257), "--", "true"}, "--owner"},
-		"UnknownFlag":   {[]string{"--resource", "r", "--no-such-flag", "--", "true"}, "no-such-flag"},
+		"NoResource":     {[]string{"--", "true"}, "--resource is required"},
+		"BadResource":    {[]string{"--resource", "a/b", "--", "true"}, "--resource"},
+		"RepeatResource": {[]string{"--resource", "a", "--resource", "a", "--", "true"}, "must not repeat"},
+		"BadResources":   {[]string{"--resource", "a", "--resource", "b/c", "--", "true"}, "each of resources"},
+		"ReadSeveral":    {[]string{"--resource", "a", "--resource", "b", "--read", "--", "true"}, "--read takes one --resource"},
+		"NoCommand":      {[]string{"--resource", "r"}, "no command"},
+		"NoCommandDash":  {[]string{"--resource", "r", "--"}, "no command"},
+		"TTLTooShort":    {[]string{"--resource", "r", "--ttl", "50ms", "--", "true"}, "--ttl"},
+		"BadTTL":         {[]string{"--resource", "r", "--ttl", "soon", "--", "true"}, "ttl"},
+		"NegativeWait":   {[]string{"--resource", "r", "--wait", "-1s", "--", "true"}, "--wait"},
+		"NegativeGrace":  {[]string{"--resource", "r", "--grace", "-1s", "--", "true"}, "--grace"},
+		"ReadSemaphore":  {[]string{"--semaphore", "s", "--limit", "2", "--read", "--", "true"}, "--read goes with --resource"},
+		"BadURL":         {[]string{"--url", "localhost:8080", "--resource", "r", "--", "true"}, "--url"},
+		"URLScheme":      {[]string{"--url", "ftp://host", "--resource", "r", "--", "true"}, "--url"},
+		"LongOwner":      {[]string{"--resource", "r", "--owner", strings.Repeat("o", 257), "--", "true"}, "--owner"},
+		"UnknownFlag":    {[]string{"--resource", "r", "--no-such-flag", "--", "true"}, "no-such-flag"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseRunFlags(tc.args, runEnvOf())
