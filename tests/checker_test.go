@@ -566,6 +566,7 @@ type contention struct {
 	Resources  int
 	Limit      int    // 0: the resources are locks; N > 0: semaphores of limit N
 	RW         bool   // locks taken as a reader or a writer at random
+	Multi      bool   // half the acquires take 2-3 locks at once (POST /locks), the others one
 	TTL        [2]int // ms, range of ttl_ms
 	Waits      []int  // ms, wait_ms values drawn from
 	Duration   time.Duration
@@ -600,19 +601,41 @@ type lockAnswer struct {
 	FencingToken int64  `json:"fencing_token"`
 	ValidityMs   int64  `json:"validity_ms"`
 	Permit       *int   `json:"permit"` // of a semaphore
+	Resources    []struct {
+		Resource     string `json:"resource"`
+		FencingToken int64  `json:"fencing_token"`
+	} `json:"resources"` // of a lock on several resources
 }
 
-// call sends one request and decodes a 200/201 answer into out.
-func (c *contention) call(ctx context.Context, method, res, body, token string, out *lockAnswer) (int, error) {
+// fences are the fencing tokens of an answer, by resource.
+func (a lockAnswer) fences(rs []string) []int64 {
+	if len(rs) == 1 && a.Resources == nil {
+		return []int64{a.FencingToken}
+	}
+	fs := make([]int64, len(a.Resources))
+	for i, r := range a.Resources {
+		fs[i] = r.FencingToken
+	}
+	return fs
+}
+
+// call sends one request on the resources rs and decodes a 200/201 answer
+// into out.
+func (c *contention) call(ctx context.Context, method string, rs []string, body, token string, out *lockAnswer) (int, error) {
 	var hdr []string
 	if token != "" {
 		hdr = []string{"Lock-Token", token}
 	}
-	path := "/locks/"
-	if c.Limit > 0 {
-		path = "/semaphores/"
+	path := "/locks/" + rs[0]
+	switch {
+	case c.Limit > 0:
+		path = "/semaphores/" + rs[0]
+	case len(rs) > 1 && method == http.MethodPost:
+		path = "/locks"
+	case len(rs) > 1:
+		path = multiPath(rs)
 	}
-	req, err := newRequest(c.gw.URL+path+res, method, body, hdr...)
+	req, err := newRequest(c.gw.URL+path, method, body, hdr...)
 	if err != nil {
 		return 0, err
 	}
@@ -661,12 +684,22 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 	}
 	unreleased := map[string]hold{}
 	for seq := 1; ctx.Err() == nil; seq++ {
-		res := fmt.Sprintf("soak-%d", rng.IntN(c.Resources))
+		rs := []string{fmt.Sprintf("soak-%d", rng.IntN(c.Resources))}
+		if c.Multi && rng.IntN(2) == 0 {
+			rs = nil
+			for _, i := range rng.Perm(c.Resources)[:2+rng.IntN(min(2, c.Resources-1))] {
+				rs = append(rs, fmt.Sprintf("soak-%d", i))
+			}
+		}
+		res := strings.Join(rs, ",") // the key of its holds, and its name in reports
 		ttl := c.TTL[0] + rng.IntN(c.TTL[1]-c.TTL[0]+1)
 		wait := c.Waits[rng.IntN(len(c.Waits))]
 		body := fmt.Sprintf(`"ttl_ms":%d,"wait_ms":%d`, ttl, wait)
 		if c.Limit > 0 {
 			body += fmt.Sprintf(`,"limit":%d`, c.Limit)
+		}
+		if len(rs) > 1 {
+			body += `,"resources":["` + strings.Join(rs, `","`) + `"]`
 		}
 		token, read := "", c.RW && rng.IntN(3) == 0
 		switch k := rng.IntN(4); {
@@ -684,7 +717,7 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		body = "{" + body + "}"
 		var a lockAnswer
 		sent := time.Now()
-		status, err := c.call(ctx, http.MethodPost, res, body, "", &a)
+		status, err := c.call(ctx, http.MethodPost, rs, body, "", &a)
 		got := time.Now()
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -699,6 +732,14 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 			continue
 		}
 		c.count("acquired", 1)
+		fences := a.fences(rs)
+		if len(fences) != len(rs) {
+			c.count("acquire answer without a fence per resource", 1)
+			continue
+		}
+		if len(rs) > 1 {
+			c.count("acquired several", 1)
+		}
 		if read {
 			c.count("acquired read", 1)
 		}
@@ -707,7 +748,7 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 			c.count("re-acquired", 1)
 		}
 		end := sent.Add(time.Duration(a.ValidityMs) * time.Millisecond)
-		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Resource: res, Token: token, Fence: a.FencingToken, Sent: since(sent), Start: since(got), Read: read}
+		w := window{ID: fmt.Sprintf("c%d#%d", id, seq), Token: token, Sent: since(sent), Start: since(got), Read: read}
 		note := []string{fmt.Sprintf("acquire sent %v ttl %d wait %d validity %d", since(sent).Round(time.Millisecond), ttl, wait, a.ValidityMs)}
 		if a.Permit != nil {
 			w.Permit = *a.Permit + 1
@@ -742,7 +783,7 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 				// took it, even when the extend as a whole fails.
 				eTTL := cur + rng.IntN(c.TTL[1]-cur+1)
 				eSent := time.Now()
-				status, err := c.call(ctx, http.MethodPatch, res, fmt.Sprintf(`{"ttl_ms":%d}`, eTTL), a.Token, &e)
+				status, err := c.call(ctx, http.MethodPatch, rs, fmt.Sprintf(`{"ttl_ms":%d}`, eTTL), a.Token, &e)
 				if err != nil {
 					c.count("extend error", 1)
 					break
@@ -760,11 +801,11 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 					break
 				}
 				cur = eTTL
-				if e.FencingToken != a.FencingToken {
+				if got := e.fences(rs); !slices.Equal(got, fences) {
 					c.count("extend changed the fence", 1)
 					c.mu.Lock()
-					c.fenceChanged = append(c.fenceChanged, fmt.Sprintf("%s on %s: acquired with fencing token %d, extend sent %v answered %d",
-						w.ID, res, a.FencingToken, since(eSent).Round(time.Millisecond), e.FencingToken))
+					c.fenceChanged = append(c.fenceChanged, fmt.Sprintf("%s on %s: acquired with fencing tokens %v, extend sent %v answered %v",
+						w.ID, res, fences, since(eSent).Round(time.Millisecond), got))
 					c.mu.Unlock()
 				}
 				if ext := eSent.Add(time.Duration(e.ValidityMs) * time.Millisecond); eSent.Before(end) && ext.After(end) {
@@ -781,7 +822,7 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		}
 		if release && ctx.Err() == nil {
 			dSent := time.Now()
-			status, err := c.call(ctx, http.MethodDelete, res, "", a.Token, nil)
+			status, err := c.call(ctx, http.MethodDelete, rs, "", a.Token, nil)
 			if err != nil {
 				c.count("release error", 1)
 			} else {
@@ -798,8 +839,14 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		}
 		w.End = since(end)
 		w.Note = strings.Join(note, "; ")
+		if len(rs) > 1 {
+			w.Note = "of " + res + ": " + w.Note
+		}
 		c.mu.Lock()
-		c.windows = append(c.windows, w)
+		for i, r := range rs { // a lock on several resources holds each of them
+			w.Resource, w.Fence = r, fences[i]
+			c.windows = append(c.windows, w)
+		}
 		c.mu.Unlock()
 	}
 }
@@ -1091,6 +1138,24 @@ func TestCheckerCatchesUnsafeSemaphore(t *testing.T) { catchUnsafe(t, 8, 2, 2) }
 
 // rw makes a contention run's clients take read-write locks.
 func rw(c *contention) { c.RW = true }
+
+// multi makes half the acquires of a contention take several locks at once.
+func multi(c *contention) { c.Multi = true }
+
+// TestMultiExclusion: 12 clients on 5 locks in the soak (safeRun), half of
+// the acquires taking 2 or 3 of them at once (all or none): no two holders
+// of a resource overlap, whether they took it alone or with others, and
+// each resource's fences increase.
+func TestMultiExclusion(t *testing.T) {
+	c := safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second), multi)
+	if c.stats["acquired several"] == 0 || c.stats["acquired several"] == c.stats["acquired"] {
+		t.Errorf("%d of %d acquires took several locks: the run did not mix them", c.stats["acquired several"], c.stats["acquired"])
+	}
+}
+
+// TestCheckerCatchesUnsafeMulti: catchUnsafe with 8 clients on 3 locks,
+// taken alone or several at once.
+func TestCheckerCatchesUnsafeMulti(t *testing.T) { catchUnsafe(t, 8, 3, 0, multi) }
 
 // TestRWExclusion: 12 clients on 3 read-write locks in the soak (safeRun),
 // each acquire a reader's (one in three) or a writer's: no writer overlaps
