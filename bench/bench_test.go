@@ -26,9 +26,9 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if len(rep.runs) != 12+len(scenarios) || rep.runs[6].name != contendedMode || rep.runs[9].name != semContendedMode ||
-		rep.runs[10].name != rwMode || rep.waiting == nil || len(rep.gray) != 1 {
-		t.Fatalf("runs %d (want 6, the contended one, the 3 semaphore ones, the 2 rw ones and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
+	if len(rep.runs) != 14+len(scenarios) || rep.runs[6].name != contendedMode || rep.runs[9].name != semContendedMode ||
+		rep.runs[10].name != rwMode || rep.runs[12].name != multiMode || rep.waiting == nil || len(rep.gray) != 1 {
+		t.Fatalf("runs %d (want 6, the contended one, the 3 semaphore ones, the 2 rw ones, the 2 multi ones and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
 	}
 	for _, r := range rep.runs {
 		if r.cycles == 0 || r.errors != 0 {
@@ -44,7 +44,7 @@ func TestSmoke(t *testing.T) {
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
-		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "Redis commands/s while they wait",
+		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "Redis commands/s while they wait",
 		"gray 50ms, 2 of 5 slow: p50, p99, cycles/s over healthy", "gray 50ms, 3 of 5 paused: acquire's 503"} {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())

@@ -169,6 +169,11 @@ const (
 	// asking with wait_ms; and the same 18 clients all writers.
 	rwMode        = "16 readers + 2 writers (one lock, hold 1ms, wait_ms)"
 	rwWritersMode = "18 writers (one lock, hold 1ms, wait_ms)"
+	// 8 clients, each taking a random pair of 10 locks, holding both 1ms:
+	// all at once (POST /locks), or one by one in name order (the classic
+	// way to avoid deadlocks), asking with wait_ms.
+	multiMode   = "8 clients, random pairs of 10 locks at once (hold 1ms, wait_ms)"
+	inOrderMode = "8 clients, random pairs of 10 locks one by one in name order"
 )
 
 // locker takes the lock on res and returns how to release it.
@@ -179,6 +184,9 @@ type locker func(ctx context.Context, res string) (unlock func(context.Context) 
 func (l *lab) open(m mode) (locker, func(), error) {
 	if m.limit > 0 {
 		return permits(l.client, client.PermitOptions{Limit: m.limit, TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
+	}
+	if m.group == "multi" {
+		return pairs(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}, m.name == multiMode), l.closeConns, nil
 	}
 	if m.name == gatewayMode || m.name == contendedMode || m.group == "rw" {
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
@@ -226,6 +234,35 @@ func gateway(c *client.Client, o client.AcquireOptions) locker {
 	return func(ctx context.Context, res string) (func(context.Context) error, error) {
 		l, err := c.Acquire(ctx, res, o)
 		return func(ctx context.Context) error { return c.Release(ctx, res, l.Token) }, err
+	}
+}
+
+// pairs locks the resources named in res, separated by commas and in name
+// order, through the gateway with o: all at once, or one by one.
+func pairs(c *client.Client, o client.AcquireOptions, atOnce bool) locker {
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
+		rs := strings.Split(res, ",")
+		if atOnce {
+			m, err := c.AcquireMulti(ctx, rs, o)
+			return func(ctx context.Context) error { return c.ReleaseMulti(ctx, rs, m.Token) }, err
+		}
+		var held []client.Lock
+		unlock := func(ctx context.Context) error {
+			var errs []error
+			for _, l := range slices.Backward(held) {
+				errs = append(errs, c.Release(ctx, l.Resource, l.Token))
+			}
+			return errors.Join(errs...)
+		}
+		for _, r := range rs {
+			l, err := c.Acquire(ctx, r, o)
+			if err != nil {
+				_ = unlock(context.WithoutCancel(ctx))
+				return unlock, err
+			}
+			held = append(held, l)
+		}
+		return unlock, nil
 	}
 }
 

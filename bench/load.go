@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http/httptrace"
 	"slices"
 	"strconv"
@@ -34,12 +35,14 @@ func (s sample) pct(p float64) time.Duration {
 // and hold it that long (the contended runs); without, each has its own.
 // With a limit, the resources are semaphores of that limit, whose permits
 // the workers take through the gateway. With readers, the first readers
-// workers take the contended lock as readers, the others as writers. A mode
+// workers take the contended lock as readers, the others as writers. With
+// pairs, each cycle takes two of that many contended locks, at random. A mode
 // in halves runs twice, for half the duration each time, and its two results
 // are added up.
 type mode struct {
 	group, name       string
 	c, limit, readers int
+	pairs             int
 	hold, wait        time.Duration
 	halves            bool
 }
@@ -97,7 +100,12 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 			// failed must not refuse it every cycle until its TTL ends.
 			for key := strconv.Itoa(w); ctx.Err() == nil; {
 				res := prefix + key
-				if m.hold > 0 {
+				switch {
+				case m.pairs > 0:
+					p := rand.Perm(m.pairs)[:2]
+					slices.Sort(p)
+					res = fmt.Sprintf("%sp%d,%sp%d", prefix, p[0], prefix, p[1])
+				case m.hold > 0:
 					res = prefix + "contended"
 				}
 				t, err := lockCycle(ctx, lock, res, m.hold)

@@ -27,7 +27,7 @@ import (
 )
 
 // floors are the groups of floors that --floors selects.
-var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "waiters", "gray"}
+var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "multi", "waiters", "gray"}
 
 type config struct {
 	binary      string // the redlockd binary to start; "": go build ./cmd/redlockd
@@ -123,6 +123,8 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		{group: "semaphore", name: semContendedMode, c: 32, limit: 4, hold: 2 * time.Millisecond, wait: 5 * time.Second},
 		{group: "rw", name: rwMode, c: 18, readers: 16, hold: time.Millisecond, wait: 5 * time.Second},
 		{group: "rw", name: rwWritersMode, c: 18, hold: time.Millisecond, wait: 5 * time.Second},
+		{group: "multi", name: multiMode, c: 8, pairs: 10, hold: time.Millisecond, wait: 5 * time.Second},
+		{group: "multi", name: inOrderMode, c: 8, pairs: 10, hold: time.Millisecond, wait: 5 * time.Second},
 	} {
 		if !c.runs(m.group) || ctx.Err() != nil {
 			continue
@@ -221,6 +223,13 @@ func (r *report) print(w io.Writer) bool {
 		fmt.Fprintf(tw, "rw: reader's wait p99 (POST to 201)\t%s\t\tinfo\n", ms(rWait.pct(0.99)))
 		check("rw: writer's wait p99 (POST to 201; all writers: p99)", fmt.Sprintf("%s (%s), %d writes, %d errors", ms(wWait.pct(0.99)), ms(bWait.pct(0.99)), len(writes), x.errors),
 			"writers served", len(writes) > 0 && x.errors == 0)
+	}
+	if x, b := run["multi: "+multiMode], run["multi: "+inOrderMode]; x != nil && b != nil {
+		_, xWait := rwFigures(x, false)
+		_, bWait := rwFigures(b, false)
+		check("multi: cycles/s, wait p99 (one by one in name order: cycles/s, wait p99)",
+			fmt.Sprintf("%.0f, %s (%.0f, %s), %d errors", x.perSecond(), ms(xWait.pct(0.99)), b.perSecond(), ms(bWait.pct(0.99)), x.errors+b.errors),
+			"all served", x.cycles > 0 && x.errors == 0)
 	}
 	if x := r.waiting; x != nil {
 		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
