@@ -134,8 +134,11 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	base := c.opts.KeyPrefix + "lock:" + o.Namespace + "/"
-	match := globEscape(base+o.Prefix) + "*"
+	// A lock is held by a writer (its lock: key) or by readers (readers:):
+	// the SCAN matches every kind of key of the namespace's resources, and
+	// keeps those two.
+	base := o.Namespace + "/"
+	match := globEscape(c.opts.KeyPrefix) + "*:" + globEscape(base+o.Prefix) + "*"
 	type candidate struct {
 		node     int
 		resource string
@@ -159,7 +162,9 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 		var names []string
 		for _, k := range keys {
-			if r := strings.TrimPrefix(k, base); r > lc.after && strings.HasPrefix(r, o.Prefix) && ValidName(r) {
+			kind, rest, _ := strings.Cut(strings.TrimPrefix(k, c.opts.KeyPrefix), ":")
+			r, ok := strings.CutPrefix(rest, base)
+			if (kind == "lock" || kind == "readers") && ok && r > lc.after && strings.HasPrefix(r, o.Prefix) && ValidName(r) {
 				names = append(names, r)
 			}
 		}

@@ -157,3 +157,39 @@ func TestListInvalid(t *testing.T) {
 		t.Fatalf("List of an empty namespace = %+v, %v", p, err)
 	}
 }
+
+// TestListReaders: a lock held by readers only is listed once, as read
+// with its readers counted; a released lock, whose fence key stays, is not.
+func TestListReaders(t *testing.T) {
+	cl := newCluster(t, 5, Options{})
+	ctx := t.Context()
+	pre := uniq(t) + "-"
+	read := AcquireOptions{Namespace: "a", TTL: 10 * time.Second, Mode: ModeRead, Owner: "r"}
+	for range 2 {
+		if _, err := cl.c.Acquire(ctx, pre+"r", read); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.c.Acquire(ctx, pre+"w", AcquireOptions{Namespace: "a", TTL: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := cl.c.Acquire(ctx, pre+"x", AcquireOptions{Namespace: "a", TTL: 10 * time.Second})
+	if err == nil {
+		err = cl.c.Release(ctx, "a", pre+"x", x.Token)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.settle()
+	defer func(n int64) { scanCount = n }(scanCount)
+	for _, n := range []int64{2, 100} {
+		scanCount = n
+		seen, infos := listAll(t, cl.c, ListOptions{Namespace: "a", Prefix: pre, Limit: 1})
+		if len(seen) != 2 || seen[pre+"r"] != 1 || seen[pre+"w"] != 1 {
+			t.Fatalf("scan count %d: listed %v, want %sr and %sw once", n, seen, pre, pre)
+		}
+		if r := infos[pre+"r"]; r.Mode != ModeRead || r.Readers != 2 || r.Owner != "r" || infos[pre+"w"].Mode != ModeWrite {
+			t.Errorf("listed %+v and %+v", r, infos[pre+"w"])
+		}
+	}
+}
