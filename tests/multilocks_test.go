@@ -198,3 +198,26 @@ func TestMultiLocks(t *testing.T) {
 		wantProblem(t, gw.do(t, http.MethodDelete, "/locks?resource=a", ""), http.StatusBadRequest, "invalid-request")
 	})
 }
+
+// TestMultiNamespaces: locks on several resources live in the caller's
+// namespace: a reader of one of them in another namespace does not keep
+// them out; in their own namespace it does, and a multi-resource lock keeps
+// out a reader there; another namespace's key cannot release them.
+func TestMultiNamespaces(t *testing.T) {
+	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
+	gw := startGateway(t, startCluster(t, 3), "--api-keys-file", keysFile(t, a, b))
+	res := resourceName(t)
+	rs := []string{res + "-1", res + "-2"}
+
+	r := gw.do(t, http.MethodPost, "/locks/"+rs[1], readBody, bearer(b.Key)...)
+	wantStatus(t, r, http.StatusCreated)
+	wantProblem(t, gw.do(t, http.MethodPost, "/locks", multiBody(rs, ""), bearer(b.Key)...), http.StatusConflict, "lock-held")
+	m := gw.do(t, http.MethodPost, "/locks", multiBody(rs, ""), bearer(a.Key)...)
+	wantStatus(t, m, http.StatusCreated)
+	wantProblem(t, gw.do(t, http.MethodPost, "/locks/"+rs[0], readBody, bearer(a.Key)...), http.StatusConflict, "lock-held")
+	tok := append(bearer(b.Key), "Lock-Token", m.str(t, "token"))
+	wantProblem(t, gw.do(t, http.MethodDelete, multiPath(rs), "", tok...), http.StatusConflict, "not-owner")
+	wantStatus(t, gw.do(t, http.MethodDelete, multiPath(rs), "", append(bearer(a.Key), "Lock-Token", m.str(t, "token"))...), http.StatusNoContent)
+	wantProblem(t, gw.do(t, http.MethodPost, "/locks", multiBody(rs, "")), http.StatusUnauthorized, "unauthorized")
+	wantStatus(t, gw.do(t, http.MethodDelete, "/locks/"+rs[1], "", append(bearer(b.Key), "Lock-Token", r.str(t, "token"))...), http.StatusNoContent)
+}
