@@ -4,6 +4,8 @@ import type { components } from './schema.js';
 
 type Schemas = components['schemas'];
 export type LockResponse = Schemas['LockResponse'];
+export type MultiLockResponse = Schemas['MultiLockResponse'];
+export type FencedResource = Schemas['FencedResource'];
 export type LockInfo = Schemas['LockInfo'];
 export type LockList = Schemas['LockList'];
 export type ListedLock = Schemas['ListedLock'];
@@ -36,6 +38,15 @@ export interface AcquireOptions extends CallOptions {
   mode?: Schemas['AcquireRequest']['mode'];
 }
 
+/** Options of acquireMulti: acquire's, without a mode (the locks are write locks). */
+export interface AcquireMultiOptions extends CallOptions {
+  ttlMs?: Schemas['MultiAcquireRequest']['ttl_ms'];
+  waitMs?: Schemas['MultiAcquireRequest']['wait_ms'];
+  /** 22-128 characters of [A-Za-z0-9_-]; makes the acquire idempotent. */
+  token?: Schemas['MultiAcquireRequest']['token'];
+  owner?: Schemas['MultiAcquireRequest']['owner'];
+}
+
 export interface ExtendOptions extends CallOptions {
   ttlMs?: Schemas['ExtendRequest']['ttl_ms'];
 }
@@ -46,14 +57,20 @@ export interface ListOptions extends CallOptions {
   cursor?: string;
 }
 
-/** An acquired or extended lock. */
-export type Held = LockResponse & {
+/** When an acquired or extended lock is safe until (rule 1). */
+export interface Timing {
   requestId: string;
   /** performance.now() just before the request went out. */
   startedAt: number;
   /** startedAt + validity_ms: the lock is safe until performance.now() reaches it (rule 1). */
   validUntil: number;
-};
+}
+
+/** An acquired or extended lock. */
+export type Held = LockResponse & Timing;
+
+/** The acquired or extended locks of several resources: `resources` lists each with its fencing token. */
+export type HeldMulti = MultiLockResponse & Timing;
 
 export interface Fields {
   /** The HTTP status; 0 when no answer came. */
@@ -100,6 +117,16 @@ export interface Work {
   token: string;
 }
 
+export interface WorkMulti {
+  resources: string[];
+  /** The fencing token of each resource, in the order of resources (rule 2). */
+  fencingTokens: number[];
+  /** Aborted (reason: a LockLostError) once the locks are lost, or when the caller's signal aborts. */
+  signal: AbortSignal;
+  /** The locks' token: keep it out of logs and URLs. */
+  token: string;
+}
+
 export interface WithLockOptions {
   /** Default 30000; extended every ttlMs/3. */
   ttlMs?: number;
@@ -114,11 +141,23 @@ export interface WithLockOptions {
   signal?: AbortSignal;
 }
 
+/** Options of withLocks: withLock's, without a mode. */
+export type WithLocksOptions = Omit<WithLockOptions, 'mode'>;
+
 export class Client {
   constructor(options: ClientOptions);
   acquire(resource: string, options?: AcquireOptions): Promise<Held>;
   extend(resource: string, token: string, options?: ExtendOptions): Promise<Held>;
   release(resource: string, token: string, options?: CallOptions): Promise<void>;
+  /**
+   * Takes the write locks of every resource (1-16 valid names, none
+   * repeated, else a ConfigError before any request), or none; errors as
+   * acquire's.
+   */
+  acquireMulti(resources: string[], options?: AcquireMultiOptions): Promise<HeldMulti>;
+  /** Extends the locks that token holds on resources, only if it holds every one of them. */
+  extendMulti(resources: string[], token: string, options?: ExtendOptions): Promise<HeldMulti>;
+  releaseMulti(resources: string[], token: string, options?: CallOptions): Promise<void>;
   inspect(resource: string, options?: CallOptions): Promise<LockInfo & { requestId: string }>;
   list(options?: ListOptions): Promise<LockList & { requestId: string }>;
   /**
@@ -128,6 +167,8 @@ export class Client {
    * or not held at release.
    */
   withLock<T>(resource: string, fn: (work: Work) => T | Promise<T>, options?: WithLockOptions): Promise<T>;
+  /** withLock for the locks of several resources, taken all or none (acquireMulti). */
+  withLocks<T>(resources: string[], fn: (work: WorkMulti) => T | Promise<T>, options?: WithLocksOptions): Promise<T>;
 }
 
 /** A random token: 24 characters of [A-Za-z0-9_-]. */

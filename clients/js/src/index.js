@@ -6,6 +6,9 @@
 // fires when the lock is lost, release at the end with a 409 reported.
 
 const TOKEN_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+// The rules of a multi-resource lock's resources (SPEC §8).
+const MAX_RESOURCES = 16;
+const NAME = /^[A-Za-z0-9._:-]{1,200}$/;
 
 // RedlockdError is the base of every error: status (0 when no answer came),
 // the problem type and detail, and the X-Request-Id of the answer. Messages
@@ -37,6 +40,11 @@ export class LockLostError extends RedlockdError {}
 // newToken is a random lock token: 24 characters of [A-Za-z0-9_-] (144 bits).
 export function newToken() {
   return Array.from(crypto.getRandomValues(new Uint8Array(24)), (b) => TOKEN_ALPHABET[b & 63]).join('');
+}
+
+// defined is o without its undefined members: a request body.
+function defined(o) {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 }
 
 // sleep resolves true after ms, or false at once when signal aborts.
@@ -120,15 +128,9 @@ export class Client {
   // it with other readers ('write', the default, is exclusive). With a token
   // of your choosing the call is idempotent: retry it when the outcome is unknown.
   async acquire(resource, { ttlMs, waitMs, token, owner, mode, timeoutMs, signal } = {}) {
-    const body = {};
-    if (ttlMs !== undefined) body.ttl_ms = ttlMs;
-    if (waitMs !== undefined) body.wait_ms = waitMs;
-    if (token !== undefined) body.token = token;
-    if (owner !== undefined) body.owner = owner;
-    if (mode !== undefined) body.mode = mode;
     const startedAt = performance.now();
     const [res, json] = await this.#call('acquire', resource, 'POST', Client.#path(resource), 201,
-      { body, signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
+      { body: defined({ ttl_ms: ttlMs, wait_ms: waitMs, token, owner, mode }), signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
     return Client.#held(res, json, startedAt);
   }
 
@@ -144,6 +146,46 @@ export class Client {
   // it was not held any more.
   async release(resource, token, { timeoutMs, signal } = {}) {
     await this.#call('release', resource, 'DELETE', Client.#path(resource), 204, { token, timeoutMs, signal });
+  }
+
+  // #multi checks the resources of a multi-resource lock as the gateway does
+  // (1-16 names of [A-Za-z0-9._:-], none repeated) and returns the URL
+  // naming them, /locks?resource=a&resource=b.
+  static #multi(op, resources) {
+    if (!Array.isArray(resources) || resources.length < 1 || resources.length > MAX_RESOURCES
+      || new Set(resources).size !== resources.length || !resources.every((r) => typeof r === 'string' && NAME.test(r) && r !== '.' && r !== '..')) {
+      throw new ConfigError(`${op} ${resources}: resources must be 1-${MAX_RESOURCES} names of [A-Za-z0-9._:-] (1-200 characters, not . or ..), none repeated`,
+        { type: 'urn:redlockd:problem:invalid-request' });
+    }
+    return `/locks?${new URLSearchParams(resources.map((r) => ['resource', r]))}`;
+  }
+
+  // acquireMulti takes the write locks of every resource in resources, or
+  // none (POST /locks): the gateway's nodes grant all or nothing, so taking
+  // [a, b] and [b, a] at once never deadlocks. The answer lists each
+  // resource's fencing token; options and errors are acquire's.
+  async acquireMulti(resources, { ttlMs, waitMs, token, owner, timeoutMs, signal } = {}) {
+    Client.#multi('acquire', resources);
+    const startedAt = performance.now();
+    const [res, json] = await this.#call('acquire', resources.join(' '), 'POST', '/locks', 201,
+      { body: defined({ resources, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
+    return Client.#held(res, json, startedAt);
+  }
+
+  // extendMulti makes the locks that token holds on resources valid for
+  // ttlMs from now (PATCH), only if it holds every one of them.
+  async extendMulti(resources, token, { ttlMs, timeoutMs, signal } = {}) {
+    const path = Client.#multi('extend', resources), startedAt = performance.now();
+    const [res, json] = await this.#call('extend', resources.join(' '), 'PATCH', path, 200,
+      { body: defined({ ttl_ms: ttlMs }), token, timeoutMs, signal });
+    return Client.#held(res, json, startedAt);
+  }
+
+  // releaseMulti releases the locks that token holds on resources (DELETE);
+  // NotOwnerError when they were not held any more.
+  async releaseMulti(resources, token, { timeoutMs, signal } = {}) {
+    const path = Client.#multi('release', resources);
+    await this.#call('release', resources.join(' '), 'DELETE', path, 204, { token, timeoutMs, signal });
   }
 
   // inspect tells whether the lock is held, and by whom (never the token).
@@ -165,14 +207,37 @@ export class Client {
 
   // withLock runs fn({fencingToken, signal, token, resource}) holding the
   // lock and returns its result; see docs/clients.md and index.d.ts.
-  async withLock(resource, fn, { ttlMs = 30_000, waitMs = 0, owner, mode, token = newToken(), signal } = {}) {
+  withLock(resource, fn, { mode, ...options } = {}) {
+    return this.#hold(resource, {
+      acquire: (o) => this.acquire(resource, { ...o, mode }),
+      extend: (token, o) => this.extend(resource, token, o),
+      release: (token) => this.release(resource, token),
+      work: (lock, signal) => fn({ fencingToken: lock.fencing_token, signal, token: lock.token, resource }),
+    }, options);
+  }
+
+  // withLocks is withLock for the locks of several resources, taken all or
+  // none: fn({fencingTokens, signal, token, resources}), the fencing tokens
+  // in the order of resources.
+  withLocks(resources, fn, options = {}) {
+    return this.#hold(String(resources), {
+      acquire: (o) => this.acquireMulti(resources, o),
+      extend: (token, o) => this.extendMulti(resources, token, o),
+      release: (token) => this.releaseMulti(resources, token),
+      work: (lock, signal) => fn({ fencingTokens: lock.resources.map((r) => r.fencing_token), signal, token: lock.token, resources }),
+    }, options);
+  }
+
+  // #hold applies the rules of withLock to the lock(s) that ops acquire,
+  // extend and release, named label in errors; ops.work runs fn.
+  async #hold(label, ops, { ttlMs = 30_000, waitMs = 0, owner, token = newToken(), signal } = {}) {
     // Acquire with one token throughout, so that an acquire retried after a
     // 503 or no answer gets the lock the lost attempt may have taken.
     const waitEnd = performance.now() + waitMs;
     let lock;
     for (;;) {
       try {
-        lock = await this.acquire(resource, { ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, mode, signal });
+        lock = await ops.acquire({ ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
         break;
       } catch (err) {
         const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
@@ -185,7 +250,7 @@ export class Client {
     const stop = new AbortController(); // ends the extensions
     const work = new AbortController(); // fn's signal: the lock is lost, or the caller aborted
     const lose = (why, cause) => {
-      lost ??= new LockLostError(`${resource}: lock lost: ${why}`, { status: cause?.status ?? 0, requestId: cause?.requestId ?? '' }, cause);
+      lost ??= new LockLostError(`${label}: lock lost: ${why}`, { status: cause?.status ?? 0, requestId: cause?.requestId ?? '' }, cause);
       stop.abort();
       work.abort(lost);
     };
@@ -200,7 +265,7 @@ export class Client {
         const left = deadline - performance.now();
         if (left <= 0) return lose('no extension succeeded before its validity ended'), false;
         try {
-          until = (await this.extend(resource, lock.token, { ttlMs, timeoutMs: Math.min(left, ttlMs / 3), signal: stop.signal })).validUntil;
+          until = (await ops.extend(lock.token, { ttlMs, timeoutMs: Math.min(left, ttlMs / 3), signal: stop.signal })).validUntil;
           arm();
           return true;
         } catch (err) {
@@ -223,7 +288,7 @@ export class Client {
     let result, failure;
     try {
       work.signal.throwIfAborted();
-      result = await fn({ fencingToken: lock.fencing_token, signal: work.signal, token: lock.token, resource });
+      result = await ops.work(lock, work.signal);
       if (!lost && performance.now() >= until) lose('its validity ended during the work');
     } catch (err) {
       failure = { err };
@@ -233,10 +298,10 @@ export class Client {
     signal?.removeEventListener('abort', onAbort);
     await keeping;
     try {
-      await this.release(resource, lock.token);
+      await ops.release(lock.token);
     } catch (err) {
       if (err instanceof NotOwnerError) {
-        lost = new LockLostError(`${resource}: lock lost: not held at release (${err.lockState}): the work may not have been exclusive`,
+        lost = new LockLostError(`${label}: lock lost: not held at release (${err.lockState}): the work may not have been exclusive`,
           { status: err.status, requestId: err.requestId }, err);
       } // else unknown: the lock expires at the end of its TTL anyway
     }

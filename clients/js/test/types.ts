@@ -1,6 +1,6 @@
 // Compiled by `npm run typecheck` (tsc --noEmit), never run: the public
 // types fit together with the generated schema.
-import { Client, LockHeldError, type Held, type LockInfo } from '../src/index.js';
+import { Client, LockHeldError, type Held, type HeldMulti, type LockInfo } from '../src/index.js';
 
 const client = new Client({ url: 'http://127.0.0.1:8080', apiKey: 'k', timeoutMs: 5_000 });
 async function typed(): Promise<number> {
@@ -14,6 +14,14 @@ async function typed(): Promise<number> {
     if (err instanceof LockHeldError) return err.retryAfterMs ?? 0;
   }
   await client.release('r', held.token);
+  const both: HeldMulti = await client.acquireMulti(['a', 'b'], { ttlMs: 1_000, waitMs: 0, owner: 'me', token: held.token });
+  const extended = await client.extendMulti(['a', 'b'], both.token, { ttlMs: 1_000 });
+  await client.releaseMulti(['a', 'b'], both.token);
+  fences.push(...extended.resources.map((r) => r.fencing_token), both.validUntil);
+  fences.push(await client.withLocks(['a', 'b'], ({ fencingTokens, resources, signal }) => {
+    signal.throwIfAborted();
+    return fencingTokens[0] + resources.length;
+  }, { ttlMs: 1_000, waitMs: 100 }));
   return client.withLock('r', async ({ fencingToken, signal }) => {
     signal.throwIfAborted();
     return fencingToken + (info.fencing_token ?? 0) + fences.length + held.validUntil;
