@@ -11,12 +11,12 @@
 docs/clients.md explains the four rules this applies.
 """
 
-from .client import Client, ListedLock, Lock, LockInfo, LockPage
+from .client import Client, ListedLock, Lock, LockInfo, LockPage, MultiLock
 from .errors import (ConfigError, LockHeldError, LockLostError, NotOwnerError, RedlockdError,
                      UnavailableError)
 from .held import HeldLock
 
 __all__ = [
     "Client", "ConfigError", "HeldLock", "ListedLock", "Lock", "LockHeldError", "LockInfo", "LockLostError",
-    "LockPage", "NotOwnerError", "RedlockdError", "UnavailableError",
+    "LockPage", "MultiLock", "NotOwnerError", "RedlockdError", "UnavailableError",
 ]

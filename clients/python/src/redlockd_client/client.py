@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from .errors import ConfigError, LockHeldError, NotOwnerError, RedlockdError, UnavailableError
 from .held import HeldLock
 
 T = TypeVar("T")
+
+# The rules of a multi-resource lock's resources (SPEC §8).
+MAX_RESOURCES = 16
+_NAME = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,29 @@ class Lock:
     quorum: int = 0
     locked_nodes: int = 0
     mode: str = "write"  # "read" when shared with other readers
+
+    def remaining(self) -> float:
+        """Seconds of validity left (negative once it ended)."""
+        return self.until - time.monotonic()
+
+
+@dataclass(frozen=True)
+class MultiLock:
+    """The write locks of several resources, taken all together (all or none)
+    by acquire_multi under one ``token`` (never shown by repr):
+    ``fencing_tokens[i]`` is the fencing token of ``resources[i]``. The other
+    fields are a Lock's, for every resource at once."""
+
+    resources: Tuple[str, ...]
+    fencing_tokens: Tuple[int, ...]
+    token: str = field(repr=False)
+    ttl_ms: int
+    validity_ms: int
+    expires_at: str
+    until: float
+    nodes: int = 0
+    quorum: int = 0
+    locked_nodes: int = 0
 
     def remaining(self) -> float:
         """Seconds of validity left (negative once it ended)."""
@@ -169,6 +197,38 @@ class Client:
         (expired or taken): the work may not have been exclusive."""
         self._request("DELETE", self._path(resource), token=token, timeout=timeout, what=f"release {resource}")
 
+    def acquire_multi(self, resources: Sequence[str], ttl: float = 30.0, wait: float = 0.0,
+                      token: Optional[str] = None, owner: Optional[str] = None) -> MultiLock:
+        """Takes the write locks of every resource in ``resources``, or none:
+        the gateway's nodes grant all or nothing, so taking ["a", "b"] and
+        ["b", "a"] at once never deadlocks. Arguments and errors are
+        acquire's; bad ``resources`` raise ConfigError before any request."""
+        what = "acquire " + " ".join(_check_resources("acquire", resources))
+        body: Dict[str, Any] = {"resources": list(resources), "ttl_ms": _ms(ttl), "wait_ms": _ms(wait)}
+        if token is not None:
+            body["token"] = token
+        if owner is not None:
+            body["owner"] = owner
+        start = time.monotonic()
+        _, res = self._request("POST", "/locks", body, timeout=self.timeout + wait, what=what)
+        return self._decode(what, lambda: _multi(res, start))
+
+    def extend_multi(self, resources: Sequence[str], token: str, ttl: float = 30.0,
+                     timeout: Optional[float] = None) -> MultiLock:
+        """Resets the TTL of the locks ``token`` holds on ``resources``, only
+        if it holds every one of them; NotOwnerError otherwise."""
+        what = "extend " + " ".join(_check_resources("extend", resources))
+        start = time.monotonic()
+        _, res = self._request("PATCH", _multi_path(resources), {"ttl_ms": _ms(ttl)}, token=token,
+                               timeout=timeout, what=what)
+        return self._decode(what, lambda: _multi(res, start))
+
+    def release_multi(self, resources: Sequence[str], token: str, timeout: Optional[float] = None) -> None:
+        """Releases the locks ``token`` holds on ``resources``; NotOwnerError
+        when it did not hold them (expired or taken)."""
+        what = "release " + " ".join(_check_resources("release", resources))
+        self._request("DELETE", _multi_path(resources), token=token, timeout=timeout, what=what)
+
     def inspect(self, resource: str) -> LockInfo:
         """Who holds the lock (never its token); ``held`` False when free."""
         what = f"inspect {resource}"
@@ -217,6 +277,28 @@ def _known(cls: type, d: Dict[str, Any]) -> Dict[str, Any]:
 def _lock(res: Dict[str, Any], start: float) -> Lock:
     fields = _known(Lock, res)
     return Lock(**fields, until=start + res["validity_ms"] / 1000)
+
+
+def _check_resources(op: str, resources: Sequence[str]) -> Sequence[str]:
+    """resources, checked as the gateway does: 1-16 valid names, none repeated."""
+    if (isinstance(resources, str) or not 1 <= len(resources) <= MAX_RESOURCES
+            or len(set(resources)) != len(resources)
+            or not all(isinstance(r, str) and _NAME.fullmatch(r) and r not in (".", "..") for r in resources)):
+        raise ConfigError(f"{op}: resources must be 1-{MAX_RESOURCES} names of [A-Za-z0-9._:-] "
+                          "(1-200 characters, not . or ..), none repeated",
+                          type="urn:redlockd:problem:invalid-request")
+    return resources
+
+
+def _multi_path(resources: Sequence[str]) -> str:
+    return "/locks?" + urllib.parse.urlencode([("resource", r) for r in resources])
+
+
+def _multi(res: Dict[str, Any], start: float) -> MultiLock:
+    fields = _known(MultiLock, res)
+    fenced = fields.pop("resources")
+    return MultiLock(**fields, resources=tuple(r["resource"] for r in fenced),
+                     fencing_tokens=tuple(r["fencing_token"] for r in fenced), until=start + res["validity_ms"] / 1000)
 
 
 def _problem(what: str, status: int, request_id: Optional[str], body: Dict[str, Any]) -> RedlockdError:
