@@ -130,7 +130,8 @@ export class Client {
   async acquire(resource, { ttlMs, waitMs, token, owner, mode, timeoutMs, signal } = {}) {
     const startedAt = performance.now();
     const [res, json] = await this.#call('acquire', resource, 'POST', Client.#path(resource), 201,
-      { body: defined({ ttl_ms: ttlMs, wait_ms: waitMs, token, owner, mode }), signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
+      { body: defined({ ttl_ms: ttlMs, wait_ms: waitMs, token, owner, mode }), signal,
+        timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
     return Client.#held(res, json, startedAt);
   }
 
@@ -152,10 +153,11 @@ export class Client {
   // (1-16 names of [A-Za-z0-9._:-], none repeated) and returns the URL
   // naming them, /locks?resource=a&resource=b.
   static #multi(op, resources) {
+    const name = (r) => typeof r === 'string' && NAME.test(r) && r !== '.' && r !== '..';
     if (!Array.isArray(resources) || resources.length < 1 || resources.length > MAX_RESOURCES
-      || new Set(resources).size !== resources.length || !resources.every((r) => typeof r === 'string' && NAME.test(r) && r !== '.' && r !== '..')) {
-      throw new ConfigError(`${op} ${resources}: resources must be 1-${MAX_RESOURCES} names of [A-Za-z0-9._:-] (1-200 characters, not . or ..), none repeated`,
-        { type: 'urn:redlockd:problem:invalid-request' });
+      || new Set(resources).size !== resources.length || !resources.every(name)) {
+      throw new ConfigError(`${op} ${resources}: resources must be 1-${MAX_RESOURCES} names of [A-Za-z0-9._:-]`
+        + ' (1-200 characters, not . or ..), none repeated', { type: 'urn:redlockd:problem:invalid-request' });
     }
     return `/locks?${new URLSearchParams(resources.map((r) => ['resource', r]))}`;
   }
@@ -168,7 +170,8 @@ export class Client {
     Client.#multi('acquire', resources);
     const startedAt = performance.now();
     const [res, json] = await this.#call('acquire', resources.join(' '), 'POST', '/locks', 201,
-      { body: defined({ resources, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
+      { body: defined({ resources, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), signal,
+        timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
     return Client.#held(res, json, startedAt);
   }
 
@@ -224,7 +227,9 @@ export class Client {
       acquire: (o) => this.acquireMulti(resources, o),
       extend: (token, o) => this.extendMulti(resources, token, o),
       release: (token) => this.releaseMulti(resources, token),
-      work: (lock, signal) => fn({ fencingTokens: lock.resources.map((r) => r.fencing_token), signal, token: lock.token, resources }),
+      work: (lock, signal) => fn({
+        fencingTokens: lock.resources.map((r) => r.fencing_token), signal, token: lock.token, resources,
+      }),
     }, options);
   }
 
