@@ -210,7 +210,7 @@ export class Client {
 
   // withLock runs fn({fencingToken, signal, token, resource}) holding the
   // lock and returns its result; see docs/clients.md and index.d.ts.
-  withLock(resource, fn, { mode, ...options } = {}) {
+  async withLock(resource, fn, { mode, ...options } = {}) {
     return this.#hold(resource, {
       acquire: (o) => this.acquire(resource, { ...o, mode }),
       extend: (token, o) => this.extend(resource, token, o),
@@ -222,7 +222,7 @@ export class Client {
   // withLocks is withLock for the locks of several resources, taken all or
   // none: fn({fencingTokens, signal, token, resources}), the fencing tokens
   // in the order of resources.
-  withLocks(resources, fn, options = {}) {
+  async withLocks(resources, fn, options = {}) {
     return this.#hold(String(resources), {
       acquire: (o) => this.acquireMulti(resources, o),
       extend: (token, o) => this.extendMulti(resources, token, o),
