@@ -127,7 +127,8 @@ func TestBadInput(t *testing.T) {
 		{name: "UnknownPath", method: "GET", path: "/nope", want: []outcome{notFound}},
 		{name: "LockSubpath", method: "GET", path: H + "/x", want: []outcome{notFound}},
 		{name: "DeleteLockSubpath", method: "DELETE", path: H + "/x", hdr: goodTok, want: []outcome{notFound}},
-		{name: "LocksRoot", method: "POST", path: "/locks", want: []outcome{notFound, notAllowed}},
+		{name: "LocksRoot", method: "PUT", path: "/locks", want: []outcome{notAllowed}},
+		{name: "LocksRootNoBody", method: "POST", path: "/locks", want: []outcome{invalid}},
 
 		// Lock-Token.
 		{name: "DeleteNoToken", method: "DELETE", path: H, want: []outcome{invalid}},
