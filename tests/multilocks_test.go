@@ -221,3 +221,27 @@ func TestMultiNamespaces(t *testing.T) {
 	wantProblem(t, gw.do(t, http.MethodPost, "/locks", multiBody(rs, "")), http.StatusUnauthorized, "unauthorized")
 	wantStatus(t, gw.do(t, http.MethodDelete, "/locks/"+rs[1], "", append(bearer(b.Key), "Lock-Token", r.str(t, "token"))...), http.StatusNoContent)
 }
+
+// TestMultiUnavailable: with a majority of nodes down, acquiring, extending
+// and releasing locks on several resources answer 503 quorum-unavailable
+// (the outcome cannot be known), at once.
+func TestMultiUnavailable(t *testing.T) {
+	nodes, gw := startFaultGateway(t)
+	res := resourceName(t)
+	rs := []string{res + "-1", res + "-2"}
+	m := gw.do(t, http.MethodPost, "/locks", multiBody(rs, `,"ttl_ms":20000`))
+	wantStatus(t, m, http.StatusCreated)
+	waitHolders(t, nodes, rs[1], m.str(t, "token"), 5)
+	for _, i := range []int{0, 1, 2} {
+		nodes[i].Kill()
+	}
+	tok := []string{"Lock-Token", m.str(t, "token")}
+	for _, r := range []*Resp{
+		gw.do(t, http.MethodPatch, multiPath(rs), `{"ttl_ms":20000}`, tok...),
+		gw.do(t, http.MethodDelete, multiPath(rs), "", tok...),
+		gw.do(t, http.MethodPost, "/locks", multiBody([]string{res + "-3", res + "-4"}, "")),
+	} {
+		wantProblem(t, r, http.StatusServiceUnavailable, "quorum-unavailable")
+		wantFast(t, r)
+	}
+}
