@@ -64,7 +64,7 @@ if pttl == nil then
 end
 if ARGV[4] ~= '0' then
   redis.call('SET', KEYS[4], '1', 'PX', math.max(pttl, 1) + 1000)
-  if now ~= nil and tonumber(ARGV[5]) > 0 then
+  if now ~= nil and tonumber(ARGV[5]) > 0 then -- refused by readers: only their check sets now
     local px = math.min(math.max(pttl, 1) + 1000, tonumber(ARGV[5]))
     redis.call('ZADD', KEYS[7], now + px, ARGV[1])
     if redis.call('PTTL', KEYS[7]) < px then

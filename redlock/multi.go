@@ -141,7 +141,7 @@ func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
 		a.locks = locks
 	}
 	rd.stragglers(func(late []reply[[]acqReply], silent []int) {
-		var undo []int
+		var undo []int // the same nodes for every resource: a node answers for all
 		for i, t := range ts {
 			rs := make([]reply[acqReply], len(late))
 			for j, r := range late {

@@ -12,14 +12,11 @@ import (
 
 // AcquireLocks takes the locks of several resources, all or none: 201.
 func (s *Server) AcquireLocks(ctx context.Context, req api.AcquireLocksRequestObject) (api.AcquireLocksResponseObject, error) {
-	if err := s.admitAny(ctx); err != nil {
-		return nil, err
-	}
-	if req.Body == nil {
-		return nil, badRequest("the body must give resources")
-	}
 	b := req.Body
-	if err := checkResources(b.Resources); err != nil {
+	if b == nil {
+		b = &api.MultiAcquireRequest{} // no resources: refused as such
+	}
+	if err := s.admitResources(ctx, b.Resources); err != nil {
 		return nil, err
 	}
 	o, err := s.acquireOptions(ctx, &api.AcquireRequest{TTLMs: b.TTLMs, WaitMs: b.WaitMs, Token: b.Token, Owner: b.Owner})
@@ -70,16 +67,12 @@ func (s *Server) ExtendLocks(ctx context.Context, req api.ExtendLocksRequestObje
 	return api.ExtendLocks200JSONResponse{Body: multiResponse(lock), Headers: api.ExtendLocks200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
 }
 
-// admitResources is admitAny, then checkResources.
+// admitResources is admit for the resources of a multi-resource lock: 1 to
+// redlock.MaxResources valid names, none repeated.
 func (s *Server) admitResources(ctx context.Context, resources []string) error {
 	if err := s.admitAny(ctx); err != nil {
 		return err
 	}
-	return checkResources(resources)
-}
-
-// checkResources checks the resources of a multi-resource lock.
-func checkResources(resources []string) error {
 	if problem := valid.Resources(resources); problem != "" {
 		return badRequest("%s", problem)
 	}

@@ -132,12 +132,13 @@ func ParseRunFlags(args []string, lookupEnv func(string) (string, bool)) (RunCon
 	if _, err := client.New(c.URL, client.Options{}); err != nil {
 		add("--url: %v", strings.TrimPrefix(err.Error(), "client: "))
 	}
+	several := valid.Resources(c.Resources) // what is wrong with several --resource
 	errs = append(errs, problems([]check{
 		{len(c.Resources) == 0 && c.Semaphore == "", "--resource is required (or --semaphore and --limit, for a permit)"},
 		{len(c.Resources) > 0 && c.Semaphore != "", "--resource and --semaphore exclude each other: hold a lock or a permit"},
 		{len(c.Resources) == 1 && !redlock.ValidName(c.Resources[0]),
 			fmt.Sprintf("--resource %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", strings.Join(c.Resources, " "))},
-		{len(c.Resources) > 1 && valid.Resources(c.Resources) != "", "--resource, repeated: " + valid.Resources(c.Resources)},
+		{len(c.Resources) > 1 && several != "", "--resource, repeated: " + several},
 		{len(c.Resources) > 1 && c.Read, "--read takes one --resource: a lock on several resources is a writer's"},
 		{c.Semaphore != "" && !redlock.ValidName(c.Semaphore),
 			fmt.Sprintf("--semaphore %q must be 1-200 characters of [A-Za-z0-9._:-], other than . and ..", c.Semaphore)},
