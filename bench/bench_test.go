@@ -3,11 +3,18 @@ package main
 import (
 	"bytes"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain makes the test binary the bare server too, as main does.
+func TestMain(m *testing.M) {
+	serveBareIfAsked()
+	os.Exit(m.Run())
+}
 
 // TestSmoke runs every mode briefly, so that the tool cannot rot: each
 // (the semaphore ones too) completes cycles without errors (with a paused or slow minority too),
@@ -26,9 +33,9 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if len(rep.runs) != 14+len(scenarios) || rep.runs[6].name != contendedMode || rep.runs[9].name != semContendedMode ||
-		rep.runs[10].name != rwMode || rep.runs[12].name != multiMode || rep.waiting == nil || len(rep.gray) != 1 {
-		t.Fatalf("runs %d (want 6, the contended one, the 3 semaphore ones, the 2 rw ones, the 2 multi ones and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
+	if len(rep.runs) != 15+len(scenarios) || rep.runs[2].name != bareMode || rep.runs[7].name != contendedMode || rep.runs[10].name != semContendedMode ||
+		rep.runs[11].name != rwMode || rep.runs[13].name != multiMode || rep.waiting == nil || len(rep.gray) != 1 {
+		t.Fatalf("runs %d (want the 7 of latency and throughput, the contended one, the 3 semaphore ones, the 2 rw ones, the 2 multi ones and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
 	}
 	for _, r := range rep.runs {
 		if r.cycles == 0 || r.errors != 0 {

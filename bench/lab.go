@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -153,7 +154,11 @@ func (l *lab) ready(ctx context.Context) error {
 
 // The names of the modes, which the floors compare.
 const (
-	gatewayMode  = "gateway over HTTP"
+	gatewayMode = "gateway over HTTP"
+	// A POST and a DELETE to a net/http server that answers at once (see
+	// bare): what the HTTP hops of a gateway's cycle cost with no work
+	// behind them, against the C=1 floor's allowance.
+	bareMode     = "bare net/http, no work"
 	redsyncMode  = "redsync"
 	batchingMode = "library, batching"
 	naiveMode    = "library, naive"
@@ -187,6 +192,9 @@ func (l *lab) open(m mode) (locker, func(), error) {
 	}
 	if m.group == "multi" {
 		return pairs(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}, m.name == multiMode), l.closeConns, nil
+	}
+	if m.name == bareMode {
+		return bare(&http.Client{Transport: l.tr})
 	}
 	if m.name == gatewayMode || m.name == contendedMode || m.group == "rw" {
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
@@ -227,6 +235,69 @@ func (l *lab) open(m mode) (locker, func(), error) {
 		l, err := lib.Acquire(ctx, res, redlock.AcquireOptions{TTL: 10 * time.Second})
 		return func(ctx context.Context) error { return lib.Release(ctx, "", res, l.Token) }, err
 	}, func() { lib.Close() }, nil
+}
+
+// bareServer is the environment variable that makes this program a bare
+// server on the address it names (see bare).
+const bareServer = "REDLOCKD_BENCH_BARE"
+
+// serveBareIfAsked makes this process the bare server, and never returns,
+// if the environment names its address: answers at once, 201 to a POST,
+// else 204.
+func serveBareIfAsked() {
+	addr := os.Getenv(bareServer)
+	if addr == "" {
+		return
+	}
+	err := http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	fmt.Fprintln(os.Stderr, "bench: bare server:", err)
+	os.Exit(1)
+}
+
+// bare sends a cycle's two requests to a bare server: this program again, in
+// a process of its own as the gateway is (a server in this process would
+// skip the wake-up of another process, which costs most of a round trip).
+func bare(hc *http.Client) (locker, func(), error) {
+	port, err := redistest.FreePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/locks/", port)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=127.0.0.1:%d", bareServer, port))
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	do := func(ctx context.Context, method, res string) error {
+		req, _ := http.NewRequestWithContext(ctx, method, url+res, strings.NewReader(`{"ttl_ms":10000}`))
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	for start := time.Now(); do(context.Background(), http.MethodDelete, "up") != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			stop()
+			return nil, nil, errors.New("the bare server did not start")
+		}
+	}
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
+		return func(ctx context.Context) error { return do(ctx, http.MethodDelete, res) }, do(ctx, http.MethodPost, res)
+	}, stop, nil
 }
 
 // gateway locks through the gateway with o.

@@ -44,6 +44,7 @@ type config struct {
 func (c *config) runs(floor string) bool { return slices.Contains(c.floors, floor) }
 
 func main() {
+	serveBareIfAsked()
 	logging.Disable() // go-redis's dial errors under load: the runs count their errors
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -109,6 +110,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	for i, m := range []mode{
 		{group: "latency", name: gatewayMode, c: 1},
 		{group: "latency", name: redsyncMode, c: 1},
+		{group: "latency", name: bareMode, c: 1},
 		{group: "throughput", name: gatewayMode, c: c.c},
 		{group: "throughput", name: redsyncMode, c: c.c},
 		{group: "throughput", name: batchingMode, c: c.c},
@@ -186,6 +188,9 @@ func (r *report) print(w io.Writer) bool {
 	if g, s := run["latency: "+gatewayMode], run["latency: "+redsyncMode]; g != nil && s != nil {
 		d := g.lat.pct(0.5) - s.lat.pct(0.5)
 		check("C=1: gateway p50 - redsync p50", ms(d), "<= 0.35ms", d <= 350*time.Microsecond)
+		if b := run["latency: "+bareMode]; b != nil {
+			fmt.Fprintf(tw, "C=1: of which the two HTTP hops with no work (bare p50)\t%s\t\tinfo\n", ms(b.lat.pct(0.5)))
+		}
 	}
 	if g, s := run["throughput: "+gatewayMode], run["throughput: "+redsyncMode]; g != nil && s != nil {
 		check(fmt.Sprintf("C=%d: gateway / redsync cycles/s", g.c), fmt.Sprintf("%.2f", ratio(g, s)), ">= 1.4", ratio(g, s) >= 1.4)
