@@ -64,8 +64,14 @@ func setLockOutcome(ctx context.Context, outcome string, fence int64) {
 
 // outcomeUnready is the outcome of a /readyz 503: logged at info level, not
 // as an error, since probes repeat it for as long as the gateway is unready;
-// GetReadyz warns once when the answer turns unready.
-const outcomeUnready = "unready"
+// GetReadyz warns once when the answer turns unready. The 503s of a graceful
+// shutdown (outcomeShuttingDown, the problem's type) are logged at info
+// level too: every waiter gets one in a rolling restart, and the shutdown is
+// logged where it starts.
+const (
+	outcomeUnready      = "unready"
+	outcomeShuttingDown = "shutting-down"
+)
 
 // begin gives the request its id (a well-formed incoming X-Request-Id or a
 // new random one), sent back in X-Request-Id and added to the request's
@@ -119,7 +125,7 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 	route, resource := routeOf(r)
 	outcome := cmp.Or(rq.outcome, strings.ToLower(http.StatusText(status)))
 	level := zerolog.InfoLevel
-	if status >= http.StatusInternalServerError && outcome != outcomeUnready {
+	if status >= http.StatusInternalServerError && outcome != outcomeUnready && outcome != outcomeShuttingDown {
 		level = zerolog.ErrorLevel
 	}
 	e := hlog.FromRequest(r).WithLevel(level).

@@ -38,7 +38,7 @@ func TestClientGone(t *testing.T) {
 		{"client gone while waiting", true, errors.Join(&redlock.HeldError{}, context.Canceled), "client_gone", 499, "info", false},
 		{"node timeout", false, nodeErrs(context.DeadlineExceeded), "quorum-unavailable", 503, "error", true},
 		{"canceled, client still there", false, nodeErrs(context.Canceled), "quorum-unavailable", 503, "error", true},
-		{"shutting down", true, errors.Join(errShuttingDown, context.Canceled), "shutting-down", 503, "error", false},
+		{"shutting down", true, errors.Join(errShuttingDown, context.Canceled), "shutting-down", 503, "info", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)

@@ -74,7 +74,7 @@ func (s *Server) problemFor(err error) problem {
 	)
 	switch {
 	case errors.Is(err, errShuttingDown):
-		return problem{status: http.StatusServiceUnavailable, kind: "shutting-down", title: "Shutting down",
+		return problem{status: http.StatusServiceUnavailable, kind: outcomeShuttingDown, title: "Shutting down",
 			detail: "the server is shutting down; try again", retryAfter: jitter(time.Second)}
 	case errors.Is(err, errNoKey):
 		return problem{status: http.StatusUnauthorized, kind: "unauthorized", title: "Unauthorized",
