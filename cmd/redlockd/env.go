@@ -16,12 +16,13 @@ import (
 
 // otherEnv are the REDLOCKD_* names of something other than serve's flags,
 // with what they belong to: run; run's command (a gateway or a nested run
-// started from it sees them); the tests in tests/.
+// started from it sees them); the tests in tests/; the benchmark in bench/.
 var otherEnv = map[string]string{
 	runAPIKeyEnv: "run", runEnv["url"]: "run", runEnv["api-key-file"]: "run",
 	"REDLOCKD_RESOURCE": "run's command", "REDLOCKD_TOKEN": "run's command", "REDLOCKD_FENCING_TOKEN": "run's command",
 	"REDLOCKD_SEMAPHORE": "run's command", "REDLOCKD_PERMIT": "run's command",
 	"REDLOCKD_SOAK_SEED": "the tests", "REDLOCKD_SOAK_DURATION": "the tests",
+	"REDLOCKD_BENCH_BARE": "the benchmark",
 }
 
 // testEnvPrefix starts the names the tests set for their own helper processes.
