@@ -336,15 +336,23 @@ func (r *runner) acquirePhase() (client.Lock, int) {
 
 // acquire takes the lock within --wait. A lock held by another owner or an
 // unavailable quorum (503) is tried again while the wait lasts; the gateway
-// does the waiting.
+// does the waiting, in requests that wait at most chunk.
 func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 	deadline := time.Now().Add(r.cfg.Wait)
+	chunk := maxWaitChunk
 	for {
-		wait := min(max(time.Until(deadline), 0), maxWaitChunk).Truncate(time.Millisecond)
+		wait := min(max(time.Until(deadline), 0), chunk).Truncate(time.Millisecond)
 		if r.cfg.Wait == 0 {
 			wait = 0
 		}
 		lock, err := r.take(ctx, wait)
+		if wait > 0 && errors.Is(err, client.ErrInvalid) {
+			// The gateway's --max-wait may be shorter than wait: try once
+			// without waiting (refused too, the problem is elsewhere), then
+			// wait in requests half as long.
+			chunk = wait / 2
+			lock, err = r.take(ctx, 0)
+		}
 		if err == nil {
 			// Lock.Until counts the validity from before the request was sent,
 			// so a long wait eats into it. Extend at once if less than 2/3 of

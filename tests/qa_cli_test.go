@@ -1,0 +1,39 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunShortGatewayMaxWait runs `redlockd run` against a gateway whose
+// --max-wait (1s) is below run's --wait, as docs/operations.md advises
+// behind a load balancer with a short idle timeout: run still waits up to
+// its --wait for the lock, and a value that the gateway refuses for another
+// reason is still a usage error.
+func TestRunShortGatewayMaxWait(t *testing.T) {
+	g := startGateway(t, startCluster(t, 3), "--max-wait", "1s")
+	run := func(args ...string) *proc {
+		return runProc(t, nil, append([]string{"run", "--url", g.URL}, args...)...)
+	}
+
+	// A free lock with the default --wait (60s).
+	res := resourceName(t)
+	run("--resource", res, "--", "true").wantExit(0, 30*time.Second)
+	wantNotHeld(t, inspectAnswered(t, g, res))
+
+	// A lock held by another until it expires, 2.5s later.
+	lock(t, g, res, `{"ttl_ms":2500}`)
+	p := run("--resource", res, "--wait", "20s", "--", "true")
+	p.wantExit(0, 30*time.Second)
+	if p.elapsed() < 2*time.Second {
+		t.Errorf("run got the lock after %v, before the holder's expired", p.elapsed())
+	}
+
+	// A TTL above the gateway's max TTL: refused at once.
+	p = run("--resource", res, "--ttl", "2m", "--", "true")
+	p.wantExit(runUsage, 30*time.Second)
+	if msg := p.errs.String(); !strings.Contains(msg, "ttl_ms must be within") {
+		t.Errorf("stderr %q does not say why the gateway refused", msg)
+	}
+}
