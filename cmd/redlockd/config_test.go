@@ -374,14 +374,16 @@ func TestRedisPasswordNeverShown(t *testing.T) {
 			t.Errorf("no error for URL #%d %s in %v", i+1, redactURL(urls[i]), err)
 		}
 	}
-	// Through the command line too.
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--redis", strings.Join(urls, ",")}, &stdout, &stderr, env(nil))
-	if code != exitUsage {
-		t.Errorf("exit %d, want %d", code, exitUsage)
-	}
-	if strings.Contains(stderr.String(), pw) {
-		t.Errorf("password in stderr: %s", stderr.String())
+	// Through the command line too, and given without --redis (taken for
+	// a command).
+	for _, args := range [][]string{{"--redis", strings.Join(urls, ",")}, {urls[0]}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr, env(nil)); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args[0], code, exitUsage)
+		}
+		if strings.Contains(stderr.String(), pw) {
+			t.Errorf("password in stderr: %s", stderr.String())
+		}
 	}
 }
 
