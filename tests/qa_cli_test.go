@@ -37,3 +37,25 @@ func TestRunShortGatewayMaxWait(t *testing.T) {
 		t.Errorf("stderr %q does not say why the gateway refused", msg)
 	}
 }
+
+// TestRunNestedEnv runs `redlockd run --semaphore` inside `redlockd run
+// --resource` and the other way round: the inner CMD gets the variables of
+// what the inner run holds only, none left from the outer run that would
+// pair its name with the inner run's token.
+func TestRunNestedEnv(t *testing.T) {
+	g := startGateway(t, startCluster(t, 3))
+	res, sem := resourceName(t), resourceName(t)+"-sem"
+	show := `echo "resource=${REDLOCKD_RESOURCE-unset} semaphore=${REDLOCKD_SEMAPHORE-unset} permit=${REDLOCKD_PERMIT-unset}"`
+	lockArgs := []string{"run", "--url", g.URL, "--resource", res, "--"}
+	semArgs := []string{"run", "--url", g.URL, "--semaphore", sem, "--limit", "1", "--"}
+	for want, args := range map[string][]string{
+		"resource=unset semaphore=" + sem + " permit=0": append(append(lockArgs, binPath), append(semArgs, "sh", "-c", show)...),
+		"resource=" + res + " semaphore=unset permit=unset": append(append(semArgs, binPath), append(lockArgs, "sh", "-c", show)...),
+	} {
+		p := runProc(t, nil, args...)
+		p.wantExit(0, 30*time.Second)
+		if got := strings.TrimSpace(p.out.String()); got != want {
+			t.Errorf("%q: inner CMD got %q, want %q", args, got, want)
+		}
+	}
+}

@@ -490,6 +490,10 @@ func (r *runner) keep(lock client.Lock) (lost <-chan error, stop func() time.Tim
 	}
 }
 
+// heldEnv are the variables that name what run holds, for CMD: a lock's or
+// a permit's.
+var heldEnv = []string{"REDLOCKD_RESOURCE", "REDLOCKD_SEMAPHORE", "REDLOCKD_PERMIT"}
+
 // runCommand runs CMD under the lock and returns the exit status.
 func (r *runner) runCommand(lock client.Lock) int {
 	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
@@ -501,7 +505,13 @@ func (r *runner) runCommand(lock client.Lock) int {
 	if len(r.fences) > 0 { // several resources: their fences, in the same order
 		fences = strings.Trim(fmt.Sprint(r.fences), "[]")
 	}
-	cmd.Env = append(append(os.Environ(), held...),
+	// A nested run's CMD gets what this run holds only: no name of the
+	// outer run's to pair with this run's token.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(heldEnv, name)
+	})
+	cmd.Env = append(append(env, held...),
 		"REDLOCKD_TOKEN="+r.token,
 		"REDLOCKD_FENCING_TOKEN="+fences,
 		"REDLOCKD_URL="+r.cfg.URL,
