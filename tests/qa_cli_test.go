@@ -49,7 +49,7 @@ func TestRunNestedEnv(t *testing.T) {
 	lockArgs := []string{"run", "--url", g.URL, "--resource", res, "--"}
 	semArgs := []string{"run", "--url", g.URL, "--semaphore", sem, "--limit", "1", "--"}
 	for want, args := range map[string][]string{
-		"resource=unset semaphore=" + sem + " permit=0": append(append(lockArgs, binPath), append(semArgs, "sh", "-c", show)...),
+		"resource=unset semaphore=" + sem + " permit=0":     append(append(lockArgs, binPath), append(semArgs, "sh", "-c", show)...),
 		"resource=" + res + " semaphore=unset permit=unset": append(append(semArgs, binPath), append(lockArgs, "sh", "-c", show)...),
 	} {
 		p := runProc(t, nil, args...)
