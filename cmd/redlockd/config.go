@@ -444,6 +444,15 @@ func redactURL(raw string) string {
 	return redact(u)
 }
 
+// hidePassword returns v, or redactURL(v) if it may hold a user and
+// password: a Redis URL given where something else was expected.
+func hidePassword(v string) string {
+	if strings.Contains(v, "@") {
+		return redactURL(v)
+	}
+	return v
+}
+
 // redact shows u without its password, query or fragment: go-redis takes no
 // secret in the query, but a user may try ?password=.
 func redact(u *url.URL) string {

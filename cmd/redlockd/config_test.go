@@ -374,9 +374,11 @@ func TestRedisPasswordNeverShown(t *testing.T) {
 			t.Errorf("no error for URL #%d %s in %v", i+1, redactURL(urls[i]), err)
 		}
 	}
-	// Through the command line too, and given without --redis (taken for
-	// a command).
-	for _, args := range [][]string{{"--redis", strings.Join(urls, ",")}, {urls[0]}} {
+	// Through the command line too, given without --redis (taken for a
+	// command) or as the value of another flag.
+	for _, args := range [][]string{
+		{"--redis", strings.Join(urls, ",")}, {urls[0]}, {"--restart-quarantine", urls[0]}, {"--max-ttl=" + urls[0]},
+	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr, env(nil)); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args[0], code, exitUsage)

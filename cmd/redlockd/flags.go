@@ -97,8 +97,10 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return usageErrorf("--%s %s: %s", m[2], showValue(value), numberMessage(m[3]))
 }
 
-// showValue quotes v when it would not read as one word.
+// showValue quotes v when it would not read as one word, and hides what
+// could be the password of a Redis URL (given to the wrong flag).
 func showValue(v string) string {
+	v = hidePassword(v)
 	if v == "" || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || !strconv.IsPrint(r) }) {
 		return strconv.Quote(v)
 	}

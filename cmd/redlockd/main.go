@@ -83,10 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	case "probe":
 		return runProbe(ctx, args, stdout, stderr, lookupEnv)
 	default:
-		if strings.Contains(cmd, "@") { // a --redis URL without the flag?
-			cmd = redactURL(cmd)
-		}
-		return usage(stderr, fmt.Errorf("unknown command %q", cmd))
+		return usage(stderr, fmt.Errorf("unknown command %q", hidePassword(cmd)))
 	}
 }
 
