@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,30 @@ func TestRunNestedEnv(t *testing.T) {
 		if got := strings.TrimSpace(p.out.String()); got != want {
 			t.Errorf("%q: inner CMD got %q, want %q", args, got, want)
 		}
+	}
+}
+
+// TestRunTooManyWaiters runs `redlockd run --wait` while every waiting slot
+// of the gateway is taken: the 503 too-many-waiters is tried again while
+// --wait lasts, as docs/clients.md says of a 503, and run gets the lock
+// once its holder's expired.
+func TestRunTooManyWaiters(t *testing.T) {
+	g := startGateway(t, startCluster(t, 3), "--max-waiters", "1")
+	busy, res := resourceName(t), resourceName(t)
+	tok := lock(t, g, busy, `{"ttl_ms":30000}`).str(t, "token")
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := g.try(http.MethodPost, "/locks/"+busy, `{"wait_ms":20000}`)
+		waiter <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter to wait", func() bool { return scrapeMetrics(t, g).value("redlockd_waiters") == 1 })
+
+	lock(t, g, res, `{"ttl_ms":1500}`)
+	p := runProc(t, nil, "run", "--url", g.URL, "--resource", res, "--wait", "15s", "--", "true")
+	p.wantExit(0, 30*time.Second)
+
+	wantStatus(t, release(t, g, busy, tok), http.StatusNoContent)
+	if err := <-waiter; err != nil {
+		t.Errorf("the waiter: %v", err)
 	}
 }

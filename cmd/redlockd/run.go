@@ -334,8 +334,8 @@ func (r *runner) acquirePhase() (client.Lock, int) {
 	}
 }
 
-// acquire takes the lock within --wait. A lock held by another owner or an
-// unavailable quorum (503) is tried again while the wait lasts; the gateway
+// acquire takes the lock within --wait. A lock held by another owner or a
+// 503 (see retryable) is tried again while the wait lasts; the gateway
 // does the waiting, in requests that wait at most chunk.
 func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 	deadline := time.Now().Add(r.cfg.Wait)
@@ -363,14 +363,22 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 			return lock, nil
 		}
 		left := time.Until(deadline)
-		if ctx.Err() != nil || left <= 0 ||
-			!(errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)) {
+		if ctx.Err() != nil || left <= 0 || !retryable(err) {
 			return lock, err
 		}
 		if !sleep(ctx, min(retryHint(err), left)) {
 			return lock, err
 		}
 	}
+}
+
+// retryable reports whether an acquire refused with err may succeed later:
+// the lock is held, the quorum unavailable, or (503 too-many-waiters) every
+// waiting slot of the gateway taken.
+func retryable(err error) bool {
+	pe, _ := errors.AsType[*client.ProblemError](err)
+	return errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable) ||
+		(pe != nil && pe.Kind() == "too-many-waiters")
 }
 
 // acquireFailed says why the lock was not acquired; it returns the status.
