@@ -191,8 +191,9 @@ REDLOCKD_FENCING_TOKEN and REDLOCKD_URL set, extends the lock every ttl/3,
 releases it when CMD exits and exits with CMD's status. With --read it holds
 a read lock: other readers' CMDs may run at the same time, a writer's (a run
 without --read) never. If the lock is lost, CMD's process group gets SIGTERM,
-SIGKILL after --grace. Signals are forwarded to CMD; before CMD starts they
-stop run. With --semaphore it holds one of the N permits of NAME instead (at
+SIGKILL after --grace. Signals are forwarded to CMD; before CMD starts,
+SIGINT, SIGTERM, SIGHUP and SIGQUIT stop run and SIGUSR1 and SIGUSR2 are
+ignored. With --semaphore it holds one of the N permits of NAME instead (at
 most N CMDs at once), and CMD gets REDLOCKD_SEMAPHORE and REDLOCKD_PERMIT
 (0..N-1) instead of REDLOCKD_RESOURCE. With --resource repeated it holds the
 locks of every resource named, taken all or none (no deadlock, in any order):
