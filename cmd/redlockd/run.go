@@ -34,7 +34,8 @@ const (
 )
 
 // requestMargin is added to a request's wait to bound it; a --wait longer
-// than maxWaitChunk (the gateway's default max wait) takes several requests.
+// than maxWaitChunk (the gateway's default max wait), or than the gateway's
+// --max-wait, takes several requests.
 const (
 	requestMargin  = 10 * time.Second
 	maxWaitChunk   = redlock.DefaultMaxWait
