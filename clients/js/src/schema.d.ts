@@ -448,7 +448,7 @@ export interface components {
             token: string;
             /**
              * Format: int64
-             * @description Strictly greater than every fencing token returned before for this resource.
+             * @description A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
              */
             fencing_token: number;
             /** Format: int64 */
