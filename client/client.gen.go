@@ -363,7 +363,7 @@ type LockResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken Strictly greater than every fencing token returned before for this resource.
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
 	FencingToken int64 `json:"fencing_token"`
 
 	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
@@ -472,7 +472,7 @@ type PermitResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken Strictly greater than every fencing token returned before for this resource.
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
 	FencingToken int64 `json:"fencing_token"`
 	Limit        int   `json:"limit"`
 
@@ -965,7 +965,10 @@ type ClientInterface interface {
 	// 200 iff a quorum of nodes is up (answers its health check, which
 	// includes a write) and not in quarantine (and the server is not
 	// shutting down), else 503. Node addresses are shown without
-	// credentials. HEAD gives the same status without a body.
+	// credentials. With `--api-keys-file`, `/readyz` needs no key, but
+	// `nodes` lists the nodes only for a request with a valid
+	// `Authorization: Bearer <key>` (any key); for any other it is
+	// empty. HEAD gives the same status without a body.
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1418,7 +1421,10 @@ func (c *RawClient) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorF
 // 200 iff a quorum of nodes is up (answers its health check, which
 // includes a write) and not in quarantine (and the server is not
 // shutting down), else 503. Node addresses are shown without
-// credentials. HEAD gives the same status without a body.
+// credentials. With `--api-keys-file`, `/readyz` needs no key, but
+// `nodes` lists the nodes only for a request with a valid
+// `Authorization: Bearer <key>` (any key); for any other it is
+// empty. HEAD gives the same status without a body.
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *RawClient) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2597,7 +2603,10 @@ type ClientWithResponsesInterface interface {
 	// 200 iff a quorum of nodes is up (answers its health check, which
 	// includes a write) and not in quarantine (and the server is not
 	// shutting down), else 503. Node addresses are shown without
-	// credentials. HEAD gives the same status without a body.
+	// credentials. With `--api-keys-file`, `/readyz` needs no key, but
+	// `nodes` lists the nodes only for a request with a valid
+	// `Authorization: Bearer <key>` (any key); for any other it is
+	// empty. HEAD gives the same status without a body.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5302,7 +5311,10 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 // 200 iff a quorum of nodes is up (answers its health check, which
 // includes a write) and not in quarantine (and the server is not
 // shutting down), else 503. Node addresses are shown without
-// credentials. HEAD gives the same status without a body.
+// credentials. With `--api-keys-file`, `/readyz` needs no key, but
+// `nodes` lists the nodes only for a request with a valid
+// `Authorization: Bearer <key>` (any key); for any other it is
+// empty. HEAD gives the same status without a body.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -148,6 +148,7 @@ func (c *Coordinator) queued(ctx context.Context, w *waiter, deadline *time.Time
 // wait ends, pausing between refused rounds.
 func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
 	var sleep time.Duration // before the next round; 0: at once
+	var ranAt time.Time     // when the last round ended
 	for {
 		if sleep > 0 {
 			done, got, werr := c.pause(ctx, w, sleep, deadline)
@@ -160,6 +161,10 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			}
 			if done {
 				a.abandon(ctx)
+				// The holder's remaining TTL as of now, not of the round.
+				if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
+					he.Remaining = max(he.Remaining-time.Since(ranAt), time.Millisecond)
+				}
 				return Lock{}, err
 			}
 		}
@@ -168,6 +173,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			a.sem.freed(int(p) - 1)
 		}
 		lock, err = a.run(ctx)
+		ranAt = time.Now()
 		if err == nil {
 			return lock, nil
 		}

@@ -188,27 +188,47 @@ func (s *Server) needsKey(r *http.Request) bool {
 // need one (see needsKey) when the server has keys, and records the key as
 // the request's caller (its name in the request's logger). It runs before
 // routing, body limits and decoding, so an unauthenticated client learns
-// nothing about locks or request syntax.
+// nothing about locks or request syntax. A request that needs no key is
+// served without one, and its caller recorded if its key is valid (for
+// /readyz's node list).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Keys.Len() == 0 || !s.needsKey(r) {
+		if s.cfg.Keys.Len() == 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
-		hdr := r.Header.Values("Authorization")
-		if len(hdr) == 0 {
-			s.writeProblem(w, r, errNoKey)
+		c, err := s.caller(r)
+		if err != nil && s.needsKey(r) {
+			s.writeProblem(w, r, err)
 			return
 		}
-		scheme, key, _ := strings.Cut(hdr[0], " ")
-		key = strings.TrimSpace(key)
-		c, ok := s.cfg.Keys.lookup(key)
-		if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" || !ok {
-			s.writeProblem(w, r, errBadKey)
-			return
+		if err == nil {
+			reqInfoOf(r.Context()).caller = &c
+			hlog.FromRequest(r).UpdateContext(func(l zerolog.Context) zerolog.Context { return l.Str("key", c.name) })
 		}
-		reqInfoOf(r.Context()).caller = &c
-		hlog.FromRequest(r).UpdateContext(func(l zerolog.Context) zerolog.Context { return l.Str("key", c.name) })
 		next.ServeHTTP(w, r)
 	})
+}
+
+// caller returns the key of r's one "Authorization: Bearer <key>" header,
+// or errNoKey or errBadKey.
+func (s *Server) caller(r *http.Request) (keyEntry, error) {
+	hdr := r.Header.Values("Authorization")
+	if len(hdr) == 0 {
+		return keyEntry{}, errNoKey
+	}
+	scheme, key, _ := strings.Cut(hdr[0], " ")
+	key = strings.TrimSpace(key)
+	c, ok := s.cfg.Keys.lookup(key)
+	if len(hdr) != 1 || !strings.EqualFold(scheme, "Bearer") || key == "" || !ok {
+		return keyEntry{}, errBadKey
+	}
+	return c, nil
+}
+
+// authenticated reports whether the request of ctx may see what only a
+// key's holder may: always without keys, else with a valid key.
+func (s *Server) authenticated(ctx context.Context) bool {
+	rq := reqInfoOf(ctx)
+	return s.cfg.Keys.Len() == 0 || rq != nil && rq.caller != nil
 }

@@ -21,7 +21,8 @@ func (s *Server) GetHealthz(ctx context.Context, _ api.GetHealthzRequestObject) 
 // GetReadyz is the readiness probe: 200 when a quorum of nodes is up (their
 // health check, which includes a write, succeeded) and out of quarantine and
 // the server is not shutting down, else 503. The body shows every node's
-// address, never its credentials, and why a node is down.
+// address, never its credentials, and why a node is down; with API keys,
+// only to a request with a valid key (the others get an empty list).
 func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
 	nodes := s.cfg.Locker.Status(ctx)
 	body := api.ReadyResponse{
@@ -48,7 +49,9 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		if n.Up && !quarantined {
 			voting++
 		}
-		body.Nodes = append(body.Nodes, ns)
+		if s.authenticated(ctx) {
+			body.Nodes = append(body.Nodes, ns)
+		}
 	}
 	if s.drain.Err() == nil {
 		s.noteReady(ctx, voting, body.Quorum)

@@ -95,3 +95,15 @@ func TestMultiBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiNoResource: DELETE and PATCH /locks without a resource parameter
+// are 400 with a detail that names the missing parameter.
+func TestMultiNoResource(t *testing.T) {
+	_, h := newHandler(newFake(t), nil)
+	for _, method := range []string{"DELETE", "PATCH"} {
+		w := serve(t, h, request{method: method, target: "/locks", headers: []string{"Lock-Token", tokenA}})
+		if p := checkProblem(t, w, http.StatusBadRequest, "invalid-request"); !strings.Contains(p.Detail, "resource") {
+			t.Errorf("%s /locks: detail %q does not name the resource parameter", method, p.Detail)
+		}
+	}
+}

@@ -218,6 +218,7 @@ func invalidDetail(err error) string {
 func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		missing *api.RequiredHeaderError
+		absent  *api.RequiredParamError
 		many    *api.TooManyValuesForParamError
 		format  *api.InvalidParamFormatError
 	)
@@ -225,6 +226,8 @@ func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &missing):
 		detail = fmt.Sprintf("the %s header is required", missing.ParamName)
+	case errors.As(err, &absent):
+		detail = fmt.Sprintf("the %s parameter is required (the Location of the acquire names the resources)", absent.ParamName)
 	case errors.As(err, &many):
 		detail = fmt.Sprintf("the %s header must be given once", many.ParamName)
 	case errors.As(err, &format) && format.ParamName == "resource":

@@ -223,7 +223,10 @@ export interface paths {
          * @description 200 iff a quorum of nodes is up (answers its health check, which
          *     includes a write) and not in quarantine (and the server is not
          *     shutting down), else 503. Node addresses are shown without
-         *     credentials. HEAD gives the same status without a body.
+         *     credentials. With `--api-keys-file`, `/readyz` needs no key, but
+         *     `nodes` lists the nodes only for a request with a valid
+         *     `Authorization: Bearer <key>` (any key); for any other it is
+         *     empty. HEAD gives the same status without a body.
          */
         get: operations["getReadyz"];
         put?: never;
@@ -445,7 +448,7 @@ export interface components {
             token: string;
             /**
              * Format: int64
-             * @description Strictly greater than every fencing token returned before for this resource.
+             * @description A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
              */
             fencing_token: number;
             /** Format: int64 */
