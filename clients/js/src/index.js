@@ -80,6 +80,11 @@ export class Client {
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (token !== undefined) headers['Lock-Token'] = token; // never in the URL
     if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
+    try {
+      new Headers(headers); // fetch's own error would quote the token or the key, and read as no answer
+    } catch {
+      throw new ConfigError(`${op} ${resource}: a token or API key with characters that an HTTP header cannot hold`);
+    }
     const abort = new AbortController();
     const onAbort = () => abort.abort(signal.reason);
     signal?.addEventListener('abort', onAbort);

@@ -101,6 +101,16 @@ test('API keys: the right key works, a wrong one is a ConfigError 401', { skip: 
   }
 });
 
+test('a key or token that a header cannot hold: ConfigError that quotes neither, before any request', async () => {
+  const key = 'SECRET-KEY-0123456789\nabcdef', token = 'SECRET-TOKEN-0123456789\u0100';
+  for (const call of [() => client({ apiKey: key }).acquire(resource('hdr')), () => client().release(resource('hdr'), token)]) {
+    const err = await call().then(() => assert.fail('sent'), (e) => e);
+    assert.ok(err instanceof ConfigError, err);
+    assert.equal(err.status, 0);
+    for (const text of [err.message, String(err.cause?.message ?? '')]) assert.ok(!text.includes('SECRET'), text);
+  }
+});
+
 test('no answer: UnavailableError with status 0', async () => {
   const c = new Client({ url: await closedURL(), timeoutMs: 2_000 });
   const err = await c.acquire(resource('down')).then(() => assert.fail('acquired'), (e) => e);
