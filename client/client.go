@@ -377,7 +377,7 @@ type Page struct {
 // List returns a page of the locks held in the API key's namespace (never
 // their tokens). A lock held on a quorum for the whole listing is listed;
 // locks taken or released meanwhile, or nodes failing, may make a listing
-// miss one or list one twice (see docs/api.md). It may also return
+// miss one or list one twice (see docs/operations.md). It may also return
 // ErrQuorumUnavailable (retry with the same cursor).
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	if o.Limit < 0 {
