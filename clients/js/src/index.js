@@ -170,9 +170,13 @@ export class Client {
   // acquireMulti takes the write locks of every resource in resources, or
   // none (POST /locks): the gateway's nodes grant all or nothing, so taking
   // [a, b] and [b, a] at once never deadlocks. The answer lists each
-  // resource's fencing token; options and errors are acquire's.
-  async acquireMulti(resources, { ttlMs, waitMs, token, owner, timeoutMs, signal } = {}) {
+  // resource's fencing token; options and errors are acquire's, but they are
+  // write locks: a mode other than 'write' is a ConfigError.
+  async acquireMulti(resources, { ttlMs, waitMs, token, owner, mode, timeoutMs, signal } = {}) {
     Client.#multi('acquire', resources);
+    if (mode !== undefined && mode !== 'write') {
+      throw new ConfigError(`acquire ${resources.join(' ')}: the locks of several resources are write locks, not ${mode}`);
+    }
     const startedAt = performance.now();
     const [res, json] = await this.#call('acquire', resources.join(' '), 'POST', '/locks', 201,
       { body: defined({ resources, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), signal,
@@ -227,9 +231,9 @@ export class Client {
   // withLocks is withLock for the locks of several resources, taken all or
   // none: fn({fencingTokens, signal, token, resources}), the fencing tokens
   // in the order of resources.
-  async withLocks(resources, fn, options = {}) {
+  async withLocks(resources, fn, { mode, ...options } = {}) {
     return this.#hold(String(resources), {
-      acquire: (o) => this.acquireMulti(resources, o),
+      acquire: (o) => this.acquireMulti(resources, { ...o, mode }),
       extend: (token, o) => this.extendMulti(resources, token, o),
       release: (token) => this.releaseMulti(resources, token),
       work: (lock, signal) => fn({
