@@ -141,6 +141,19 @@ func TestExamples(t *testing.T) {
 				}
 			})
 
+			// A resource name the gateway refuses is a configuration error
+			// (64), whatever the URL makes of it: "#" must not cut it to
+			// another lock's name, a space must not read as "unreachable".
+			t.Run("BadResource", func(t *testing.T) {
+				base := "account-" + resourceName(t)
+				for _, res := range []string{base + "#1", base + " 1", base + "?x=1"} {
+					journal := filepath.Join(t.TempDir(), "journal")
+					startProc(t, c.cmd(t, g.URL, res, journal, 5000, 0, 100)).wantExit(runUsage, 30*time.Second)
+					wantNoFile(t, journal, "bad resource "+res)
+				}
+				wantNotHeld(t, inspectAnswered(t, g, base))
+			})
+
 			t.Run("Unreachable", func(t *testing.T) {
 				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
 				p := startProc(t, c.cmd(t, closedURL(t), res, journal, 5000, 0, 100))
