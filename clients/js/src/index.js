@@ -223,7 +223,7 @@ export class Client {
     return this.#hold(resource, {
       acquire: (o) => this.acquire(resource, { ...o, mode }),
       extend: (token, o) => this.extend(resource, token, o),
-      release: (token) => this.release(resource, token),
+      release: (token, o) => this.release(resource, token, o),
       work: (lock, signal) => fn({ fencingToken: lock.fencing_token, signal, token: lock.token, resource }),
     }, options);
   }
@@ -235,7 +235,7 @@ export class Client {
     return this.#hold(String(resources), {
       acquire: (o) => this.acquireMulti(resources, { ...o, mode }),
       extend: (token, o) => this.extendMulti(resources, token, o),
-      release: (token) => this.releaseMulti(resources, token),
+      release: (token, o) => this.releaseMulti(resources, token, o),
       work: (lock, signal) => fn({
         fencingTokens: lock.resources.map((r) => r.fencing_token), signal, token: lock.token, resources,
       }),
@@ -249,15 +249,24 @@ export class Client {
     // 503 or no answer gets the lock the lost attempt may have taken.
     const waitEnd = performance.now() + waitMs;
     let lock;
-    for (;;) {
-      try {
-        lock = await ops.acquire({ ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
-        break;
-      } catch (err) {
-        const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
-        if (!(err instanceof UnavailableError) || performance.now() + pause >= waitEnd) throw err;
-        if (!(await sleep(pause, signal))) signal.throwIfAborted();
+    try {
+      for (;;) {
+        try {
+          lock = await ops.acquire({ ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
+          break;
+        } catch (err) {
+          const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
+          if (!(err instanceof UnavailableError) || performance.now() + pause >= waitEnd) throw err;
+          if (!(await sleep(pause, signal))) signal.throwIfAborted();
+        }
       }
+    } catch (err) {
+      // The outcome is unknown (no answer, a 503, the caller aborted): the
+      // lock may be ours, so release it rather than leave it for its TTL.
+      if (!(err instanceof LockHeldError || err instanceof ConfigError)) {
+        await ops.release(token, { timeoutMs: Math.min(this.#timeoutMs, ttlMs) }).catch(() => {});
+      }
+      throw err;
     }
 
     let until = lock.validUntil, lost, expiry;
