@@ -16,7 +16,7 @@ const MaxResources = valid.MaxResources
 // AcquireMulti (all or none) under one token: what a Lock is for one
 // resource, with a fencing token per resource.
 type MultiLock struct {
-	// Resources are the resources, in the order given to AcquireMulti;
+	// Resources are the resources, in the order given to the call (AcquireMulti or ExtendMulti);
 	// Fences their fencing tokens, each strictly greater than every fence
 	// handed out before for its resource.
 	Resources []string

@@ -36,9 +36,10 @@ func TestMulti(t *testing.T) {
 	if _, err := c.Acquire(ctx, res[1], client.AcquireOptions{TTL: time.Second}); !errors.As(err, &held) {
 		t.Errorf("Acquire of one of them: %v, want a *client.HeldError", err)
 	}
-	e, err := c.ExtendMulti(ctx, res, m.Token, 20*time.Second)
-	if err != nil || !slices.Equal(e.Fences, m.Fences) || e.TTL != 20*time.Second {
-		t.Errorf("ExtendMulti = %+v, %v; want the same fences %v, ttl 20s", e, err, m.Fences)
+	rev := []string{res[1], res[0]}
+	e, err := c.ExtendMulti(ctx, rev, m.Token, 20*time.Second)
+	if err != nil || !slices.Equal(e.Resources, rev) || !slices.Equal(e.Fences, []int64{m.Fences[1], m.Fences[0]}) || e.TTL != 20*time.Second {
+		t.Errorf("ExtendMulti(%v) = %+v, %v; want them in that order with their fences %v, ttl 20s", rev, e, err, m.Fences)
 	}
 	for range 2 { // idempotent
 		if err := c.ReleaseMulti(ctx, res, m.Token); err != nil {
