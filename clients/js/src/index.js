@@ -76,6 +76,9 @@ export class Client {
   // status other than ok throws the matching RedlockdError.
   async #call(op, resource, method, path, ok, { body, token, timeoutMs, signal } = {}) {
     signal?.throwIfAborted();
+    if (!/^https?:\/\/[^/?#]/i.test(this.#url)) {
+      throw new ConfigError(`${op} ${resource}: the gateway URL ${this.#url} is not http(s)://host[:port]`);
+    }
     const headers = {};
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (token !== undefined) headers['Lock-Token'] = token; // never in the URL

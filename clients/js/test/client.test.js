@@ -82,6 +82,12 @@ test('config errors: ConfigError with status and request id', async () => {
 
   const wrongURL = await new Client({ url: `${url}/nope` }).inspect('x').then(() => assert.fail('wrong URL answered'), (e) => e);
   assert.ok(wrongURL instanceof ConfigError && wrongURL.status === 404, wrongURL);
+
+  // A URL that is not http(s)://host is a configuration error, not "no answer: retry".
+  for (const bad of ['localhost:8080', '127.0.0.1:8080', url.replace(/^http:/, 'ftp:'), 'http://']) {
+    const err = await new Client({ url: bad }).inspect('x').then(() => assert.fail(`${bad} answered`), (e) => e);
+    assert.ok(err instanceof ConfigError && err.status === 0, err);
+  }
 });
 
 test('API keys: the right key works, a wrong one is a ConfigError 401', { skip: !authURL && 'REDLOCKD_TESTS_AUTH_URL is not set' }, async () => {
