@@ -303,6 +303,18 @@ func TestExamplesServerlessEventID(t *testing.T) {
 
 var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
 
+// TestExamplesShellUsage: with-lock.sh refuses a TTL or wait that is not
+// whole milliseconds with 64 before any request (its URL answers nothing, so
+// a request would end in 69).
+func TestExamplesShellUsage(t *testing.T) {
+	needTool(t, "curl")
+	url := closedURL(t)
+	for _, env := range []string{"LOCK_WAIT_MS=abc", "LOCK_WAIT_MS=-1", "LOCK_TTL_MS=1.5", "LOCK_TTL_MS=3s"} {
+		cmd := withURL(exec.Command(examplePath(t, "shell/with-lock.sh"), resourceName(t), "true"), url, env)
+		startProc(t, cmd).wantExit(runUsage, 30*time.Second)
+	}
+}
+
 // TestExamplesShellOutputEnds: with-lock.sh's output ends when it exits, so
 // that out=$(with-lock.sh ...) returns at once; no sleep of its extension
 // loop outlives it holding the output open for up to ttl/3.

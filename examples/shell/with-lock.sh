@@ -26,6 +26,14 @@ if [ $# -lt 2 ]; then
   echo "usage: $0 RESOURCE COMMAND [ARGS...]" >&2
   exit 64
 fi
+for ms in "$ttl_ms" "$wait_ms"; do
+  case $ms in
+    '' | *[!0-9]*)
+      echo "with-lock: LOCK_TTL_MS and LOCK_WAIT_MS must be whole milliseconds" >&2
+      exit 64
+      ;;
+  esac
+done
 resource=$1
 shift
 # The name goes into the URL as it is: refuse what a URL would change ("#",
