@@ -303,15 +303,20 @@ func TestExamplesServerlessEventID(t *testing.T) {
 
 var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
 
-// TestExamplesShellUsage: with-lock.sh refuses a TTL or wait that is not
-// whole milliseconds with 64 before any request (its URL answers nothing, so
-// a request would end in 69).
-func TestExamplesShellUsage(t *testing.T) {
+// TestExamplesUsage: the demos refuse a TTL or wait that is not whole
+// milliseconds with 64 before any request (their URL answers nothing, so a
+// request would end in 69).
+func TestExamplesUsage(t *testing.T) {
 	needTool(t, "curl")
-	url := closedURL(t)
-	for _, env := range []string{"LOCK_WAIT_MS=abc", "LOCK_WAIT_MS=-1", "LOCK_TTL_MS=1.5", "LOCK_TTL_MS=3s"} {
-		cmd := withURL(exec.Command(examplePath(t, "shell/with-lock.sh"), resourceName(t), "true"), url, env)
-		startProc(t, cmd).wantExit(runUsage, 30*time.Second)
+	url, res := closedURL(t), resourceName(t)
+	for _, v := range [][2]string{{"30000", "abc"}, {"30000", "-1"}, {"1.5", "0"}, {"3s", "0"}} {
+		for _, cmd := range []*exec.Cmd{
+			exec.Command(examplePath(t, "shell/with-lock.sh"), res, "true"),
+			exec.Command(needTool(t, "python3"), examplePath(t, "python/lock.py"), res, "--ttl-ms", v[0], "--wait-ms", v[1]),
+			exec.Command(needTool(t, "node"), examplePath(t, "node/lock.mjs"), res, "--ttl-ms", v[0], "--wait-ms", v[1]),
+		} {
+			startProc(t, withURL(cmd, url, "LOCK_TTL_MS="+v[0], "LOCK_WAIT_MS="+v[1])).wantExit(runUsage, 30*time.Second)
+		}
 	}
 }
 
