@@ -248,6 +248,10 @@ export class Client {
   // #hold applies the rules of withLock to the lock(s) that ops acquire,
   // extend and release, named label in errors; ops.work runs fn.
   async #hold(label, ops, { ttlMs = 30_000, waitMs = 0, owner, token = newToken(), signal } = {}) {
+    // Every deadline below is computed from them: NaN or Infinity would retry forever.
+    if (![ttlMs, waitMs].every((ms) => typeof ms === 'number' && Number.isFinite(ms) && ms >= 0)) {
+      throw new ConfigError(`${label}: ttlMs and waitMs must be finite numbers of milliseconds, 0 or more`);
+    }
     // Acquire with one token throughout, so that an acquire retried after a
     // 503 or no answer gets the lock the lost attempt may have taken.
     const waitEnd = performance.now() + waitMs;

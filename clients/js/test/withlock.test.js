@@ -91,6 +91,16 @@ test('an acquire whose outcome stays unknown is released before the error is thr
   assert.equal((await client().inspect(res)).held, false, 'the lock the lost acquire took is left for its TTL');
 });
 
+test('a ttlMs or waitMs that is not a number of ms: ConfigError before any request, not endless retries', async () => {
+  const c = new Client({ url: await closedURL(), timeoutMs: 1_000 });
+  for (const options of [{ waitMs: NaN }, { waitMs: '10s' }, { waitMs: -1 }, { ttlMs: NaN }, { ttlMs: undefined, waitMs: Infinity }]) {
+    for (const call of [() => c.withLock(resource('nan'), () => assert.fail('ran'), options), () => c.withLocks([resource('nan')], () => assert.fail('ran'), options)]) {
+      const err = await call().then(() => assert.fail('held'), (e) => e);
+      assert.ok(err instanceof ConfigError && err.status === 0, `${JSON.stringify(options)}: ${err}`);
+    }
+  }
+});
+
 test('the gateway stops answering: the signal fires before the validity ends', async () => {
   const res = resource('silent');
   const proxy = await startProxy();
