@@ -141,6 +141,11 @@ func New(baseURL string, o Options) (*Client, error) {
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("client: negative timeout %v", o.Timeout)
 	}
+	// net/http would refuse to send such a key on every call, as if the
+	// gateway were unreachable; the error does not quote it.
+	if strings.ContainsFunc(o.APIKey, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+		return nil, errors.New("client: the API key holds control characters that an HTTP header cannot carry")
+	}
 	opts := []ClientOption{WithHTTPClient(cmp.Or(o.HTTPClient, http.DefaultClient))}
 	if o.APIKey != "" {
 		auth := "Bearer " + o.APIKey
@@ -198,7 +203,7 @@ type Lock struct {
 	// every fence handed out before for the resource; a reader's is the
 	// last writer's. Pass it to the storage you protect.
 	Fence int64
-	Mode  Mode // ModeWrite or ModeRead
+	Mode  Mode // ModeWrite or ModeRead; "" in a Permit (a semaphore has no modes)
 	// TTL is the TTL the lock was set with. Validity is the gateway's
 	// validity_ms: how long the lock is safely held, measured by the gateway
 	// from before it sent the first command.
@@ -377,7 +382,7 @@ type Page struct {
 // List returns a page of the locks held in the API key's namespace (never
 // their tokens). A lock held on a quorum for the whole listing is listed;
 // locks taken or released meanwhile, or nodes failing, may make a listing
-// miss one or list one twice (see docs/api.md). It may also return
+// miss one or list one twice (see docs/operations.md). It may also return
 // ErrQuorumUnavailable (retry with the same cursor).
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	if o.Limit < 0 {

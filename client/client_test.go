@@ -601,6 +601,13 @@ func TestNew(t *testing.T) {
 	if _, err := client.New("http://host", client.Options{Timeout: -1}); err == nil {
 		t.Error("New with a negative timeout: no error")
 	}
+	// A key that a header cannot hold (e.g. read from a file with its newline
+	// inside) is refused here, not sent and reported as an unreachable gateway.
+	for _, key := range []string{"SECRET\nkey", "SECRET\x00", "SECRET\x7f"} {
+		if _, err := client.New("http://host", client.Options{APIKey: key}); err == nil || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("New with API key %q: %v, want an error that does not quote it", key, err)
+		}
+	}
 	for _, url := range []string{"http://127.0.0.1:8080", "https://locks.example.com/prefix/"} {
 		if _, err := client.New(url, client.Options{}); err != nil {
 			t.Errorf("New(%q): %v", url, err)

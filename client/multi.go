@@ -16,7 +16,7 @@ const MaxResources = valid.MaxResources
 // AcquireMulti (all or none) under one token: what a Lock is for one
 // resource, with a fencing token per resource.
 type MultiLock struct {
-	// Resources are the resources, in the order given to AcquireMulti;
+	// Resources are the resources, in the order given to the call (AcquireMulti or ExtendMulti);
 	// Fences their fencing tokens, each strictly greater than every fence
 	// handed out before for its resource.
 	Resources []string
@@ -31,8 +31,9 @@ type MultiLock struct {
 
 // AcquireMulti takes the write locks of every resource in resources, or
 // none: a gateway node grants all of them or none, so taking {a, b} and
-// {b, a} at once never deadlocks. o is as for Acquire; the errors are
-// Acquire's. The MultiLock's Until counts from before the request was sent.
+// {b, a} at once never deadlocks. o is as for Acquire, but its Mode can only
+// be ModeWrite (or ""): a ModeRead is ErrInvalid. The errors are Acquire's.
+// The MultiLock's Until counts from before the request was sent.
 func (c *Client) AcquireMulti(ctx context.Context, resources []string, o AcquireOptions) (MultiLock, error) {
 	body := MultiAcquireRequest{Resources: resources, TTLMs: millis(o.TTL), WaitMs: millis(o.Wait)}
 	var tokens []string
@@ -44,6 +45,9 @@ func (c *Client) AcquireMulti(ctx context.Context, resources []string, o Acquire
 	}
 	if err := checkResources(resources, tokens...); err != nil {
 		return MultiLock{}, err
+	}
+	if o.Mode != "" && o.Mode != ModeWrite {
+		return MultiLock{}, invalid("mode %q: the locks of several resources are write locks", o.Mode)
 	}
 	if o.TTL < 0 || o.Wait < 0 {
 		return MultiLock{}, invalid("negative TTL %v or wait %v", o.TTL, o.Wait)

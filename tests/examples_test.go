@@ -141,6 +141,19 @@ func TestExamples(t *testing.T) {
 				}
 			})
 
+			// A resource name the gateway refuses is a configuration error
+			// (64), whatever the URL makes of it: "#" must not cut it to
+			// another lock's name, a space must not read as "unreachable".
+			t.Run("BadResource", func(t *testing.T) {
+				base := "account-" + resourceName(t)
+				for _, res := range []string{base + "#1", base + " 1", base + "?x=1"} {
+					journal := filepath.Join(t.TempDir(), "journal")
+					startProc(t, c.cmd(t, g.URL, res, journal, 5000, 0, 100)).wantExit(runUsage, 30*time.Second)
+					wantNoFile(t, journal, "bad resource "+res)
+				}
+				wantNotHeld(t, inspectAnswered(t, g, base))
+			})
+
 			t.Run("Unreachable", func(t *testing.T) {
 				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
 				p := startProc(t, c.cmd(t, closedURL(t), res, journal, 5000, 0, 100))
@@ -289,6 +302,23 @@ func TestExamplesServerlessEventID(t *testing.T) {
 }
 
 var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+
+// TestExamplesUsage: the demos refuse a TTL or wait that is not whole
+// milliseconds with 64 before any request (their URL answers nothing, so a
+// request would end in 69).
+func TestExamplesUsage(t *testing.T) {
+	needTool(t, "curl")
+	url, res := closedURL(t), resourceName(t)
+	for _, v := range [][2]string{{"30000", "abc"}, {"30000", "-1"}, {"1.5", "0"}, {"3s", "0"}} {
+		for _, cmd := range []*exec.Cmd{
+			exec.Command(examplePath(t, "shell/with-lock.sh"), res, "true"),
+			exec.Command(needTool(t, "python3"), examplePath(t, "python/lock.py"), res, "--ttl-ms", v[0], "--wait-ms", v[1]),
+			exec.Command(needTool(t, "node"), examplePath(t, "node/lock.mjs"), res, "--ttl-ms", v[0], "--wait-ms", v[1]),
+		} {
+			startProc(t, withURL(cmd, url, "LOCK_TTL_MS="+v[0], "LOCK_WAIT_MS="+v[1])).wantExit(runUsage, 30*time.Second)
+		}
+	}
+}
 
 // TestExamplesShellOutputEnds: with-lock.sh's output ends when it exits, so
 // that out=$(with-lock.sh ...) returns at once; no sleep of its extension

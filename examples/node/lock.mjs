@@ -32,7 +32,11 @@ function parse(argv) {
   for (let i = 0; i < argv.length; i++) {
     const name = names[argv[i]];
     if (argv[i] === '--help' || argv[i] === '-h') return { help: true };
-    if (name) args[name] = name === 'journal' ? argv[++i] : Number(argv[++i]);
+    if (name) {
+      const value = argv[++i] ?? '';
+      if (name !== 'journal' && !/^[0-9]+$/.test(value)) return { error: `${argv[i - 1]} wants whole milliseconds, not "${value}"` };
+      args[name] = name === 'journal' ? value : Number(value);
+    }
     else if (!args.resource) args.resource = argv[i];
     else return { error: `unexpected argument ${argv[i]}` };
   }

@@ -32,12 +32,19 @@ except ImportError:  # not installed: use the package of this checkout
 EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_HELD, EXIT_LOST = 64, 69, 75, 76
 
 
+def milliseconds(text):
+    """A flag's value: whole milliseconds, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"want whole milliseconds, not {text!r}")
+    return int(text)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Demo: hold a redlockd lock while doing some work.")
     p.add_argument("resource")
-    p.add_argument("--ttl-ms", type=int, default=30_000)
-    p.add_argument("--wait-ms", type=int, default=0, help="how long to wait for the lock (default 0: fail at once)")
-    p.add_argument("--work-ms", type=int, default=1_000, help="how long the work takes")
+    p.add_argument("--ttl-ms", type=milliseconds, default=30_000)
+    p.add_argument("--wait-ms", type=milliseconds, default=0, help="how long to wait for the lock (default 0: fail at once)")
+    p.add_argument("--work-ms", type=milliseconds, default=1_000, help="how long the work takes")
     p.add_argument("--journal", help="file to append 'enter ID FENCE' and 'exit ID' lines to")
     try:
         args = p.parse_args(argv)

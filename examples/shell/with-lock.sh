@@ -26,8 +26,24 @@ if [ $# -lt 2 ]; then
   echo "usage: $0 RESOURCE COMMAND [ARGS...]" >&2
   exit 64
 fi
+for ms in "$ttl_ms" "$wait_ms"; do
+  case $ms in
+    '' | *[!0-9]*)
+      echo "with-lock: LOCK_TTL_MS and LOCK_WAIT_MS must be whole milliseconds" >&2
+      exit 64
+      ;;
+  esac
+done
 resource=$1
 shift
+# The name goes into the URL as it is: refuse what a URL would change ("#",
+# "?", a space...) rather than lock another resource or fail as unreachable.
+case $resource in
+  '' | *[!A-Za-z0-9._:-]*)
+    echo "with-lock: RESOURCE must be 1-200 characters of [A-Za-z0-9._:-]" >&2
+    exit 64
+    ;;
+esac
 
 tmp=$(mktemp -d) || exit 69 # private (mode 700): holds the token and the answers
 

@@ -76,10 +76,18 @@ export class Client {
   // status other than ok throws the matching RedlockdError.
   async #call(op, resource, method, path, ok, { body, token, timeoutMs, signal } = {}) {
     signal?.throwIfAborted();
+    if (!/^https?:\/\/[^/?#]/i.test(this.#url)) {
+      throw new ConfigError(`${op} ${resource}: the gateway URL ${this.#url} is not http(s)://host[:port]`);
+    }
     const headers = {};
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (token !== undefined) headers['Lock-Token'] = token; // never in the URL
     if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
+    try {
+      new Headers(headers); // fetch's own error would quote the token or the key, and read as no answer
+    } catch {
+      throw new ConfigError(`${op} ${resource}: a token or API key with characters that an HTTP header cannot hold`);
+    }
     const abort = new AbortController();
     const onAbort = () => abort.abort(signal.reason);
     signal?.addEventListener('abort', onAbort);
@@ -165,9 +173,13 @@ export class Client {
   // acquireMulti takes the write locks of every resource in resources, or
   // none (POST /locks): the gateway's nodes grant all or nothing, so taking
   // [a, b] and [b, a] at once never deadlocks. The answer lists each
-  // resource's fencing token; options and errors are acquire's.
-  async acquireMulti(resources, { ttlMs, waitMs, token, owner, timeoutMs, signal } = {}) {
+  // resource's fencing token; options and errors are acquire's, but they are
+  // write locks: a mode other than 'write' is a ConfigError.
+  async acquireMulti(resources, { ttlMs, waitMs, token, owner, mode, timeoutMs, signal } = {}) {
     Client.#multi('acquire', resources);
+    if (mode !== undefined && mode !== 'write') {
+      throw new ConfigError(`acquire ${resources.join(' ')}: the locks of several resources are write locks, not ${mode}`);
+    }
     const startedAt = performance.now();
     const [res, json] = await this.#call('acquire', resources.join(' '), 'POST', '/locks', 201,
       { body: defined({ resources, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), signal,
@@ -214,7 +226,7 @@ export class Client {
     return this.#hold(resource, {
       acquire: (o) => this.acquire(resource, { ...o, mode }),
       extend: (token, o) => this.extend(resource, token, o),
-      release: (token) => this.release(resource, token),
+      release: (token, o) => this.release(resource, token, o),
       work: (lock, signal) => fn({ fencingToken: lock.fencing_token, signal, token: lock.token, resource }),
     }, options);
   }
@@ -222,11 +234,11 @@ export class Client {
   // withLocks is withLock for the locks of several resources, taken all or
   // none: fn({fencingTokens, signal, token, resources}), the fencing tokens
   // in the order of resources.
-  async withLocks(resources, fn, options = {}) {
+  async withLocks(resources, fn, { mode, ...options } = {}) {
     return this.#hold(String(resources), {
-      acquire: (o) => this.acquireMulti(resources, o),
+      acquire: (o) => this.acquireMulti(resources, { ...o, mode }),
       extend: (token, o) => this.extendMulti(resources, token, o),
-      release: (token) => this.releaseMulti(resources, token),
+      release: (token, o) => this.releaseMulti(resources, token, o),
       work: (lock, signal) => fn({
         fencingTokens: lock.resources.map((r) => r.fencing_token), signal, token: lock.token, resources,
       }),
@@ -236,19 +248,32 @@ export class Client {
   // #hold applies the rules of withLock to the lock(s) that ops acquire,
   // extend and release, named label in errors; ops.work runs fn.
   async #hold(label, ops, { ttlMs = 30_000, waitMs = 0, owner, token = newToken(), signal } = {}) {
+    // Every deadline below is computed from them: NaN or Infinity would retry forever.
+    if (![ttlMs, waitMs].every((ms) => typeof ms === 'number' && Number.isFinite(ms) && ms >= 0)) {
+      throw new ConfigError(`${label}: ttlMs and waitMs must be finite numbers of milliseconds, 0 or more`);
+    }
     // Acquire with one token throughout, so that an acquire retried after a
     // 503 or no answer gets the lock the lost attempt may have taken.
     const waitEnd = performance.now() + waitMs;
     let lock;
-    for (;;) {
-      try {
-        lock = await ops.acquire({ ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
-        break;
-      } catch (err) {
-        const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
-        if (!(err instanceof UnavailableError) || performance.now() + pause >= waitEnd) throw err;
-        if (!(await sleep(pause, signal))) signal.throwIfAborted();
+    try {
+      for (;;) {
+        try {
+          lock = await ops.acquire({ ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
+          break;
+        } catch (err) {
+          const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
+          if (!(err instanceof UnavailableError) || performance.now() + pause >= waitEnd) throw err;
+          if (!(await sleep(pause, signal))) signal.throwIfAborted();
+        }
       }
+    } catch (err) {
+      // The outcome is unknown (no answer, a 503, the caller aborted): the
+      // lock may be ours, so release it rather than leave it for its TTL.
+      if (!(err instanceof LockHeldError || err instanceof ConfigError)) {
+        await ops.release(token, { timeoutMs: Math.min(this.#timeoutMs, ttlMs) }).catch(() => {});
+      }
+      throw err;
     }
 
     let until = lock.validUntil, lost, expiry;

@@ -82,6 +82,12 @@ test('config errors: ConfigError with status and request id', async () => {
 
   const wrongURL = await new Client({ url: `${url}/nope` }).inspect('x').then(() => assert.fail('wrong URL answered'), (e) => e);
   assert.ok(wrongURL instanceof ConfigError && wrongURL.status === 404, wrongURL);
+
+  // A URL that is not http(s)://host is a configuration error, not "no answer: retry".
+  for (const bad of ['localhost:8080', '127.0.0.1:8080', url.replace(/^http:/, 'ftp:'), 'http://']) {
+    const err = await new Client({ url: bad }).inspect('x').then(() => assert.fail(`${bad} answered`), (e) => e);
+    assert.ok(err instanceof ConfigError && err.status === 0, err);
+  }
 });
 
 test('API keys: the right key works, a wrong one is a ConfigError 401', { skip: !authURL && 'REDLOCKD_TESTS_AUTH_URL is not set' }, async () => {
@@ -98,6 +104,16 @@ test('API keys: the right key works, a wrong one is a ConfigError 401', { skip: 
     assert.equal(err.type, 'urn:redlockd:problem:unauthorized');
     assert.ok(err.requestId);
     assert.ok(!err.message.includes(wrongKey));
+  }
+});
+
+test('a key or token that a header cannot hold: ConfigError that quotes neither, before any request', async () => {
+  const key = 'SECRET-KEY-0123456789\nabcdef', token = 'SECRET-TOKEN-0123456789\u0100';
+  for (const call of [() => client({ apiKey: key }).acquire(resource('hdr')), () => client().release(resource('hdr'), token)]) {
+    const err = await call().then(() => assert.fail('sent'), (e) => e);
+    assert.ok(err instanceof ConfigError, err);
+    assert.equal(err.status, 0);
+    for (const text of [err.message, String(err.cause?.message ?? '')]) assert.ok(!text.includes('SECRET'), text);
   }
 });
 

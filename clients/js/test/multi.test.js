@@ -38,6 +38,12 @@ test('acquireMulti takes all or none; one token extends and releases both', asyn
     assert.ok(err instanceof ConfigError && err.status === 0 && err.requestId === '', err);
     await assert.rejects(c.releaseMulti(bad, lock.token), ConfigError);
   }
+  // The locks of several resources are write locks: a read mode is refused, not ignored.
+  for (const call of [() => c.acquireMulti([a, b], { mode: 'read' }), () => c.withLocks([a, b], () => 'ran', { mode: 'read' })]) {
+    const err = await call().then(() => assert.fail('took write locks for a read mode'), (e) => e);
+    assert.ok(err instanceof ConfigError && err.status === 0, err);
+  }
+  assert.equal((await c.inspect(a)).held, false);
 });
 
 test('withLocks: [a, b] and [b, a] take turns without deadlock and release both', async () => {

@@ -76,6 +76,31 @@ test('an acquire whose answer was lost is retried with the same token', async ()
   assert.equal((await client().inspect(res)).held, false, 'the retried acquire left a lock behind');
 });
 
+test('an acquire whose outcome stays unknown is released before the error is thrown', async () => {
+  const res = resource('unknown');
+  const proxy = await startProxy();
+  proxy.drop = (req) => req.method === 'POST'; // every acquire takes the lock, its answer is lost
+  try {
+    const c = new Client({ url: proxy.url });
+    const err = await c.withLock(res, () => assert.fail('ran without an answer'), { ttlMs: 30_000 }).catch((e) => e);
+    assert.ok(err instanceof UnavailableError, err);
+    assert.deepEqual(proxy.methods, ['POST', 'DELETE']);
+  } finally {
+    await proxy.close();
+  }
+  assert.equal((await client().inspect(res)).held, false, 'the lock the lost acquire took is left for its TTL');
+});
+
+test('a ttlMs or waitMs that is not a number of ms: ConfigError before any request, not endless retries', async () => {
+  const c = new Client({ url: await closedURL(), timeoutMs: 1_000 });
+  for (const options of [{ waitMs: NaN }, { waitMs: '10s' }, { waitMs: -1 }, { ttlMs: NaN }, { ttlMs: undefined, waitMs: Infinity }]) {
+    for (const call of [() => c.withLock(resource('nan'), () => assert.fail('ran'), options), () => c.withLocks([resource('nan')], () => assert.fail('ran'), options)]) {
+      const err = await call().then(() => assert.fail('held'), (e) => e);
+      assert.ok(err instanceof ConfigError && err.status === 0, `${JSON.stringify(options)}: ${err}`);
+    }
+  }
+});
+
 test('the gateway stops answering: the signal fires before the validity ends', async () => {
   const res = resource('silent');
   const proxy = await startProxy();

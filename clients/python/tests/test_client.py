@@ -107,6 +107,11 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ConfigError) as e:
             Client(URL + "/wrong-prefix").acquire(self.res, ttl=1)
         self.assertEqual(e.exception.status, 404)
+        # A URL that is not http(s)://host is a configuration error, not "no answer: retry".
+        for url in ("localhost:8080", "127.0.0.1:8080", "ftp://" + URL.split("://", 1)[1], "http://"):
+            with self.subTest(url=url), self.assertRaises(ConfigError) as e:
+                Client(url).acquire(self.res, ttl=1)
+            self.assertIsNone(e.exception.status)
         self.assertFalse(self.client.inspect(self.res).held)
 
     @unittest.skipUnless(AUTH_URL and API_KEY, "REDLOCKD_TESTS_AUTH_URL and REDLOCKD_API_KEY name no gateway with API keys")

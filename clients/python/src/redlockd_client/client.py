@@ -127,6 +127,9 @@ class Client:
                  what: str = "") -> Tuple[int, Dict[str, Any]]:
         """Sends one request; returns (status, JSON body) of a 2xx answer and
         raises the typed error of anything else."""
+        url = urllib.parse.urlsplit(self.url)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise ConfigError(f"{what}: the gateway URL {self.url} is not http(s)://host[:port]")
         headers = {}
         data = None
         if body is not None:
