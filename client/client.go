@@ -63,7 +63,8 @@ var (
 	ErrHeldByOther = fmt.Errorf("%w: lock held by another owner", ErrNotOwner)
 
 	// ErrQuorumUnavailable means the gateway could not reach a quorum of
-	// nodes or is shutting down (503): the outcome is unknown, try again.
+	// nodes, is shutting down, or has too many acquires waiting (503): the
+	// outcome is unknown, try again (after ProblemError.RetryAfter, if set).
 	ErrQuorumUnavailable = errors.New("client: quorum unavailable")
 
 	// ErrUnauthorized means the gateway refused the API key (401): it is
@@ -551,7 +552,7 @@ func responseError(res *http.Response, body []byte) error {
 		}
 	case "limit-mismatch":
 		e.Err = ErrLimitMismatch
-	case "quorum-unavailable", "shutting-down":
+	case "quorum-unavailable", "shutting-down", "too-many-waiters":
 		e.Err = ErrQuorumUnavailable
 	case "invalid-request", "payload-too-large":
 		e.Err = ErrInvalid

@@ -410,6 +410,26 @@ func TestShuttingDown(t *testing.T) {
 	wantProblem(t, err, http.StatusServiceUnavailable, "shutting-down")
 }
 
+// TestTooManyWaiters: a gateway whose waiting slots are all taken answers 503
+// too-many-waiters with Retry-After, which is ErrQuorumUnavailable too: try
+// again after the hint, as the JS and Python clients do with every 503.
+func TestTooManyWaiters(t *testing.T) {
+	g := startGateway(t, 3, func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"type":"urn:redlockd:problem:too-many-waiters","title":"Too many waiters","status":503,"detail":"too many acquires are waiting"}`)
+		})
+	})
+	c := newClient(t, g.URL, client.Options{})
+	_, err := c.Acquire(context.Background(), resourceName(t), client.AcquireOptions{Wait: time.Second})
+	wantIs(t, err, client.ErrQuorumUnavailable)
+	if pe := wantProblem(t, err, http.StatusServiceUnavailable, "too-many-waiters"); pe.RetryAfter != 2*time.Second {
+		t.Errorf("RetryAfter %v, want 2s", pe.RetryAfter)
+	}
+}
+
 // TestAPIKey checks that the key travels as a bearer token and that 401 is
 // ErrUnauthorized. The gateway in front of the real one answers 401 as the
 // contract says (problem+json, type unauthorized) when the key is wrong.

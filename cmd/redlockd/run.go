@@ -375,12 +375,10 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 }
 
 // retryable reports whether an acquire refused with err may succeed later:
-// the lock is held, the quorum unavailable, or (503 too-many-waiters) every
-// waiting slot of the gateway taken.
+// the lock is held, or a 503 (the quorum unavailable, or every waiting slot
+// of the gateway taken).
 func retryable(err error) bool {
-	pe, _ := errors.AsType[*client.ProblemError](err)
-	return errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable) ||
-		(pe != nil && pe.Kind() == "too-many-waiters")
+	return errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)
 }
 
 // acquireFailed says why the lock was not acquired; it returns the status.
