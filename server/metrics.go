@@ -88,7 +88,7 @@ func NewMetrics() *Metrics {
 		}, []string{"op"}),
 		acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "redlockd_acquisitions_total",
-			Help: "Acquire requests of locks and permits by outcome: acquired, held (409 lock-held), limit_mismatch (409), unavailable (503 quorum-unavailable), invalid (400, 413), unauthorized (401), too_many_waiters, shutting_down, client_gone (the client went away before the answer), error (500).",
+			Help: "Acquire requests of locks (of one or several resources) and permits by outcome: acquired, held (409 lock-held), limit_mismatch (409), unavailable (503 quorum-unavailable), invalid (400, 413), unauthorized (401), too_many_waiters, shutting_down, client_gone (the client went away before the answer), error (500).",
 		}, []string{"outcome"}),
 		waitTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "redlockd_wait_duration_seconds",
@@ -251,7 +251,7 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.requestTime.WithLabelValues(route, method).Observe(d.Seconds())
-	if (route == "/locks/{resource}" || route == "/semaphores/{name}") && method == http.MethodPost {
+	if (route == "/locks/{resource}" || route == "/locks" || route == "/semaphores/{name}") && method == http.MethodPost {
 		m.acquisitions.WithLabelValues(cmp.Or(acquireOutcomes[outcome], "error")).Inc()
 	}
 }
