@@ -1,0 +1,85 @@
+package tests
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
+)
+
+// wantQuarantined checks /readyz and redlockd_node_quarantined: the nodes
+// whose index is in q are quarantined, the others not.
+func wantQuarantined(t *testing.T, gw *Gateway, nodes []*RedisNode, q map[int]bool) {
+	t.Helper()
+	r := gw.do(t, http.MethodGet, "/readyz", "")
+	m := scrapeMetrics(t, gw)
+	for i, n := range nodes {
+		until := readyNode(t, r, n.Addr)["quarantined_until"]
+		if (until != nil) != q[i] {
+			t.Errorf("/readyz node %d quarantined_until %v, want quarantined %v: %s", i, until, q[i], r.Body)
+		}
+		if v, ok := m.get("redlockd_node_quarantined", "node", n.Addr); !ok || v != float64(boolInt(q[i])) {
+			t.Errorf("redlockd_node_quarantined{node=%s} = %v, %v; want %d", n.Addr, v, ok, boolInt(q[i]))
+		}
+	}
+}
+
+// TestQAQuarantinedNodes: two nodes restart while a lock is held, one empty
+// after a crash and one after a clean SHUTDOWN with its data on disk
+// (appendfsync always): both are quarantined (/readyz and the gauge), do
+// not count in locked_nodes or held_nodes, get the lock put back by extend,
+// and have it removed by release; once max TTL is over they vote again.
+func TestQAQuarantinedNodes(t *testing.T) {
+	const maxTTL = 3 * time.Second
+	nodes := append(startCluster(t, 4), nodesOf(redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always"))...)
+	gw := startUnready(t, nodes, "--restart-quarantine", "on", "--default-ttl", "1s", "--max-ttl", maxTTL.String(),
+		"--node-timeout", nodeTimeout.String())
+	gw.waitReady(t)
+	wantQuarantined(t, gw, nodes, nil)
+	res := resourceName(t)
+	tok := lock(t, gw, res, `{"ttl_ms":3000}`).str(t, "token")
+	waitHolders(t, nodes, res, tok, 5)
+
+	nodes[0].Restart()
+	_ = nodes[4].Client().Do(context.Background(), "SHUTDOWN").Err() // the connection closes: no reply
+	nodes[4].Restart()
+	restarted := time.Now()
+	if got := holders(t, nodes, res, tok); len(got) != 4 || got[3] != 4 {
+		t.Fatalf("after the restarts the token is on %v, want every node but the empty one", got)
+	}
+	// The first request reconnects to both: they answer, but do not vote.
+	wantCount(t, lock(t, gw, resourceName(t), ""), "locked_nodes", 3, 3)
+	wantQuarantined(t, gw, nodes, map[int]bool{0: true, 4: true})
+
+	var e *Resp
+	eventually(t, 2*time.Second, "extend puts the lock back on the quarantined empty node", func() bool {
+		e = extend(t, gw, res, tok, `{"ttl_ms":3000}`)
+		wantStatus(t, e, http.StatusOK)
+		return len(holders(t, nodes, res, tok)) == 5
+	})
+	if got := e.num(t, "locked_nodes"); got != 3 {
+		t.Errorf("extend: locked_nodes %d, want 3 (quarantined nodes do not count)", got)
+	}
+	if got := inspect(t, gw, res).num(t, "held_nodes"); got != 3 {
+		t.Errorf("inspect: held_nodes %d, want 3 (quarantined nodes do not count)", got)
+	}
+	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
+	eventually(t, 2*time.Second, "release removes the lock from every node, quarantined ones too", func() bool {
+		return len(holders(t, nodes, res, tok)) == 0
+	})
+	if el := time.Since(restarted); el > maxTTL-time.Second {
+		t.Fatalf("the checks took %v: the quarantine (%v) is nearly over", el, maxTTL)
+	}
+
+	eventually(t, maxTTL+3*time.Second, "the quarantine ends", func() bool {
+		r := gw.do(t, http.MethodGet, "/readyz", "")
+		return readyNode(t, r, nodes[0].Addr)["quarantined_until"] == nil && readyNode(t, r, nodes[4].Addr)["quarantined_until"] == nil
+	})
+	wantQuarantined(t, gw, nodes, nil)
+	// They vote again: with nodes 1 and 2 down, a lock needs both.
+	nodes[1].Kill()
+	nodes[2].Kill()
+	lock(t, gw, resourceName(t), "")
+}
