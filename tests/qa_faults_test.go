@@ -83,3 +83,25 @@ func TestQAQuarantinedNodes(t *testing.T) {
 	nodes[2].Kill()
 	lock(t, gw, resourceName(t), "")
 }
+
+// TestQAReplicaRoundTrip: a node made a replica and a master again between
+// two health checks (no request in between) may have lost its keys to the
+// sync: it is quarantined for max TTL all the same (its master_replid
+// changed), and says so in /readyz and the gauge.
+func TestQAReplicaRoundTrip(t *testing.T) {
+	const maxTTL = 3 * time.Second
+	nodes := startCluster(t, 5)
+	gw := startUnready(t, nodes, "--restart-quarantine", "on", "--default-ttl", "1s", "--max-ttl", maxTTL.String(),
+		"--node-timeout", nodeTimeout.String())
+	gw.waitReady(t)
+	m := startRedis(t)
+	redisDo(t, nodes[0], "REPLICAOF", "127.0.0.1", m.Port)
+	redisDo(t, nodes[0], "REPLICAOF", "NO", "ONE")
+	promoted := time.Now()
+	eventually(t, 3*time.Second, "the former replica quarantined", func() bool {
+		return readyNode(t, gw.do(t, http.MethodGet, "/readyz", ""), nodes[0].Addr)["quarantined_until"] != nil
+	})
+	wantQuarantined(t, gw, nodes, map[int]bool{0: true})
+	r := gw.do(t, http.MethodGet, "/readyz", "")
+	checkQuarantine(t, r, nodes[0], promoted, maxTTL, time.Second)
+}
