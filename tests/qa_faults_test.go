@@ -107,14 +107,22 @@ func TestQAReplicaRoundTrip(t *testing.T) {
 }
 
 // TestQAPausedNodeReadyz: a paused node (its socket accepts, nothing
-// answers) costs no request, and /readyz and redlockd_node_up show it down,
-// with why, once a health check times out; after SIGCONT it is up again.
+// answers) costs no request, its timeouts count in
+// redlockd_node_command_errors_total, and /readyz and redlockd_node_up show
+// it down, with why, once a health check times out; after SIGCONT it is up
+// again.
 func TestQAPausedNodeReadyz(t *testing.T) {
 	nodes, gw := startFaultGateway(t)
 	nodes[1].Pause()
 	a := acquire(t, gw, resourceName(t), "")
 	wantStatus(t, a, http.StatusCreated)
 	wantFast(t, a)
+	// Its command timed out (after the answer, in the background): a
+	// failed call of the node in the metrics, as a refused one is.
+	eventually(t, 3*time.Second, "the paused node's timeout in redlockd_node_command_errors_total", func() bool {
+		v, _ := scrapeMetrics(t, gw).get("redlockd_node_command_errors_total", "node", nodes[1].Addr)
+		return v >= 1
+	})
 	nodeUp := func(up bool) bool {
 		r := gw.do(t, http.MethodGet, "/readyz", "")
 		st := readyNode(t, r, nodes[1].Addr)
