@@ -275,9 +275,10 @@ func (r *round[T]) eval(node int) {
 // stragglers hands the nodes not counted by the caller to a goroutine of
 // their own, which waits until every node answered or the node timeout
 // (from the round's start) is over, notes the late answers for the nodes'
-// health and OnNodeCommand, and calls f (if not nil) with them and with the
-// nodes still silent. A paused node's command may still run when it
-// resumes: f decides what to undo. Nothing when every node was counted.
+// health and OnNodeCommand (the nodes still silent as timed out), and calls
+// f (if not nil) with them and with the nodes still silent. A paused node's
+// command may still run when it resumes: f decides what to undo. Nothing
+// when every node was counted.
 func (r *round[T]) stragglers(f func(late []reply[T], silent []int)) {
 	if r.seenAll() {
 		return
@@ -302,6 +303,14 @@ func (r *round[T]) stragglers(f func(late []reply[T], silent []int)) {
 				} else {
 					silent = append(silent, i) // its EVAL is too late to wait for
 				}
+			}
+		}
+		// A silent node timed out: count it as a failed call, as a node
+		// that answers with an error is (paused or partitioned nodes would
+		// otherwise never show in the metrics).
+		if h := r.c.opts.OnNodeCommand; h != nil {
+			for _, i := range silent {
+				h(r.c.nodes[i].addr, time.Since(r.start), context.DeadlineExceeded)
 			}
 		}
 		if f != nil {
