@@ -66,7 +66,9 @@ func exampleGateway() (url string, stop func()) {
 		mrs = append(mrs, m)
 		nodes = append(nodes, &redis.Options{Addr: m.Addr()})
 	}
-	coord, err := redlock.New(nodes, redlock.Options{NoQuarantine: true})
+	// A generous node timeout: the example also runs on loaded CI machines,
+	// where a round on in-process nodes can take longer than the default.
+	coord, err := redlock.New(nodes, redlock.Options{NoQuarantine: true, NodeTimeout: time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -25,7 +25,8 @@ func Example() {
 		defer m.Close()
 		nodes = append(nodes, &redis.Options{Addr: m.Addr()})
 	}
-	c, err := redlock.New(nodes, redlock.Options{NoQuarantine: true})
+	// A generous node timeout: the example also runs on loaded CI machines.
+	c, err := redlock.New(nodes, redlock.Options{NoQuarantine: true, NodeTimeout: time.Second})
 	if err != nil {
 		panic(err)
 	}
