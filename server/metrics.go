@@ -251,7 +251,7 @@ func (m *Metrics) observeRequest(route, method string, status int, d time.Durati
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.requestTime.WithLabelValues(route, method).Observe(d.Seconds())
-	if (route == "/locks/{resource}" || route == "/semaphores/{name}") && method == http.MethodPost {
+	if (route == "/locks/{resource}" || route == "/locks" || route == "/semaphores/{name}") && method == http.MethodPost {
 		m.acquisitions.WithLabelValues(cmp.Or(acquireOutcomes[outcome], "error")).Inc()
 	}
 }

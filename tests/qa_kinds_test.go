@@ -1,0 +1,53 @@
+package tests
+
+import (
+	"net/http"
+	"testing"
+)
+
+// lockKinds are the four lock-like things (SPEC §7, §8), each as an acquire
+// of a fresh name with body members more (e.g. `,"ttl_ms":5000`) that
+// returns the name it took.
+var lockKinds = []struct {
+	name    string
+	acquire func(t *testing.T, g *Gateway, res, more string) *Resp
+}{
+	{"lock", func(t *testing.T, g *Gateway, res, more string) *Resp {
+		return acquire(t, g, res, `{"owner":"w"`+more+`}`)
+	}},
+	{"read", func(t *testing.T, g *Gateway, res, more string) *Resp {
+		return acquire(t, g, res, `{"mode":"read"`+more+`}`)
+	}},
+	{"multi", func(t *testing.T, g *Gateway, res, more string) *Resp {
+		return g.do(t, http.MethodPost, "/locks", multiBody([]string{res, res + ".b"}, more))
+	}},
+	{"semaphore", func(t *testing.T, g *Gateway, res, more string) *Resp {
+		return acquirePermit(t, g, res, `{"limit":1`+more+`}`)
+	}},
+}
+
+// TestKindsAcquisitionsMetric: every kind's acquire counts in
+// redlockd_acquisitions_total by outcome, "metrics ... as for locks"
+// (SPEC §7, §8): a 201 as acquired, a 409 as held.
+func TestKindsAcquisitionsMetric(t *testing.T) {
+	gw := startGateway(t, startCluster(t, 3))
+	for _, k := range lockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			res := resourceName(t)
+			before := scrapeMetrics(t, gw)
+			wantStatus(t, k.acquire(t, gw, res, ""), http.StatusCreated)
+			if k.name == "read" { // readers share: a writer is refused
+				wantProblem(t, acquire(t, gw, res, ""), http.StatusConflict, "lock-held")
+			} else {
+				wantProblem(t, k.acquire(t, gw, res, ""), http.StatusConflict, "lock-held")
+			}
+			after := scrapeMetrics(t, gw)
+			for _, outcome := range []string{"acquired", "held"} {
+				if d := after.value("redlockd_acquisitions_total", "outcome", outcome) -
+					before.value("redlockd_acquisitions_total", "outcome", outcome); d != 1 {
+					t.Errorf("redlockd_acquisitions_total{outcome=%q} moved by %v, want 1", outcome, d)
+				}
+			}
+		})
+	}
+}
