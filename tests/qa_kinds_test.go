@@ -2,6 +2,7 @@ package tests
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +50,25 @@ func TestKindsAcquisitionsMetric(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKindsQuarantine: on a cluster whose nodes all just started, every
+// kind's acquire is 503 quorum-unavailable with Retry-After (restart
+// quarantine, SPEC §2, §7, §8), and no lock or reader is left behind.
+func TestKindsQuarantine(t *testing.T) {
+	nodes := startCluster(t, 3)
+	gw := startUnready(t, nodes, "--restart-quarantine", "on")
+	for _, k := range lockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			res := resourceName(t)
+			r := k.acquire(t, gw, res, "")
+			wantProblem(t, r, http.StatusServiceUnavailable, "quorum-unavailable")
+			retryAfter(t, r)
+		})
+	}
+	// Only fence counters and a semaphore's limit may stay: no lock, no reader.
+	if snap := keySnapshot(t, nodes); strings.Contains(snap, ":lock:") || strings.Contains(snap, ":readers:") {
+		t.Errorf("a refused acquire left a lock behind:\n%s", snap)
 	}
 }
