@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // lockKinds are the four lock-like things (SPEC §7, §8), each as an acquire
@@ -70,5 +72,37 @@ func TestKindsQuarantine(t *testing.T) {
 	// Only fence counters and a semaphore's limit may stay: no lock, no reader.
 	if snap := keySnapshot(t, nodes); strings.Contains(snap, ":lock:") || strings.Contains(snap, ":readers:") {
 		t.Errorf("a refused acquire left a lock behind:\n%s", snap)
+	}
+}
+
+// TestRunKindsLockLost: `redlockd run` holding a read lock, the locks of
+// two resources or a permit exits 76 when its keys vanish (FLUSHALL on
+// every node) and the next extension is refused, as with a lock (SPEC §5,
+// §7, §8).
+func TestRunKindsLockLost(t *testing.T) {
+	nodes := startCluster(t, 3)
+	g := startGateway(t, nodes)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"read", []string{"--resource", "r", "--read"}},
+		{"multi", []string{"--resource", "m1", "--resource", "m2"}},
+		{"semaphore", []string{"--semaphore", "s", "--limit", "2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"run", "--url", g.URL, "--ttl", "1s", "--grace", "1s"}, c.args...)
+			p := runProc(t, nil, append(args, "--", "sh", "-c", `echo ready; while :; do sleep 0.1; done`)...)
+			p.waitLine("ready", 30*time.Second)
+			for _, n := range nodes {
+				if err := n.Client().FlushAll(context.Background()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.wantExit(runLockLost, 20*time.Second)
+			if !strings.Contains(p.errs.String(), "lost") {
+				t.Errorf("stderr %q does not say the lock was lost", p.errs.String())
+			}
+		})
 	}
 }
