@@ -235,14 +235,17 @@ func (c *Coordinator) each(n int, f func(i int)) {
 
 // multiErr is the error of an operation on several resources, from each
 // one's: nil if none failed, else the first that says the quorum was
-// unavailable (the outcome is unknown), else the first.
+// unavailable (the outcome is unknown), else the first ErrHeldByOther
+// (another token holds one of them, which ErrLockExpired would deny), else
+// the first.
 func multiErr(errs []error) error {
-	i := slices.IndexFunc(errs, func(err error) bool { return errors.Is(err, ErrQuorumUnavailable) })
-	if i < 0 {
-		i = slices.IndexFunc(errs, func(err error) bool { return err != nil })
+	for _, target := range []error{ErrQuorumUnavailable, ErrHeldByOther} {
+		if i := slices.IndexFunc(errs, func(err error) bool { return errors.Is(err, target) }); i >= 0 {
+			return errs[i]
+		}
 	}
-	if i < 0 {
-		return nil
+	if i := slices.IndexFunc(errs, func(err error) bool { return err != nil }); i >= 0 {
+		return errs[i]
 	}
-	return errs[i]
+	return nil
 }
