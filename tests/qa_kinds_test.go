@@ -142,15 +142,15 @@ func TestMultiNotOwnerHeldByOther(t *testing.T) {
 func TestKindsFIFO(t *testing.T) {
 	gw := startGateway(t, startCluster(t, 3))
 	for _, k := range lockKinds {
+		if k.name == "semaphore" {
+			// Not strictly FIFO when holders release at once: a release
+			// hands the permit to the first waiter not in the middle of a
+			// try (docs/semaphores.md), and the new head is still in its
+			// first try, so the next waiter gets it (order 0, 2, 1, 3).
+			// The SPEC (§7) asks for FIFO: an open question for the owner.
+			continue
+		}
 		t.Run(k.name, func(t *testing.T) {
-			if k.name == "semaphore" {
-				// Not strictly FIFO when holders release at once: a release
-				// hands the permit to the first waiter not in the middle of a
-				// try (docs/semaphores.md), and the new head is still in its
-				// first try, so the next waiter gets it (order 0, 2, 1, 3).
-				// The SPEC (§7) asks for FIFO: an open question for the owner.
-				return
-			}
 			res := resourceName(t)
 			holder, waiters := k, []lockKind{k, k, k, k}
 			if k.name == "read" {
