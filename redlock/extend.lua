@@ -3,7 +3,7 @@
 -- => {1, fence, nf, owner} extended: fence is the chosen fence ('' if none was written back),
 --                          nf this node's tentative one ('' if none)
 --    {1, fence, nf, owner, 'read'} a reader's, extended (its records in 'rmeta')
---    {0} no lock here; {-1} held by another token
+--    {0} no lock here; {-1} held by another token (a writer, or live readers)
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -27,7 +27,13 @@ if s then
     return {1, m[1] or '', m[2] or '', m[3] or '', 'read'}
   end
 end
-if v == false then
+if v == false then -- held by another token if live readers hold it
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    local t = redis.call('TIME')
+    if redis.call('ZCOUNT', KEYS[3], '(' .. (t[1] * 1000 + math.floor(t[2] / 1000)), '+inf') > 0 then
+      return {-1}
+    end
+  end
   return {0}
 end
 return {-1}

@@ -2,13 +2,21 @@
 -- KEYS: [lock, meta, waiting, released, readers, rmeta]  ARGV: [token, channel, keep_ms]
 -- released is the tombstone key of this lock and token (the coordinator names it).
 -- => 1 deleted (token held it, as the writer or as a live reader), 2 token released this lock
---    within the last keep_ms (a retried release), 0 no lock here, -1 held by another token
+--    within the last keep_ms (a retried release), 0 no lock here, -1 held by another token (a
+--    writer, or live readers)
 -- On delete, if someone waits for the lock (the 'waiting' key set by acquire.lua), it publishes
 -- "<lock key>|<first 16 hex of sha1(token)>" on the channel, so that waiting acquires wake at
 -- once and a waiter can ignore its own releases; a reader's release publishes only when no live
 -- reader is left. Nobody waiting: no message.
 -- With keep_ms > 0 a delete sets the tombstone for keep_ms, so that a retried release is told it
 -- worked; keep_ms = 0 (undoing a failed acquire) leaves none.
+local function readersLive(readers)
+  if redis.call('EXISTS', readers) == 0 then
+    return false
+  end
+  local t = redis.call('TIME')
+  return redis.call('ZCOUNT', readers, '(' .. (t[1] * 1000 + math.floor(t[2] / 1000)), '+inf') > 0
+end
 local function released(publish)
   if publish and redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('PUBLISH', ARGV[2], KEYS[1] .. '|' .. string.sub(redis.sha1hex(ARGV[1]), 1, 16))
@@ -41,7 +49,7 @@ end
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return 2
 end
-if v == false then
+if v == false and not readersLive(KEYS[5]) then
   return 0
 end
 return -1

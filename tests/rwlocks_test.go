@@ -36,6 +36,24 @@ func wantReaders(t testing.TB, g *Gateway, res string, n, fence int64, token str
 func TestRWLocks(t *testing.T) {
 	gw := startGateway(t, startCluster(t, 5))
 
+	// A token that does not hold a lock held by readers is told that others
+	// hold it (held-by-other), not that nobody does; once they left, expired.
+	t.Run("StrangerToReaders", func(t *testing.T) {
+		res := resourceName(t)
+		r1 := lock(t, gw, res, readBody)
+		stranger := "stranger-token-0123456789"
+		for _, r := range []*Resp{release(t, gw, res, stranger), extend(t, gw, res, stranger, "")} {
+			wantProblem(t, r, http.StatusConflict, "not-owner")
+			if got := r.str(t, "lock_state"); got != "held-by-other" {
+				t.Errorf("lock_state %q, want held-by-other: %s", got, r.Body)
+			}
+		}
+		wantStatus(t, release(t, gw, res, r1.str(t, "token")), http.StatusNoContent)
+		if got := release(t, gw, res, stranger).str(t, "lock_state"); got != "expired" {
+			t.Errorf("after the readers left: lock_state %q, want expired", got)
+		}
+	})
+
 	t.Run("ReadersShare", func(t *testing.T) {
 		res := resourceName(t)
 		w0 := lock(t, gw, res, `{"mode":"write"}`)
