@@ -32,6 +32,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 	}
 	now := time.Now()
 	voting := 0
+	shown := s.authenticated(ctx) // the node list, for a valid key only
 	for _, n := range nodes {
 		ns := api.NodeStatus{
 			Addr:      n.Addr,
@@ -49,7 +50,7 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 		if n.Up && !quarantined {
 			voting++
 		}
-		if s.authenticated(ctx) {
+		if shown {
 			body.Nodes = append(body.Nodes, ns)
 		}
 	}
