@@ -16,9 +16,17 @@ import (
 // Each node has a health loop, started by New and stopped by Close: every
 // Options.HealthInterval (first at once) it sends PING, INFO server, INFO
 // replication and SET <KeyPrefix>health in one pipelined round trip bounded
-// by the node timeout. A node is up only if all of them succeeded: one that
-// answers PING but refuses writes (READONLY, OOM, MISCONF, LOADING, BUSY, or
-// a write that hangs under CLIENT PAUSE WRITE) is down, as every acquire on it
+// by the node timeout, on a connection of its own. A new connection costs
+// round trips before the check's (HELLO, the quarantine's INFO), bounded
+// apart: otherwise a node whose round trip is over a half or a third of the
+// node timeout would fail every check made on a new connection, and a check
+// that fails drops its connection, so it would never be seen up again; and
+// on the client's pool the batched fan-out often holds the one connection
+// set up, as it does while a slow node's answers are awaited.
+//
+// A node is up only if all of them succeeded: one that answers PING but
+// refuses writes (READONLY, OOM, MISCONF, LOADING, BUSY, or a write that
+// hangs under CLIENT PAUSE WRITE) is down, as every acquire on it
 // would fail. A replica is down even if it accepts writes: its data is its
 // master's.
 //
@@ -59,7 +67,7 @@ type health struct {
 // Status reports each node's health as last seen by its health loop or, in
 // between, by the answers to requests (see the package comment);
 // QuarantinedUntil is read at the call. Right after New it waits for the
-// loops' first checks (at most about the node timeout), or until ctx ends.
+// loops' first checks (at most a few node timeouts), or until ctx ends.
 func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
 	for _, n := range c.nodes {
 		select {
@@ -102,6 +110,11 @@ func (n *node) stopHealth() {
 
 func (n *node) healthLoop(ctx context.Context) {
 	defer close(n.loopDone)
+	defer func() {
+		if n.hc != nil {
+			n.hc.Close()
+		}
+	}()
 	t := time.NewTicker(n.opts.HealthInterval)
 	defer t.Stop()
 	for first := true; ; first = false {
@@ -120,21 +133,54 @@ func (n *node) healthLoop(ctx context.Context) {
 // healthKeyTTL is how long the key written by a health check lives.
 const healthKeyTTL = 5 * time.Second
 
+// setupRounds bounds the setup of the health loop's connection, in node
+// timeouts: HELLO, the quarantine's INFO server and a PING each take a round
+// trip (the dial is bounded by the node timeout of its own).
+const setupRounds = 3
+
+// healthConn returns the health loop's connection, set up if new: nil and
+// the error if that failed.
+func (n *node) healthConn(ctx context.Context) (*redis.Conn, error) {
+	if n.hc != nil {
+		return n.hc, nil
+	}
+	cn := n.client.Conn()
+	sctx, cancel := context.WithTimeout(ctx, setupRounds*n.opts.NodeTimeout)
+	defer cancel()
+	if err := cn.Ping(sctx).Err(); err != nil {
+		cn.Close()
+		return nil, err
+	}
+	n.hc = cn
+	return cn, nil
+}
+
 // check runs one health check and records the outcome (nothing when ctx
 // ended first). The write comes last: under CLIENT PAUSE WRITE it blocks,
 // and the commands before it still answer. With quarantine on, a node whose
 // INFO server fails is down: no new connection to it could vote anyway.
 func (n *node) check(ctx context.Context) {
+	cn, err := n.healthConn(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.health.Store(&health{err: n.describe(err), refused: errCode(err) != "", at: time.Now()})
+		}
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
 	defer cancel()
 	start := time.Now()
-	pipe := n.client.Pipeline()
+	pipe := cn.Pipeline()
 	ping := pipe.Ping(cctx)
 	info := pipe.Info(cctx, "server")
 	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
 	set := pipe.Set(cctx, n.healthKey, "1", healthKeyTTL)
 	_, execErr := pipe.Exec(cctx)
 	at := time.Now()
+	if execErr != nil && errCode(execErr) == "" {
+		n.hc.Close() // broken or timed out: the next check sets up another
+		n.hc = nil
+	}
 	if ctx.Err() != nil {
 		return // stopped, or the caller gave up: says nothing about the node
 	}
@@ -153,7 +199,7 @@ func (n *node) check(ctx context.Context) {
 			replErr = nil
 		}
 	}
-	err := pingErr
+	err = pingErr
 	if err == nil && infoErr == nil && replErr == nil && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}

@@ -515,7 +515,10 @@ func TestSlowNode(t *testing.T) {
 	cl := newCluster(t, 3, Options{NodeTimeout: 400 * time.Millisecond, HealthInterval: time.Hour})
 	cl.c.Status(t.Context()) // the health loop's first check is over: this test runs the next ones
 	h := &delayHook{}
-	cl.c.nodes[0].client.AddHook(h)
+	n := cl.c.nodes[0]
+	n.client.AddHook(h)
+	n.hc.Close() // a connection takes the client's hooks when it is made
+	n.hc = nil
 	h.delay.Store(int64(250 * time.Millisecond))
 	cl.c.nodes[0].check(t.Context())
 	if st := cl.c.Status(t.Context()); !st[0].Up || !st[0].Slow || st[1].Slow {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // node is one Redis master.
@@ -33,6 +34,7 @@ type node struct {
 	loopDone  chan struct{}          // closed when the health loop returned
 	firstDone chan struct{}          // closed when the loop's first check is over
 	healthKey string                 // <KeyPrefix>health, shared by every gateway of the prefix
+	hc        *redis.Conn            // the health loop's connection; nil until set up
 	// lastRunID and lastReplID are the run_id and master_replid of the last
 	// health check (the health loop's only).
 	lastRunID, lastReplID string
@@ -58,6 +60,11 @@ func newNode(idx int, o *redis.Options, opts Options) (*node, error) {
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.PoolTimeout = timeout
+	// Maintenance notifications are Redis Enterprise's, for moving shards.
+	// go-redis's default (auto) asks every new connection for them until a
+	// node refuses (Redis does): a round trip more per connection, and a
+	// change of opt that races with the connections being set up.
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	n := &node{idx: idx, addr: opt.Addr, opts: opts, healthKey: opts.KeyPrefix + "health"}
 	if !opts.NoQuarantine {
 		userHook := opt.OnConnect

@@ -199,3 +199,26 @@ func TestGrayLateUndo(t *testing.T) {
 	}
 	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
 }
+
+// TestGraySlowReconnect: a node whose round trip is most of the node
+// timeout, and whose connections are all dropped, is seen up and slow again
+// by /readyz without any request: setting up a new connection (HELLO, a
+// round trip of its own) is not counted in the check's node timeout.
+func TestGraySlowReconnect(t *testing.T) {
+	const timeout = time.Second
+	nodes := startCluster(t, 5)
+	ps := startProxies(t, nodes)
+	gw := startGatewayAt(t, proxyAddrs(ps), "--node-timeout", timeout.String())
+	gw.waitReady(t)
+	slowUp := func() bool {
+		n := readyNode(t, gw.do(t, http.MethodGet, "/readyz", ""), ps[4].Addr())
+		return n["up"] == true && n["slow"] == true
+	}
+	ps[4].SetLatency(timeout * 35 / 100) // a round trip of 0.7 node timeouts; two are over it
+	eventually(t, 5*timeout, "/readyz shows node 4 slow", slowUp)
+	if err := nodes[4].Client().ClientKillByFilter(t.Context(), "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*timeout, "/readyz shows node 4 down", func() bool { return !slowUp() })
+	eventually(t, 15*timeout, "/readyz shows node 4 slow again", slowUp)
+}
