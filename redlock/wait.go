@@ -39,10 +39,11 @@ import (
 // any of them wakes it.
 //
 // A semaphore's permit released on this coordinator while one of the
-// semaphore's waiters here waits idle (in pause, or queued behind the heads)
-// is handed over to the first such waiter in the same round (handOver): the
-// permit is never free in between. A head that is making a round is not
-// handed one; a release that finds no idle waiter is announced as above.
+// semaphore's heads here waits idle (in pause) is handed over to the first
+// such head in the same round (handOver): the permit is never free in
+// between. A head that is making a round is not handed one, nor is a waiter
+// behind the heads (it would be served before them); a release that finds
+// no idle head is announced as above.
 
 // counters are the coordinator's statistics, read by Stats.
 type counters struct {
@@ -260,9 +261,10 @@ type waiter struct {
 	// head of a semaphore. Guarded by the hub's mu.
 	wokenBy string
 
-	// A semaphore's waiter may be handed a permit by a release on this
-	// coordinator (see handOver) while it waits idle, in pause or queued
-	// behind the heads: a is its attempt, paused says it waits idle,
+	// A semaphore's head may be handed a permit by a release on this
+	// coordinator (see handOver) while it waits idle (in pause, or just
+	// made a head and not yet out of the queue's wait): a is its attempt,
+	// paused says it waits idle,
 	// claimed that a hand-over runs for it (both guarded by the hub's mu),
 	// and offer brings that hand-over's outcome.
 	a       *attempt
@@ -377,9 +379,11 @@ func (h *waitHub) setPaused(w *waiter, paused bool) (claimed bool) {
 	return claimed
 }
 
-// claim returns a waiter of key that waits idle (not in a round), claimed
-// for a hand-over from the release of from (a fingerprint), or nil: the
-// first in the queue that is a semaphore's and not from's own.
+// claim returns a head of key that waits idle (not in a round), claimed for
+// a hand-over from the release of from (a fingerprint), or nil: the first
+// head that is a semaphore's and not from's own. A waiter behind the heads
+// is never claimed, even while every head is in a round: it would be served
+// before them, out of turn.
 func (h *waitHub) claim(key, from string) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -387,7 +391,7 @@ func (h *waitHub) claim(key, from string) *waiter {
 	if q == nil {
 		return nil
 	}
-	for _, w := range q.ws {
+	for _, w := range q.first() {
 		if w.a != nil && w.paused && !w.claimed && w.own != from {
 			w.claimed = true
 			return w
