@@ -2,7 +2,11 @@ package tests
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -84,5 +88,46 @@ func TestRunTooManyWaiters(t *testing.T) {
 	wantStatus(t, release(t, g, busy, tok), http.StatusNoContent)
 	if err := <-waiter; err != nil {
 		t.Errorf("the waiter: %v", err)
+	}
+}
+
+// TestRunRetriesUnreachable: `redlockd run` tries again while --wait lasts
+// when the gateway does not answer, as behind a proxy that answers 502
+// while the gateway restarts (no problem body), and says so once; a 4xx
+// that is not a gateway's, as a TLS gateway asked in plain HTTP answers, is
+// a usage error (64), not "unavailable" (69).
+func TestRunRetriesUnreachable(t *testing.T) {
+	g := startGateway(t, startCluster(t, 3))
+	target, err := url.Parse(g.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httputil.NewSingleHostReverseProxy(target)
+	var calls atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			http.Error(w, "upstream restarting", http.StatusBadGateway)
+			return
+		}
+		gw.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	res := resourceName(t)
+	p := runProc(t, nil, "run", "--url", proxy.URL, "--resource", res, "--wait", "20s", "--", "true")
+	p.wantExit(0, 30*time.Second)
+	if n := calls.Load(); n < 3 {
+		t.Errorf("%d requests reached the proxy, want the two 502s and the acquire after them", n)
+	}
+	if msg := p.errs.String(); strings.Count(msg, "trying again while --wait lasts") != 1 {
+		t.Errorf("stderr %q does not say once that run tries again", msg)
+	}
+	wantNotHeld(t, inspectAnswered(t, g, res))
+
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	p = runProc(t, nil, "run", "--url", "http://"+tlsSrv.Listener.Addr().String(), "--resource", res, "--wait", "20s", "--", "true")
+	p.wantExit(runUsage, 30*time.Second)
+	if msg := p.errs.String(); !strings.Contains(msg, "check --url") {
+		t.Errorf("stderr %q does not point at --url", msg)
 	}
 }

@@ -326,11 +326,14 @@ func TestRun(t *testing.T) {
 
 	t.Run("GatewayUnreachable", func(t *testing.T) {
 		marker := filepath.Join(t.TempDir(), "ran")
-		p := runProc(t, nil, "run", "--url", closedURL(t), "--resource", resourceName(t), "--", "touch", marker)
+		p := runProc(t, nil, "run", "--url", closedURL(t), "--resource", resourceName(t), "--wait", "1s", "--", "touch", marker)
 		p.wantExit(runUnavailable, 30*time.Second)
 		wantNoFile(t, marker, "gateway unreachable")
 		if !strings.Contains(p.errs.String(), "unavailable") {
 			t.Errorf("stderr %q does not say the gateway is unavailable", p.errs.String())
+		}
+		if p.elapsed() < 900*time.Millisecond {
+			t.Errorf("--wait 1s gave up after %v on a gateway that did not answer", p.elapsed())
 		}
 	})
 

@@ -222,9 +222,11 @@ Flags:
 Exit status:
   CMD's   CMD ran holding the lock throughout (128+N if signal N killed it)
   64      usage error: bad flags, unreadable --api-key-file, or the gateway
-          refused a value, the API key or the --url (404), or the
-          semaphore's permits are held with another --limit
-  69      gateway or quorum unavailable: CMD not run
+          refused a value, the API key or the --url (404, or another 4xx
+          that is not a gateway's), or the semaphore's permits are held
+          with another --limit
+  69      gateway or quorum unavailable (tried again while --wait lasts):
+          CMD not run
   75      lock held by another owner (every permit held), not acquired
           within --wait: CMD not run
   76      lock lost while CMD ran, or not held when CMD exited
@@ -342,7 +344,7 @@ func (r *runner) acquirePhase() (client.Lock, int) {
 func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 	deadline := time.Now().Add(r.cfg.Wait)
 	chunk := maxWaitChunk
-	for {
+	for told := false; ; {
 		wait := min(max(time.Until(deadline), 0), chunk).Truncate(time.Millisecond)
 		if r.cfg.Wait == 0 {
 			wait = 0
@@ -368,6 +370,10 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 		if ctx.Err() != nil || left <= 0 || !retryable(err) {
 			return lock, err
 		}
+		if !told && errors.Is(err, client.ErrUnreachable) {
+			told = true
+			r.printf("no answer from the gateway at %s (%v): trying again while --wait lasts", r.cfg.URL, err)
+		}
 		if !sleep(ctx, min(retryHint(err), left)) {
 			return lock, err
 		}
@@ -375,10 +381,13 @@ func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
 }
 
 // retryable reports whether an acquire refused with err may succeed later:
-// the lock is held, or a 503 (the quorum unavailable, or every waiting slot
-// of the gateway taken).
+// the lock is held, a 503 (the quorum unavailable, or every waiting slot of
+// the gateway taken), or no answer from the gateway (down, restarting, or a
+// proxy's 502, 503 or 504). Run's token makes a retry idempotent: if the
+// lost attempt took the lock, the retry gets it.
 func retryable(err error) bool {
-	return errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable)
+	return errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable) ||
+		errors.Is(err, client.ErrUnreachable)
 }
 
 // acquireFailed says why the lock was not acquired; it returns the status.
@@ -417,12 +426,22 @@ func (r *runner) acquireFailed(err error) int {
 		// A wrong --url (or proxy prefix): retrying cannot help.
 		r.printf("%s names no route of a redlockd gateway (check --url): %v: CMD not run", r.cfg.URL, err)
 		return exitUsage
+	case foreign(err):
+		r.printf("%s answered %v, which is not a redlockd gateway's answer (check --url: its scheme, host and port): CMD not run", r.cfg.URL, err)
+		return exitUsage
 	default:
 		// Unknown outcome: the lock may have been taken with our token.
 		r.release(false)
 		r.printf("gateway or quorum unavailable at %s: %v: CMD not run", r.cfg.URL, err)
 		return exitUnavailable
 	}
+}
+
+// foreign reports whether err is a 4xx that is not a problem of the
+// gateway's: another server, or a TLS gateway asked in plain HTTP.
+func foreign(err error) bool {
+	pe, ok := errors.AsType[*client.ProblemError](err)
+	return ok && pe.Kind() == "" && pe.Status >= 400 && pe.Status < 500
 }
 
 // retryHint is how long to pause before trying again after err: the
