@@ -101,6 +101,24 @@ func TestMultiLocks(t *testing.T) {
 		wantProblem(t, gw.do(t, http.MethodPatch, multiPath(rs), "", "Lock-Token", token), http.StatusConflict, "not-owner")
 	})
 
+	// docs/safety.md: each resource is a writer's lock held with the token,
+	// so one resource's path releases it alone.
+	t.Run("ReleaseOne", func(t *testing.T) {
+		res := resourceName(t)
+		rs := []string{res + "-a", res + "-b"}
+		m := gw.do(t, http.MethodPost, "/locks", multiBody(rs, `,"ttl_ms":20000`))
+		wantStatus(t, m, http.StatusCreated)
+		token := m.str(t, "token")
+		wantStatus(t, release(t, gw, rs[0], token), http.StatusNoContent)
+		wantNotHeld(t, inspectAnswered(t, gw, rs[0]))
+		if info := inspect(t, gw, rs[1]); info.JSON["held"] != true {
+			t.Errorf("inspect %s after the release of %s alone: %s", rs[1], rs[0], info.Body)
+		}
+		wantProblem(t, gw.do(t, http.MethodPatch, multiPath(rs), "", "Lock-Token", token), http.StatusConflict, "not-owner")
+		wantStatus(t, gw.do(t, http.MethodDelete, multiPath(rs), "", "Lock-Token", token), http.StatusNoContent)
+		wantNotHeld(t, inspectAnswered(t, gw, rs[1]))
+	})
+
 	t.Run("Idempotent", func(t *testing.T) {
 		res := resourceName(t)
 		rs := []string{res + "-1", res + "-2"}
