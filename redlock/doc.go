@@ -7,12 +7,16 @@
 // Acquire generates one random token per lock (16 bytes from crypto/rand,
 // URL-safe base64) or takes the caller's, and runs a Lua script doing
 // SET key token NX PX ttl on every node in parallel, each command bounded by
-// the node timeout. Elapsed time is measured on the monotonic clock from
-// before the first send to after the last reply; validity = ttl - elapsed -
-// (ttl*DriftFactor + 2ms). The lock is acquired iff a quorum (N/2+1) of nodes
-// set it and validity > 0. Otherwise the lock is released on every node,
-// including those that did not answer (their SET may have landed), and the
-// attempt is repeated after a jittered delay while the caller's wait lasts.
+// the node timeout. A round is decided as soon as the answers so far settle
+// it (a quorum granted, or too many refused or failed for one): a slow or
+// silent minority is not awaited. Elapsed time is measured on the monotonic
+// clock from before the first send to that decision; validity = ttl -
+// elapsed - (ttl*DriftFactor + 2ms). The lock is acquired iff a quorum
+// (N/2+1) of nodes set it and validity > 0. Otherwise the lock is released
+// on the nodes that granted in time at once, and in the background on the
+// others, including those that did not answer (their SET may have landed),
+// and the attempt is repeated after a jittered delay while the caller's wait
+// lasts.
 //
 // Release is compare-and-delete and Extend compare-and-pexpire, both Lua
 // scripts run on every node. Extend succeeds iff a quorum extended within the
@@ -26,7 +30,9 @@
 // Every node keeps a counter per resource. The acquire script increments it
 // on every node that grants the lock; the coordinator takes the maximum over
 // the granting quorum and writes it back (as a maximum) to every node that
-// answered before returning. Any two quorums intersect, so the next acquire
+// answered before returning (unless every one of them granted anew with the
+// same value and the token is not the caller's: a quorum's counters hold it
+// already). Any two quorums intersect, so the next acquire
 // reads a counter at least as high: fences are strictly increasing per
 // resource, also when any single node restarts empty between two
 // acquisitions (the write-back reached all other nodes). They can go
