@@ -35,10 +35,16 @@ func tracingFromEnv(lookupEnv func(string) (string, bool)) (bool, error) {
 	default:
 		return false, usageErrorf("OTEL_TRACES_EXPORTER=%s: redlockd exports traces with otlp only (or none)", exp)
 	}
+	// The traces' own variable, when set, overrides the general one.
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if p := get(name); p != "" && p != "http/protobuf" {
+		switch p := get(name); p {
+		case "":
+			continue
+		case "http/protobuf":
+		default:
 			return false, usageErrorf("%s=%s: redlockd exports traces over http/protobuf only", name, p)
 		}
+		break
 	}
 	return true, nil
 }
