@@ -56,12 +56,7 @@ func TestHandOverCallerGone(t *testing.T) {
 		_, err := c.AcquirePermit(waiterCtx, "s", permitOpts(1, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: "gone-waiter"}))
 		errc <- err
 	}()
-	waitFor(t, func() bool {
-		c.hub.mu.Lock()
-		defer c.hub.mu.Unlock()
-		q := c.hub.queues[c.semKeys("", "s")[0]]
-		return q != nil && len(q.ws) == 1 && q.ws[0].paused
-	})
+	waitPaused(t, c, "s")
 	hook.armed.Store(true) // the hand-over's script names the waiter's owner
 	if err := c.ReleasePermit(ctx, "", "s", held.Token); err != nil {
 		t.Fatal(err)
@@ -72,5 +67,17 @@ func TestHandOverCallerGone(t *testing.T) {
 	eventually(t, 5*time.Second, "the permit handed to a caller gone freed", func() bool {
 		info, err := c.InspectSemaphore(ctx, "", "s")
 		return err == nil && len(info.Permits) == 0
+	})
+}
+
+// waitPaused waits until one acquire waits for a permit of semaphore name, idle
+// between its rounds.
+func waitPaused(t *testing.T, c *Coordinator, name string) {
+	t.Helper()
+	waitFor(t, func() bool {
+		c.hub.mu.Lock()
+		defer c.hub.mu.Unlock()
+		q := c.hub.queues[c.semKeys("", name)[0]]
+		return q != nil && len(q.ws) == 1 && q.ws[0].paused
 	})
 }
