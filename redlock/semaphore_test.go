@@ -324,12 +324,7 @@ func TestSemaphoreHandOver(t *testing.T) {
 		got <- p
 	}()
 	// The waiter pauses after its first refused round.
-	waitFor(t, func() bool {
-		c.hub.mu.Lock()
-		defer c.hub.mu.Unlock()
-		q := c.hub.queues[c.semKeys("", "s")[0]]
-		return q != nil && len(q.ws) == 1 && q.ws[0].paused
-	})
+	waitPaused(t, c, "s")
 	if err := c.ReleasePermit(ctx, "", "s", held.Token); err != nil {
 		t.Fatal(err)
 	}

@@ -109,11 +109,23 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	got, err := c.queued(ctx, w, deadline)
 	switch {
 	case got != nil && got.err == nil:
-		return got.lock, nil // handed over by a release
+		return c.handedOver(ctx, a, got)
 	case err != nil:
 		return Lock{}, err
 	}
 	return c.contend(ctx, a, w, deadline)
+}
+
+// handedOver returns the lock that a release handed over to a waiting
+// acquire (see handOver), unless its caller went away meanwhile: then it
+// gives the lock back, so that nobody holds it for its TTL, and returns
+// ctx's error. A chosen token's lock stays: its caller may retry.
+func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) (Lock, error) {
+	if ctx.Err() == nil || a.chosen {
+		return got.lock, nil
+	}
+	c.bg.Go(func() { _ = c.release(context.WithoutCancel(ctx), a.target(), got.lock.Token) })
+	return Lock{}, errors.Join(&HeldError{}, ctx.Err())
 }
 
 // queued waits until w is a head, or its wait or ctx ends. A semaphore's
@@ -154,7 +166,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		if sleep > 0 {
 			done, got, werr := c.pause(ctx, w, sleep, deadline)
 			if got != nil && got.err == nil {
-				return got.lock, nil // handed over by a release
+				return c.handedOver(ctx, a, got)
 			}
 			if werr != nil {
 				a.abandon(ctx)

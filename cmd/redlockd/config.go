@@ -248,6 +248,8 @@ func (c Config) Validate() error {
 	errs = append(errs, problems([]check{
 		// Zero means the default to redlock.Options, but is no value for a
 		// flag; redlock reads a negative drift factor as none, as 0 here.
+		{c.DefaultTTL == 0, "--default-ttl 0s must be positive"},
+		{c.MaxTTL == 0, "--max-ttl 0s must be positive"},
 		{c.MaxWait == 0, "--max-wait 0s must be positive (1ms allows practically no waiting)"},
 		{c.NodeTimeout == 0, "--node-timeout 0s must be positive"},
 		{c.DriftFactor < 0, fmt.Sprintf("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)},

@@ -177,6 +177,9 @@ func (m *Main) Open() (err error) {
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    server.MaxHeaderBytes,
 		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+		// OPTIONS * goes to the API too (a problem with a request id), not
+		// to net/http's bare 200.
+		DisableGeneralOptionsHandler: true,
 	}
 	if err := m.serveDebug(); err != nil {
 		return err
