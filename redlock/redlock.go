@@ -268,7 +268,9 @@ func (a *attempt) undo(ctx context.Context, idxs []int) {
 // abandon undoes, in the background, what the rounds of a waiting acquire
 // that ends without the lock may have left (late grants of its random
 // token: see outcome and cleanup). A chosen token may be retried by its
-// caller, so its keys are left to expire.
+// caller, so its keys are left to expire. A waiting writer that gives up
+// before its wait ran out (its caller gone, a shutdown) also leaves the
+// wwait sets at once (see acquire.lua): it no longer keeps new readers out.
 func (a *attempt) abandon(ctx context.Context) {
 	a.mu.Lock()
 	a.over = true
@@ -277,6 +279,32 @@ func (a *attempt) abandon(ctx context.Context) {
 	if len(dirty) > 0 && !a.chosen {
 		a.c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), dirty) })
 	}
+	if a.wwait() > 1 {
+		a.c.bg.Go(func() { a.leaveWwait(context.WithoutCancel(ctx)) })
+	}
+}
+
+// leaveWwait removes a.token from the wwait set of each of its resources on
+// every node, bounded by the node timeout.
+func (a *attempt) leaveWwait(ctx context.Context) {
+	parts := a.parts
+	if parts == nil {
+		parts = []*attempt{a}
+	}
+	var keys []string
+	for _, p := range parts {
+		keys = append(keys, p.keys[7]) // wwait: see keys
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.c.opts.NodeTimeout)
+	defer cancel()
+	a.c.each(len(a.c.nodes), func(i int) {
+		_, _ = a.c.nodes[i].client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys {
+				p.ZRem(ctx, k, a.token)
+			}
+			return nil
+		})
+	})
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).

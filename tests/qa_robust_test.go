@@ -49,3 +49,29 @@ func TestOptionsAsterisk(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("X-Request-Id"))
 	}
 }
+
+// TestWriterGoneLetsReadersIn: a writer that waits behind readers keeps new
+// readers out (SPEC §8), but only while it waits: once its client is gone,
+// a new reader gets the lock at once, not when the writer's wait would have
+// ended; so for a writer of several resources.
+func TestWriterGoneLetsReadersIn(t *testing.T) {
+	gw := startGateway(t, startCluster(t, 3))
+	for _, multi := range []bool{false, true} {
+		res := resourceName(t)
+		wantStatus(t, acquire(t, gw, res, `{"mode":"read","ttl_ms":20000}`), http.StatusCreated)
+		path, body := "/locks/"+res, `{"wait_ms":15000}`
+		if multi {
+			path, body = "/locks", multiBody([]string{res, res + ".b"}, `,"wait_ms":15000`)
+		}
+		c := &http.Client{Timeout: 500 * time.Millisecond} // gives up, and closes the connection
+		if _, err := c.Post(gw.URL+path, "application/json", strings.NewReader(body)); err == nil {
+			t.Fatalf("the waiting writer (multi %v) got an answer within 500ms", multi)
+		}
+		eventually(t, 5*time.Second, "the writer out of the queue", func() bool {
+			return scrapeMetrics(t, gw).value("redlockd_waiters") == 0
+		})
+		eventually(t, 5*time.Second, "a new reader admitted (multi "+fmt.Sprint(multi)+")", func() bool {
+			return acquire(t, gw, res, `{"mode":"read"}`).Status == http.StatusCreated
+		})
+	}
+}
