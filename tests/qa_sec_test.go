@@ -2,9 +2,11 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -120,4 +122,21 @@ func TestQASecMinimalACL(t *testing.T) {
 	gw.Stop()
 	checkNoSecrets(t, seen, "/readyz or /metrics", secrets...)
 	checkNoSecrets(t, gw.Stderr(), "stderr", secrets...)
+}
+
+// TestQASecKeygenDotNames: `redlockd keygen` refuses "." and ".." as a name
+// or namespace (as the keys file does), and its message and help say so
+// rather than claim the name is outside [A-Za-z0-9._:-].
+func TestQASecKeygenDotNames(t *testing.T) {
+	for _, args := range [][]string{{"--name", "..", "--namespace", "ns"}, {"--name", "n", "--namespace", "."}} {
+		out, err := exec.Command(binPath, append([]string{"keygen"}, args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 64 || !strings.Contains(string(out), `other than "." and ".."`) {
+			t.Errorf("keygen %q: %v, %s", args, err, out)
+		}
+	}
+	help, _ := exec.Command(binPath, "keygen", "--help").Output()
+	if !strings.Contains(string(help), `other than "." and ".."`) {
+		t.Errorf("keygen --help does not say that . and .. are refused:\n%s", help)
+	}
 }
