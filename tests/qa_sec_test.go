@@ -140,3 +140,30 @@ func TestQASecKeygenDotNames(t *testing.T) {
 		t.Errorf("keygen --help does not say that . and .. are refused:\n%s", help)
 	}
 }
+
+// TestQASecEveryKindNeedsKey: with API keys, every route of every kind (and
+// the list) answers 401 to no key, a wrong key and a second Authorization
+// header, and touches nothing in Redis (docs/operations.md, Security).
+func TestQASecEveryKindNeedsKey(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a := keygen(t, "qa-a", "qa-a")
+	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a))
+	before := keySnapshot(t, nodes)
+	for _, k := range lockKinds {
+		res := resourceName(t)
+		calls := [][2]string{{http.MethodPost, k.acquireURL(res)}, {http.MethodGet, "/semaphores/" + res}, {http.MethodGet, "/locks/" + res},
+			{http.MethodHead, "/locks?prefix=" + res}, {http.MethodPatch, k.url(res)}, {http.MethodDelete, k.url(res)}}
+		for _, c := range calls {
+			for _, hdr := range [][]string{nil, bearer(a.Key + "x"), {"Authorization", "Bearer " + a.Key + ", Bearer " + a.Key}} {
+				r := gw.do(t, c[0], c[1], k.body(res, ""), append([]string{"Lock-Token", clientToken(t)}, hdr...)...)
+				if r.Status != http.StatusUnauthorized {
+					t.Errorf("%s %s, %s: %d, want 401", c[0], c[1], k.name, r.Status)
+				}
+				wantNoSecret(t, r, a.Key)
+			}
+		}
+	}
+	if after := keySnapshot(t, nodes); after != before {
+		t.Fatalf("unauthenticated requests changed Redis:\nbefore %s\nafter %s", before, after)
+	}
+}
