@@ -167,3 +167,33 @@ func TestQASecEveryKindNeedsKey(t *testing.T) {
 		t.Fatalf("unauthenticated requests changed Redis:\nbefore %s\nafter %s", before, after)
 	}
 }
+
+// TestQASecSubscribeRefused: a node whose ACL (docs/safety.md's without
+// +subscribe) refuses the subscription to release announcements is logged
+// at start-up, by node, without the password: releases wake no waiter then.
+func TestQASecSubscribeRefused(t *testing.T) {
+	const password = "no-subscribe-secret"
+	var acl []any
+	for _, r := range docACL(t) {
+		if r != "+subscribe" {
+			acl = append(acl, r)
+		}
+	}
+	nodes := startCluster(t, 3)
+	args := append([]any{"ACL", "SETUSER", "redlockd", "on", ">" + password}, acl...)
+	if err := nodes[1].Client().Do(context.Background(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	urls := strings.Split(redisURLs(nodes), ",")
+	urls[1] = (&url.URL{Scheme: "redis", User: url.UserPassword("redlockd", password), Host: nodes[1].Addr}).String()
+	gw := startServe(t, urls)
+	gw.waitReady(t)
+	eventually(t, 5*time.Second, "the refused subscription logged", func() bool {
+		return strings.Contains(gw.Stderr(), `"node":"`+nodes[1].Addr+`"`) && strings.Contains(gw.Stderr(), "refused the subscription to release announcements")
+	})
+	gw.Stop()
+	checkNoSecrets(t, gw.Stderr(), "stderr", password)
+	if n := strings.Count(gw.Stderr(), "refused the subscription"); n != 1 {
+		t.Errorf("%d lines say a subscription was refused, want 1 (node %s only)", n, nodes[1].Addr)
+	}
+}
