@@ -33,6 +33,17 @@ func docACL(t testing.TB) []any {
 	return rules
 }
 
+// aclUser makes the user redlockd with password and the ACL rules on n, and
+// returns n's URL for that user.
+func aclUser(t testing.TB, n *RedisNode, password string, rules []any) string {
+	t.Helper()
+	args := append([]any{"ACL", "SETUSER", "redlockd", "on", ">" + password}, rules...)
+	if err := n.Client().Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("%s: %v", n.Addr, err)
+	}
+	return (&url.URL{Scheme: "redis", User: url.UserPassword("redlockd", password), Host: n.Addr}).String()
+}
+
 // TestQASecMinimalACL: the Redis ACL of docs/safety.md, given to a user whose
 // password needs percent-encoding, runs every kind of lock (acquire, inspect,
 // extend, release, a waiting acquire woken by the release), GET /locks and
@@ -46,11 +57,7 @@ func TestQASecMinimalACL(t *testing.T) {
 	nodes := startCluster(t, 3)
 	urls := make([]string, len(nodes))
 	for i, n := range nodes {
-		args := append([]any{"ACL", "SETUSER", "redlockd", "on", ">" + password}, acl...)
-		if err := n.Client().Do(context.Background(), args...).Err(); err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		urls[i] = (&url.URL{Scheme: "redis", User: url.UserPassword("redlockd", password), Host: n.Addr}).String()
+		urls[i] = aclUser(t, n, password, acl)
 	}
 	a, b := keygen(t, "qa-a", "qa-a"), keygen(t, "qa-b", "qa-b")
 	gw := startServe(t, urls, "--api-keys-file", keysFile(t, a, b), "--log-level", "debug")
@@ -180,12 +187,8 @@ func TestQASecSubscribeRefused(t *testing.T) {
 		}
 	}
 	nodes := startCluster(t, 3)
-	args := append([]any{"ACL", "SETUSER", "redlockd", "on", ">" + password}, acl...)
-	if err := nodes[1].Client().Do(context.Background(), args...).Err(); err != nil {
-		t.Fatal(err)
-	}
 	urls := strings.Split(redisURLs(nodes), ",")
-	urls[1] = (&url.URL{Scheme: "redis", User: url.UserPassword("redlockd", password), Host: nodes[1].Addr}).String()
+	urls[1] = aclUser(t, nodes[1], password, acl)
 	gw := startServe(t, urls)
 	gw.waitReady(t)
 	eventually(t, 5*time.Second, "the refused subscription logged", func() bool {
