@@ -493,7 +493,7 @@ func (h *waitHub) start(c *Coordinator) {
 			}
 			h.subs = append(h.subs, ps)
 			h.mu.Unlock()
-			subscribed := 0
+			subscribed := h.confirm(c, n, ps)
 			for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
 				switch m := m.(type) {
 				case *redis.Message:
@@ -510,6 +510,22 @@ func (h *waitHub) start(c *Coordinator) {
 			}
 		}()
 	}
+}
+
+// confirm reads the first reply to n's subscription, within the node
+// timeout, and returns 1 if it is the subscription's confirmation, else 0.
+// A refusal (an ACL without SUBSCRIBE or the channel) is logged: go-redis
+// would swallow it, and waiting acquires would be woken by no release.
+func (h *waitHub) confirm(c *Coordinator, n *node, ps *redis.PubSub) int {
+	m, err := ps.ReceiveTimeout(context.Background(), c.opts.NodeTimeout)
+	if code := errCode(err); code != "" {
+		c.opts.Logger.Warn().Str("node", n.addr).Str("error", n.describe(err)).Str("channel", c.released).
+			Msg("redlock: the node refused the subscription to release announcements: a release wakes no waiting acquire, which tries again only when the holder's TTL ends or every poll interval; allow SUBSCRIBE on the channel (docs/safety.md)")
+	}
+	if s, ok := m.(*redis.Subscription); ok && s.Kind == "subscribe" {
+		return 1
+	}
+	return 0
 }
 
 // close ends the subscriptions and waits for their goroutines.

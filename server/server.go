@@ -54,7 +54,7 @@ type Config struct {
 	// quarter of MaxWaiters (at least 1); without, MaxWaiters (every caller
 	// is in namespace ""). At most MaxWaiters.
 	MaxWaitersPerNamespace int
-	// Keys are the API keys. With at least one, every /locks request needs
+	// Keys are the API keys. With at least one, every /locks and /semaphores request needs
 	// "Authorization: Bearer <key>" and reaches only its key's namespace.
 	// Default: none, no authentication (every caller is in namespace "").
 	Keys *Keys

@@ -27,7 +27,7 @@ file's "keys" list and reload the gateways (SIGHUP).
 
 The key reaches only the locks of NAMESPACE; several keys may share one. NAME
 names the key in the gateway's logs. Both are 1-200 characters of
-[A-Za-z0-9._:-].
+[A-Za-z0-9._:-], other than "." and "..".
 
 Flags:
   --name NAME            name of the key (required)
@@ -51,8 +51,8 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	}
 	if errs := problems([]check{
 		{fs.NArg() > 0, fmt.Sprintf("keygen takes no arguments, got %q", fs.Arg(0))},
-		{!redlock.ValidName(*name), "keygen: --name must be 1-200 characters of [A-Za-z0-9._:-]"},
-		{!redlock.ValidName(*namespace), "keygen: --namespace must be 1-200 characters of [A-Za-z0-9._:-]"},
+		{!redlock.ValidName(*name), `keygen: --name must be 1-200 characters of [A-Za-z0-9._:-], other than "." and ".."`},
+		{!redlock.ValidName(*namespace), `keygen: --namespace must be 1-200 characters of [A-Za-z0-9._:-], other than "." and ".."`},
 	}); len(errs) > 0 {
 		return usage(stderr, errors.Join(errs...))
 	}

@@ -87,7 +87,7 @@ func TestMainAPIKeys(t *testing.T) {
 	if strings.Contains(logs.String(), "without API keys") {
 		t.Errorf("warned about a listener without API keys although it has keys:\n%s", logs)
 	}
-	if l := logs.find(t, "API keys loaded: every /locks request needs Authorization: Bearer <key>"); l == nil || l["keys"] != 2.0 {
+	if l := logs.find(t, "API keys loaded: every /locks and /semaphores request needs Authorization: Bearer <key>"); l == nil || l["keys"] != 2.0 {
 		t.Errorf("no line saying 2 keys were loaded:\n%s", logs)
 	}
 	port := m.Addr()[strings.LastIndex(m.Addr(), ":"):]

@@ -151,7 +151,7 @@ func (m *Main) Open() (err error) {
 
 	if m.keys.Len() > 0 {
 		m.Log.Info().Int("keys", m.keys.Len()).Bool("metrics_auth", c.MetricsAuth).
-			Msg("API keys loaded: every /locks request needs Authorization: Bearer <key>")
+			Msg("API keys loaded: every /locks and /semaphores request needs Authorization: Bearer <key>")
 	}
 	m.srv = server.New(server.Config{
 		Locker:      m.coord,
