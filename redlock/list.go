@@ -144,6 +144,7 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 		resource string
 	}
 	var cands []candidate
+	var errs []error // of the nodes that failed in this call
 	done := false
 	for scans := 0; scans < scansPerPage && len(cands) < o.Limit && !done; scans++ {
 		n := c.nodes[lc.node]
@@ -155,8 +156,9 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 			if ctx.Err() != nil {
 				return Page{}, errors.Join(ErrQuorumUnavailable, n.fail(err), ctx.Err())
 			}
+			errs = append(errs, n.fail(err))
 			if lc.failed++; lc.failed > len(c.nodes)-c.quorum {
-				return Page{}, unavailable([]error{n.fail(err)})
+				return Page{}, unavailable(errs)
 			}
 			next, lc.after = 0, ""
 		}

@@ -121,6 +121,12 @@ func TestList(t *testing.T) {
 		if !errors.Is(err, ErrQuorumUnavailable) {
 			t.Fatalf("3 of 5 nodes down: err = %v, want ErrQuorumUnavailable", err)
 		}
+		// The error counts every node that failed in the call, not the last.
+		cl.setDown(1<<5 - 1)
+		_, err = cl.c.List(ctx, ListOptions{Namespace: "a", Limit: 5})
+		if u := Explain(err); u.Refused["ERR"]+u.Silent+u.Unreachable != 3 {
+			t.Fatalf("every node down: err = %v (%+v), want one that counts the 3 nodes that failed", err, u)
+		}
 		cl.setDown(0)
 	})
 	if err := cl.c.Release(ctx, "a", pre+"other", other.Token); err != nil {
