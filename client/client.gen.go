@@ -613,7 +613,7 @@ type ListLocksParams struct {
 	// Limit The most locks in one page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor The `next_cursor` of the previous page, as given (opaque); absent or empty for the first page. A malformed cursor is 400.
+	// Cursor The `next_cursor` of the previous page, as given (opaque); absent or empty for the first page. A malformed cursor is 400, and so is one from a gateway given other Redis nodes or the same nodes in another order.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 

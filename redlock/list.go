@@ -48,8 +48,10 @@ type Page struct {
 
 // listCursor is where a listing stands: at node's SCAN cursor scan, past
 // the names up to after in the batch that cursor returns (a batch cut by
-// the limit), with failed nodes skipped so far.
+// the limit), with failed nodes skipped so far, over the nodes named by
+// set (a Coordinator's nodeSet): node is an index into them.
 type listCursor struct {
+	set    string
 	node   int
 	scan   uint64
 	failed int
@@ -57,7 +59,7 @@ type listCursor struct {
 }
 
 func (lc listCursor) String() string {
-	s := fmt.Sprintf("%d.%d.%d.%s", lc.node, lc.scan, lc.failed, lc.after)
+	s := fmt.Sprintf("%s.%d.%d.%d.%s", lc.set, lc.node, lc.scan, lc.failed, lc.after)
 	return base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
@@ -71,17 +73,22 @@ func (c *Coordinator) parseCursor(s string) (listCursor, error) {
 	if err != nil {
 		return lc, errCursor
 	}
-	f := strings.SplitN(string(b), ".", 4)
-	if len(f) != 4 {
+	f := strings.SplitN(string(b), ".", 5)
+	if len(f) != 5 {
 		return lc, errCursor
 	}
-	node, err1 := strconv.Atoi(f[0])
-	scan, err2 := strconv.ParseUint(f[1], 10, 64)
-	failed, err3 := strconv.Atoi(f[2])
-	lc = listCursor{node: node, scan: scan, failed: failed, after: f[3]}
+	node, err1 := strconv.Atoi(f[1])
+	scan, err2 := strconv.ParseUint(f[2], 10, 64)
+	failed, err3 := strconv.Atoi(f[3])
+	lc = listCursor{set: f[0], node: node, scan: scan, failed: failed, after: f[4]}
 	if errors.Join(err1, err2, err3) != nil || node < 0 || node >= len(c.nodes) || failed < 0 || failed > node ||
 		(lc.after != "" && !ValidName(lc.after)) {
 		return listCursor{}, errCursor
+	}
+	if lc.set != c.nodeSet {
+		// Its node index and SCAN cursor would point into another node: the
+		// listing would miss locks without a word.
+		return listCursor{}, invalid("cursor is from a listing over other nodes, or the same nodes in another order: start the listing again without a cursor")
 	}
 	return lc, nil
 }
@@ -134,6 +141,7 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	lc.set = c.nodeSet
 	// A lock is held by a writer (its lock: key) or by readers (readers:):
 	// the SCAN matches every kind of key of the namespace's resources, and
 	// keeps those two.

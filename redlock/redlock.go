@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -26,6 +27,7 @@ type Coordinator struct {
 	stats    counters
 	idxs     []int  // every node's index: read-only
 	released string // the channel of release announcements
+	nodeSet  string // names the nodes in their order in list cursors
 	// bg counts the work left to the background: stragglers of rounds
 	// (see batch.go), each bounded by about the node timeout. Close waits
 	// for it.
@@ -45,6 +47,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released"}
+	set := fnv.New64a()
 	for i, o := range nodes {
 		if o == nil {
 			return nil, invalid("node %d has no options", i)
@@ -58,7 +61,9 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		}
 		c.nodes = append(c.nodes, n)
 		c.idxs = append(c.idxs, i)
+		fmt.Fprintf(set, "%s/%d,", o.Addr, o.DB)
 	}
+	c.nodeSet = strconv.FormatUint(set.Sum64(), 36)
 	c.hub.start(c) // release announcements wake waiting acquires
 	for _, n := range c.nodes {
 		n.startHealth()

@@ -153,9 +153,9 @@ func checkResponse(req *http.Request, route *routers.Route, r *Resp) {
 
 // beyondSchema reports whether a 400 problem body refuses what openapi.yaml
 // states in words only: a value over a limit of the server's configuration,
-// or a cursor that no page gave.
+// or a cursor that no page of this gateway's nodes gave.
 func beyondSchema(body []byte) bool {
-	for _, s := range []string{"must be within", "at most", "cursor is malformed"} {
+	for _, s := range []string{"must be within", "at most", "cursor is "} {
 		if bytes.Contains(body, []byte(s)) {
 			return true
 		}

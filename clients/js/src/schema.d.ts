@@ -770,7 +770,7 @@ export interface operations {
                 prefix?: string;
                 /** @description The most locks in one page. */
                 limit?: number;
-                /** @description The `next_cursor` of the previous page, as given (opaque); absent or empty for the first page. A malformed cursor is 400. */
+                /** @description The `next_cursor` of the previous page, as given (opaque); absent or empty for the first page. A malformed cursor is 400, and so is one from a gateway given other Redis nodes or the same nodes in another order. */
                 cursor?: string;
             };
             header?: never;

@@ -1,0 +1,158 @@
+package tests
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestMultiGwKinds: with two gateways on the same nodes, every kind taken
+// through one is one lock for both (SPEC §1-§3, docs/operations.md "Every
+// gateway gets the same configuration"): a retry of the acquire with the
+// same client token through the other gets the same fencing token, a
+// stranger is refused there, the other extends and releases it, and fencing
+// tokens only grow across the gateways, also after one restarts.
+func TestMultiGwKinds(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b := startGateway(t, nodes), startGateway(t, nodes)
+	last := map[string]int64{} // the kind's resource → its last fencing token
+	for _, k := range lockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			res, tok := "multigw-"+k.name, clientToken(t)
+			first := k.acquire(t, a, res, `,"token":"`+tok+`"`)
+			wantStatus(t, first, http.StatusCreated)
+			fence := fenceOf(t, first)
+			again := k.acquire(t, b, res, `,"token":"`+tok+`"`)
+			wantStatus(t, again, http.StatusCreated)
+			if got := fenceOf(t, again); got != fence {
+				t.Errorf("idempotent retry through the other gateway: fencing token %d, want %d", got, fence)
+			}
+			if k.name == "read" {
+				wantProblem(t, acquire(t, b, res, ""), http.StatusConflict, "lock-held")
+			} else {
+				wantProblem(t, k.acquire(t, b, res, ""), http.StatusConflict, "lock-held")
+			}
+			ext := b.do(t, http.MethodPatch, k.url(res), `{"ttl_ms":20000}`, "Lock-Token", tok)
+			wantStatus(t, ext, http.StatusOK)
+			if got := fenceOf(t, ext); got != fence {
+				t.Errorf("extend through the other gateway: fencing token %d, want %d", got, fence)
+			}
+			wantStatus(t, b.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", tok), http.StatusNoContent)
+			wantStatus(t, a.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", tok), http.StatusNoContent)
+			for _, g := range []*Gateway{b, a} {
+				r := k.acquire(t, g, res, "")
+				wantStatus(t, r, http.StatusCreated)
+				if got := fenceOf(t, r); got < fence || got == fence && k.name != "read" {
+					t.Errorf("fencing token %d after %d", got, fence)
+				}
+				fence = fenceOf(t, r)
+				wantStatus(t, g.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", r.str(t, "token")), http.StatusNoContent)
+			}
+			last[k.name] = fence
+		})
+	}
+	a.Stop()
+	a = startGateway(t, nodes)
+	for _, k := range lockKinds {
+		r := k.acquire(t, a, "multigw-"+k.name, "")
+		wantStatus(t, r, http.StatusCreated)
+		if got := fenceOf(t, r); got < last[k.name] || got == last[k.name] && k.name != "read" {
+			t.Errorf("%s: fencing token %d after a gateway restart, after %d", k.name, got, last[k.name])
+		}
+	}
+}
+
+// fenceOf is the fencing token of an acquire's or extend's answer: of its
+// first resource for a lock on several (a reader's is the last writer's).
+func fenceOf(t testing.TB, r *Resp) int64 {
+	t.Helper()
+	if rs, ok := r.JSON["resources"].([]any); ok && len(rs) > 0 {
+		first, _ := rs[0].(map[string]any)
+		return (&Resp{Method: r.Method, Path: r.Path, JSON: first, Body: r.Body}).num(t, "fencing_token")
+	}
+	return r.num(t, "fencing_token")
+}
+
+// TestMultiGwPrefixes: two deployments with different --key-prefix on the
+// same nodes are fully separate: the same name is locked in each, each
+// lists only its own, and every key a deployment writes is under its prefix.
+func TestMultiGwPrefixes(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b := startGateway(t, nodes), startGateway(t, nodes, "--key-prefix", "other:")
+	res := resourceName(t)
+	ra := acquire(t, a, res, `{"ttl_ms":30000}`)
+	wantStatus(t, ra, http.StatusCreated)
+	rb := acquire(t, b, res, `{"ttl_ms":30000}`)
+	wantStatus(t, rb, http.StatusCreated)
+	for _, k := range lockKinds[1:] {
+		wantStatus(t, k.acquire(t, a, res+k.name, ""), http.StatusCreated)
+		wantStatus(t, k.acquire(t, b, res+k.name, ""), http.StatusCreated)
+	}
+	if got := inspect(t, b, res).num(t, "fencing_token"); got != rb.num(t, "fencing_token") {
+		t.Errorf("b inspects fencing token %d, want its own %d", got, rb.num(t, "fencing_token"))
+	}
+	la, lb := listAll(t, a, "", "", nil), listAll(t, b, "", "", nil)
+	t.Logf("a lists %v, b lists %v", la, lb)
+	for _, n := range nodes {
+		keys, err := n.Client().Keys(context.Background(), "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(keys)
+		t.Logf("%s: %v", n.Addr, keys)
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "redlockd:") && !strings.HasPrefix(k, "other:") {
+				t.Errorf("key %q under neither prefix", k)
+			}
+		}
+	}
+}
+
+// TestMultiGwNodeOrder: a gateway given the same nodes in another order
+// holds the same locks, but a listing's cursor names a node by its position:
+// passed to it from a gateway with the other order, the listing would skip
+// locks without a word (here q, on nodes 2-4 only), so it is 400 instead;
+// gateways with the same order page through one listing together, every
+// lock once.
+func TestMultiGwNodeOrder(t *testing.T) {
+	nodes := startCluster(t, 5)
+	a, a2 := startGateway(t, nodes), startGateway(t, nodes)
+	b := startGateway(t, []*RedisNode{nodes[4], nodes[3], nodes[2], nodes[1], nodes[0]})
+	pre := resourceName(t) + "-"
+	for _, res := range []string{pre + "p", pre + "q"} {
+		r := acquire(t, a, res, `{"ttl_ms":30000}`)
+		wantStatus(t, r, http.StatusCreated)
+		waitHolders(t, nodes, res, r.str(t, "token"), 5)
+		wantProblem(t, acquire(t, b, res, ""), http.StatusConflict, "lock-held")
+	}
+	for _, n := range nodes[:2] { // q as after a restart of nodes 0 and 1
+		if err := n.Client().Del(context.Background(), lockKey(pre+"q")).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := a.do(t, http.MethodGet, "/locks?limit=1&prefix="+pre, "")
+	wantStatus(t, first, http.StatusOK)
+	cursor := "&cursor=" + url.QueryEscape(first.str(t, "next_cursor"))
+	wantProblem(t, b.do(t, http.MethodGet, "/locks?limit=1&prefix="+pre+cursor, ""), http.StatusBadRequest, "invalid-request")
+
+	seen := map[string]int{}
+	for page, cursor := 0, ""; page < 100; page++ {
+		r := []*Gateway{a, a2}[page%2].do(t, http.MethodGet, "/locks?limit=1&prefix="+pre+cursor, "")
+		wantStatus(t, r, http.StatusOK)
+		for _, l := range r.JSON["locks"].([]any) {
+			seen[l.(map[string]any)["resource"].(string)]++
+		}
+		next, ok := r.JSON["next_cursor"].(string)
+		if !ok {
+			break
+		}
+		cursor = "&cursor=" + url.QueryEscape(next)
+	}
+	if want := map[string]int{pre + "p": 1, pre + "q": 1}; !maps.Equal(seen, want) {
+		t.Errorf("listed %v, want %v", seen, want)
+	}
+}
