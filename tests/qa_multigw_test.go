@@ -5,9 +5,9 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMultiGwKinds: with two gateways on the same nodes, every kind taken
@@ -78,35 +78,55 @@ func fenceOf(t testing.TB, r *Resp) int64 {
 }
 
 // TestMultiGwPrefixes: two deployments with different --key-prefix on the
-// same nodes are fully separate: the same name is locked in each, each
-// lists only its own, and every key a deployment writes is under its prefix.
+// same nodes are fully separate (docs/safety.md "Keys"): the same names
+// are locked in each, with fencing tokens of their own, each lists only its
+// own, each hears releases on its own channel, and every key either writes,
+// its health key included, is under its prefix.
 func TestMultiGwPrefixes(t *testing.T) {
 	nodes := startCluster(t, 3)
 	a, b := startGateway(t, nodes), startGateway(t, nodes, "--key-prefix", "other:")
 	res := resourceName(t)
-	ra := acquire(t, a, res, `{"ttl_ms":30000}`)
-	wantStatus(t, ra, http.StatusCreated)
-	rb := acquire(t, b, res, `{"ttl_ms":30000}`)
-	wantStatus(t, rb, http.StatusCreated)
-	for _, k := range lockKinds[1:] {
-		wantStatus(t, k.acquire(t, a, res+k.name, ""), http.StatusCreated)
-		wantStatus(t, k.acquire(t, b, res+k.name, ""), http.StatusCreated)
+	for _, k := range lockKinds {
+		r := k.acquire(t, a, res+k.name, `,"ttl_ms":30000`)
+		wantStatus(t, r, http.StatusCreated)
+		wantStatus(t, k.acquire(t, a, res+k.name+".a", ""), http.StatusCreated)
+		if rb := k.acquire(t, b, res+k.name, `,"ttl_ms":30000`); rb.Status != http.StatusCreated || fenceOf(t, rb) != fenceOf(t, r) {
+			t.Errorf("%s: the other deployment's acquire: %s", k.name, rb)
+		}
 	}
-	if got := inspect(t, b, res).num(t, "fencing_token"); got != rb.num(t, "fencing_token") {
-		t.Errorf("b inspects fencing token %d, want its own %d", got, rb.num(t, "fencing_token"))
-	}
+	ctx := context.Background()
+	eventually(t, 10*time.Second, "each gateway subscribed to its own channel", func() bool {
+		subs, err := nodes[0].Client().PubSubNumSub(ctx, "redlockd:released", "other:released").Result()
+		chs, _ := nodes[0].Client().PubSubChannels(ctx, "*").Result()
+		return err == nil && subs["redlockd:released"] == 1 && subs["other:released"] == 1 && len(chs) == 2
+	})
 	la, lb := listAll(t, a, "", "", nil), listAll(t, b, "", "", nil)
-	t.Logf("a lists %v, b lists %v", la, lb)
+	for name := range la {
+		if _, ok := lb[name]; !ok && !strings.Contains(name, ".a") {
+			t.Errorf("a lists %s, b does not", name)
+		}
+	}
+	for name := range lb {
+		if _, ok := la[name]; !ok || strings.Contains(name, ".a") {
+			t.Errorf("b lists %s (a lists %v)", name, la)
+		}
+	}
 	for _, n := range nodes {
-		keys, err := n.Client().Keys(context.Background(), "*").Result()
+		for _, pre := range []string{"redlockd:", "other:"} {
+			if v, err := n.Client().Get(ctx, pre+"health").Result(); err != nil || v == "" {
+				t.Errorf("%s: %shealth: %q, %v", n.Addr, pre, v, err)
+			}
+		}
+		keys, err := n.Client().Keys(ctx, "*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.Sort(keys)
-		t.Logf("%s: %v", n.Addr, keys)
 		for _, k := range keys {
 			if !strings.HasPrefix(k, "redlockd:") && !strings.HasPrefix(k, "other:") {
-				t.Errorf("key %q under neither prefix", k)
+				t.Errorf("%s: key %q under neither prefix", n.Addr, k)
+			}
+			if strings.HasPrefix(k, "other:") && strings.Contains(k, ".a") {
+				t.Errorf("%s: key %q of a under b's prefix", n.Addr, k)
 			}
 		}
 	}
