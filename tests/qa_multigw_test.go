@@ -176,3 +176,54 @@ func TestMultiGwNodeOrder(t *testing.T) {
 		t.Errorf("listed %v, want %v", seen, want)
 	}
 }
+
+// TestMultiGwNamespaces: one deployment (one prefix) whose gateways have
+// different keys files: a namespace is the same on every gateway, whichever
+// key names it, and namespaces stay apart across gateways (SPEC §2, §4).
+func TestMultiGwNamespaces(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a1, a2, b := keygen(t, "a1", "team-a"), keygen(t, "a2", "team-a"), keygen(t, "b", "team-b")
+	ga := startGateway(t, nodes, "--api-keys-file", keysFile(t, a1))
+	gb := startGateway(t, nodes, "--api-keys-file", keysFile(t, a2, b))
+	open := startGateway(t, nodes)
+	res := "/locks/" + resourceName(t)
+	r := ga.do(t, http.MethodPost, res, `{"owner":"a1"}`, bearer(a1.Key)...)
+	wantStatus(t, r, http.StatusCreated)
+	tok := r.str(t, "token")
+	wantProblem(t, gb.do(t, http.MethodPost, res, "", bearer(a2.Key)...), http.StatusConflict, "lock-held")
+	if in := gb.do(t, http.MethodGet, res, "", bearer(a2.Key)...); in.Status != http.StatusOK || in.str(t, "owner") != "a1" {
+		t.Errorf("team-a's lock inspected through the other gateway: %s", in)
+	}
+	wantProblem(t, gb.do(t, http.MethodGet, res, "", bearer(a1.Key)...), http.StatusUnauthorized, "unauthorized")
+	wantStatus(t, gb.do(t, http.MethodPost, res, "", bearer(b.Key)...), http.StatusCreated)
+	wantStatus(t, open.do(t, http.MethodPost, res, ""), http.StatusCreated)
+	wantProblem(t, gb.do(t, http.MethodDelete, res, "", append(bearer(b.Key), "Lock-Token", tok)...), http.StatusConflict, "not-owner")
+	wantStatus(t, gb.do(t, http.MethodDelete, res, "", append(bearer(a2.Key), "Lock-Token", tok)...), http.StatusNoContent)
+}
+
+// TestMultiGwSettings: gateways with different TTL limits and node
+// timeouts on the same nodes share the locks, and each applies its own
+// limits to the requests it serves (docs/operations.md): a lock taken for
+// longer than the other's --max-ttl is held there too, extended there with
+// that gateway's default TTL (not beyond its max) and released there, and
+// a retried release through the first still answers 204.
+func TestMultiGwSettings(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a := startGateway(t, nodes)
+	b := startGateway(t, nodes, "--max-ttl", "5s", "--default-ttl", "2s", "--node-timeout", "200ms")
+	res := resourceName(t)
+	r := acquire(t, a, res, `{"ttl_ms":60000}`)
+	wantStatus(t, r, http.StatusCreated)
+	tok := r.str(t, "token")
+	if in := inspect(t, b, res); in.num(t, "remaining_ms") <= 5000 {
+		t.Errorf("b inspects %s, want the 60 s of a's lock", in.Body)
+	}
+	wantProblem(t, acquire(t, b, res, ""), http.StatusConflict, "lock-held")
+	if e := extend(t, b, res, tok, ""); e.Status != http.StatusOK || e.num(t, "ttl_ms") != 2000 {
+		t.Errorf("b extends with its default TTL: %s", e)
+	}
+	wantProblem(t, extend(t, b, res, tok, `{"ttl_ms":60000}`), http.StatusBadRequest, "invalid-request")
+	wantStatus(t, extend(t, a, res, tok, `{"ttl_ms":60000}`), http.StatusOK)
+	wantStatus(t, release(t, b, res, tok), http.StatusNoContent)
+	wantStatus(t, release(t, a, res, tok), http.StatusNoContent)
+}
