@@ -174,8 +174,13 @@ func (n *node) check(ctx context.Context) {
 	ping := pipe.Ping(cctx)
 	info := pipe.Info(cctx, "server")
 	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
-	set := pipe.Set(cctx, n.healthKey, "1", healthKeyTTL)
+	mark := pipe.Get(cctx, n.healthKey)
+	set := pipe.Set(cctx, n.healthKey, n.mark, healthKeyTTL)
 	_, execErr := pipe.Exec(cctx)
+	if errors.Is(execErr, redis.Nil) {
+		execErr = nil // no coordinator wrote the health key within its TTL
+	}
+	n.noteMark(mark.Val())
 	at := time.Now()
 	if execErr != nil && errCode(execErr) == "" {
 		n.hc.Close() // broken or timed out: the next check sets up another
@@ -237,6 +242,20 @@ func (n *node) check(ctx context.Context) {
 	}
 	h.err = desc
 	n.health.Store(h)
+}
+
+// noteMark logs, once per value, a health key written by a coordinator of
+// the same key prefix given another number of nodes: its quorum is not this
+// one's, so the two can grant the same lock to two clients at once. A
+// coordinator given the same number of other nodes goes unseen.
+func (n *node) noteMark(v string) {
+	if !strings.HasPrefix(v, "n=") || v == n.mark || v == n.otherMark {
+		return
+	}
+	n.otherMark = v
+	n.opts.Logger.Error().Str("node", n.addr).Str("mine", n.mark).Str("other", v).
+		Msg("redlock: another gateway on this node and key prefix was given another number of nodes: " +
+			"the two do not exclude each other; give every gateway the same nodes")
 }
 
 // errReplica is how Status describes a read-only replica.

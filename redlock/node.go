@@ -34,7 +34,12 @@ type node struct {
 	loopDone  chan struct{}          // closed when the health loop returned
 	firstDone chan struct{}          // closed when the loop's first check is over
 	healthKey string                 // <KeyPrefix>health, shared by every gateway of the prefix
-	hc        *redis.Conn            // the health loop's connection; nil until set up
+	// mark is the value of the health key, "n=<N>": a coordinator that
+	// reads another there was given another number of nodes (see check).
+	mark string
+	// otherMark is the last other mark read and logged (the health loop's only).
+	otherMark string
+	hc        *redis.Conn // the health loop's connection; nil until set up
 	// lastRunID and lastReplID are the run_id and master_replid of the last
 	// health check (the health loop's only).
 	lastRunID, lastReplID string

@@ -66,6 +66,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	c.nodeSet = strconv.FormatUint(set.Sum64(), 36)
 	c.hub.start(c) // release announcements wake waiting acquires
 	for _, n := range c.nodes {
+		n.mark = "n=" + strconv.Itoa(len(c.nodes))
 		n.startHealth()
 	}
 	if len(nodes) == 1 {

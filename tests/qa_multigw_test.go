@@ -227,3 +227,20 @@ func TestMultiGwSettings(t *testing.T) {
 	wantStatus(t, release(t, b, res, tok), http.StatusNoContent)
 	wantStatus(t, release(t, a, res, tok), http.StatusNoContent)
 }
+
+// TestMultiGwSubsetWarns: a gateway given 3 of the 5 nodes of another has
+// a quorum of 2 where the other's is 3, so that both can hold the same lock
+// (docs/operations.md); neither can prevent it, but each logs an error
+// naming the node they share, within a few health checks.
+func TestMultiGwSubsetWarns(t *testing.T) {
+	nodes := startCluster(t, 5)
+	a, b := startGateway(t, nodes), startGateway(t, nodes[:3])
+	for _, g := range []*Gateway{a, b} {
+		eventually(t, 10*time.Second, "the error logged", func() bool {
+			return strings.Contains(g.Stderr(), "was given another number of nodes")
+		})
+	}
+	if s := a.Stderr(); !strings.Contains(s, `"mine":"n=5","other":"n=3"`) || strings.Contains(s, nodes[4].Addr+`","mine"`) {
+		t.Errorf("a's log:\n%s", s)
+	}
+}
