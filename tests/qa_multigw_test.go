@@ -244,3 +244,49 @@ func TestMultiGwSubsetWarns(t *testing.T) {
 		t.Errorf("a's log:\n%s", s)
 	}
 }
+
+// TestMultiGwExpiryWakes: a holder through one gateway that never releases
+// (a crashed client) lets a waiter of every kind on another gateway in soon
+// after its TTL ends, not at the fallback poll (SPEC §2 "a release or
+// expiry must wake a waiter quickly").
+func TestMultiGwExpiryWakes(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b := startGateway(t, nodes), startGateway(t, nodes)
+	for _, k := range lockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			res, waiter := resourceName(t), k
+			if k.name == "read" {
+				waiter = lockKinds[0]
+			}
+			wantStatus(t, k.acquire(t, a, res, `,"ttl_ms":1000`), http.StatusCreated)
+			start := time.Now()
+			r := waiter.acquire(t, b, res, `,"wait_ms":25000`)
+			wantStatus(t, r, http.StatusCreated)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the waiter got it %v after a 1 s TTL", d)
+			}
+		})
+	}
+}
+
+// TestMultiGwSemaphoreLimit: a semaphore's limit holds across gateways, and
+// so does its limit-mismatch check.
+func TestMultiGwSemaphoreLimit(t *testing.T) {
+	nodes := startCluster(t, 3)
+	gws := []*Gateway{startGateway(t, nodes), startGateway(t, nodes), startGateway(t, nodes)}
+	url := "/semaphores/" + resourceName(t)
+	permits := map[int64]bool{}
+	for _, g := range gws[:2] {
+		r := g.do(t, http.MethodPost, url, `{"limit":2}`)
+		wantStatus(t, r, http.StatusCreated)
+		permits[r.num(t, "permit")] = true
+	}
+	if len(permits) != 2 {
+		t.Errorf("permits %v, want 0 and 1", permits)
+	}
+	wantProblem(t, gws[2].do(t, http.MethodPost, url, `{"limit":2}`), http.StatusConflict, "lock-held")
+	wantProblem(t, gws[2].do(t, http.MethodPost, url, `{"limit":3}`), http.StatusConflict, "limit-mismatch")
+	if in := gws[2].do(t, http.MethodGet, url, ""); in.Status != http.StatusOK || in.num(t, "held") != 2 {
+		t.Errorf("inspected through the third gateway: %s", in)
+	}
+}
