@@ -193,40 +193,32 @@ func TestKindsFIFO(t *testing.T) {
 // the holder's expiry (SPEC §2, §7, §8). Behind readers waits a writer: the
 // last reader's release wakes it.
 func TestKindsWakeAcrossGateways(t *testing.T) {
-	nodes := startCluster(t, 3)
-	a, b := startGateway(t, nodes), startGateway(t, nodes)
-	for _, k := range lockKinds {
-		t.Run(k.name, func(t *testing.T) {
-			res, waiter := resourceName(t), k
-			if k.name == "read" {
-				waiter = lockKinds[0]
+	acrossGateways(t, func(t *testing.T, a, b *Gateway, k, waiter lockKind, res string) {
+		tok := k.acquire(t, a, res, `,"ttl_ms":30000`)
+		wantStatus(t, tok, http.StatusCreated)
+		got := make(chan *Resp, 1)
+		go func() {
+			r, err := b.try(http.MethodPost, waiter.acquireURL(res), waiter.body(res, `,"wait_ms":25000`))
+			if err != nil {
+				t.Error(err)
 			}
-			tok := k.acquire(t, a, res, `,"ttl_ms":30000`)
-			wantStatus(t, tok, http.StatusCreated)
-			got := make(chan *Resp, 1)
-			go func() {
-				r, err := b.try(http.MethodPost, waiter.acquireURL(res), waiter.body(res, `,"wait_ms":25000`))
-				if err != nil {
-					t.Error(err)
-				}
-				got <- r
-			}()
-			eventually(t, 10*time.Second, "the waiter in the queue", func() bool {
-				return scrapeMetrics(t, b).value("redlockd_waiters") == 1
-			})
-			start := time.Now()
-			wantStatus(t, a.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", tok.str(t, "token")), http.StatusNoContent)
-			r := <-got
-			if r == nil {
-				t.FailNow()
-			}
-			wantStatus(t, r, http.StatusCreated)
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("the waiter got it %v after the release: not woken", d)
-			}
-			wantStatus(t, b.do(t, http.MethodDelete, waiter.url(res), "", "Lock-Token", r.str(t, "token")), http.StatusNoContent)
+			got <- r
+		}()
+		eventually(t, 10*time.Second, "the waiter in the queue", func() bool {
+			return scrapeMetrics(t, b).value("redlockd_waiters") == 1
 		})
-	}
+		start := time.Now()
+		wantStatus(t, a.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", tok.str(t, "token")), http.StatusNoContent)
+		r := <-got
+		if r == nil {
+			t.FailNow()
+		}
+		wantStatus(t, r, http.StatusCreated)
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("the waiter got it %v after the release: not woken", d)
+		}
+		wantStatus(t, b.do(t, http.MethodDelete, waiter.url(res), "", "Lock-Token", r.str(t, "token")), http.StatusNoContent)
+	})
 }
 
 // TestSemaphoreFIFOLimit: with limit 2, waiters are served first come,
