@@ -298,3 +298,24 @@ func TestMultiGwSemaphoreLimit(t *testing.T) {
 		t.Errorf("inspected through the third gateway: %s", in)
 	}
 }
+
+// TestMultiGwFencingNodeRestart: fencing tokens handed out by one gateway
+// and then another only grow when a node restarts empty in between (SPEC
+// §2), and a client token retried through the other gateway after its lock
+// expired is a new acquisition with a greater token.
+func TestMultiGwFencingNodeRestart(t *testing.T) {
+	nodes := startCluster(t, 5)
+	a, b := startGateway(t, nodes), startGateway(t, nodes)
+	res, tok := resourceName(t), clientToken(t)
+	var fence int64
+	for i, g := range []*Gateway{a, b, a, b} {
+		r := acquire(t, g, res, `{"ttl_ms":200,"token":"`+tok+`"}`)
+		wantStatus(t, r, http.StatusCreated)
+		if got := r.num(t, "fencing_token"); got <= fence {
+			t.Errorf("acquire %d: fencing token %d after %d", i, got, fence)
+		}
+		fence = r.num(t, "fencing_token")
+		waitHolders(t, nodes, res, tok, 0) // expired
+		nodes[i].Restart()
+	}
+}
