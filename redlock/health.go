@@ -15,8 +15,8 @@ import (
 //
 // Each node has a health loop, started by New and stopped by Close: every
 // Options.HealthInterval (first at once) it sends PING, INFO server, INFO
-// replication and SET <KeyPrefix>health in one pipelined round trip bounded
-// by the node timeout, on a connection of its own. A new connection costs
+// replication, INFO memory and SET <KeyPrefix>health in one pipelined round
+// trip bounded by the node timeout, on a connection of its own. A new connection costs
 // round trips before the check's (HELLO, the quarantine's INFO), bounded
 // apart: otherwise a node whose round trip is over a half or a third of the
 // node timeout would fail every check made on a new connection, and a check
@@ -28,7 +28,9 @@ import (
 // refuses writes (READONLY, OOM, MISCONF, LOADING, BUSY, or a write that
 // hangs under CLIENT PAUSE WRITE) is down, as every acquire on it
 // would fail. A replica is down even if it accepts writes: its data is its
-// master's.
+// master's. So is a server in cluster mode, which refuses every script of a
+// lock. A node that may evict keys (INFO memory) is logged, not down: see
+// noteMemory.
 //
 // The uptime feeds the restart quarantine through the same code as the check
 // on every new connection (node.noteInfo). That check stays the primary
@@ -174,6 +176,7 @@ func (n *node) check(ctx context.Context) {
 	ping := pipe.Ping(cctx)
 	info := pipe.Info(cctx, "server")
 	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
+	mem := pipe.Info(cctx, "memory")
 	set := pipe.Set(cctx, n.healthKey, "1", healthKeyTTL)
 	_, execErr := pipe.Exec(cctx)
 	at := time.Now()
@@ -200,7 +203,7 @@ func (n *node) check(ctx context.Context) {
 		}
 	}
 	err = pingErr
-	if err == nil && infoErr == nil && replErr == nil && set.Err() == nil {
+	if err == nil && infoErr == nil && replErr == nil && mem.Err() == nil && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}
 	if err == nil && infoErr == nil {
@@ -223,6 +226,13 @@ func (n *node) check(ctx context.Context) {
 			err = errors.New(desc)
 		}
 	}
+	if err == nil && infoField(info.Val(), "redis_mode") == "cluster" {
+		desc = errCluster
+		err = errors.New(desc)
+	}
+	if mem.Err() == nil {
+		n.noteMemory(mem.Val())
+	}
 	if err == nil && set.Err() != nil {
 		err = set.Err()
 		if isTimeout(err) {
@@ -241,6 +251,30 @@ func (n *node) check(ctx context.Context) {
 
 // errReplica is how Status describes a read-only replica.
 const errReplica = "READONLY: replica, refuses writes"
+
+// errCluster is how Status describes a server in cluster mode: the keys of
+// a lock's scripts hash to different slots, so it refuses them (CROSSSLOT).
+const errCluster = "cluster mode: refuses every lock (CROSSSLOT); give independent non-cluster masters"
+
+// noteMemory warns, whenever it changes, that the node may evict lock keys
+// to make room, from an INFO memory reply: it has a maxmemory and a
+// maxmemory-policy other than noeviction. Eviction breaks mutual exclusion
+// and cannot be seen when it happens, so the node still votes. Only the
+// health loop calls it.
+func (n *node) noteMemory(info string) {
+	policy := infoField(info, "maxmemory_policy")
+	if maxmem := infoField(info, "maxmemory"); maxmem == "" || maxmem == "0" || policy == "noeviction" {
+		policy = ""
+	}
+	if policy == n.evicting {
+		return
+	}
+	n.evicting = policy
+	if policy != "" {
+		n.opts.Logger.Warn().Str("node", n.addr).Str("maxmemory_policy", policy).
+			Msg("redlock: node may evict lock keys at its maxmemory, which breaks mutual exclusion: set maxmemory-policy noeviction")
+	}
+}
 
 // noteRole reads the node's role ("master", "slave" or "") from an INFO
 // replication reply of the server process runID received at at, and

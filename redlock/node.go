@@ -38,6 +38,7 @@ type node struct {
 	// lastRunID and lastReplID are the run_id and master_replid of the last
 	// health check (the health loop's only).
 	lastRunID, lastReplID string
+	evicting              string // maxmemory-policy of a node that may evict, at the last check (the health loop's only)
 }
 
 // base anchors mono, a monotonic timestamp.
