@@ -175,8 +175,8 @@ func (n *node) check(ctx context.Context) {
 	pipe := cn.Pipeline()
 	ping := pipe.Ping(cctx)
 	info := pipe.Info(cctx, "server")
-	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
 	mem := pipe.Info(cctx, "memory")
+	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
 	set := pipe.Set(cctx, n.healthKey, "1", healthKeyTTL)
 	_, execErr := pipe.Exec(cctx)
 	at := time.Now()

@@ -494,7 +494,7 @@ func TestNoteInfo(t *testing.T) {
 	}
 }
 
-// delayHook holds every health check (a pipeline of PING, INFO, INFO, SET)
+// delayHook holds every health check (a pipeline that starts with PING)
 // for a while: a node that answers, but late.
 type delayHook struct{ delay atomic.Int64 }
 
@@ -502,7 +502,7 @@ func (h *delayHook) DialHook(next redis.DialHook) redis.DialHook          { retu
 func (h *delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *delayHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 1 && cmds[0].Name() == "ping" { // the health check
+		if len(cmds) > 1 && cmds[0].Name() == "ping" {
 			time.Sleep(time.Duration(h.delay.Load()))
 		}
 		return next(ctx, cmds)
