@@ -2,10 +2,12 @@ package tests
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
@@ -73,5 +75,45 @@ func TestQARedisConfClusterModeNodeDown(t *testing.T) {
 	wantStatus(t, a, http.StatusCreated)
 	if got := a.num(t, "locked_nodes"); got != 2 {
 		t.Errorf("locked_nodes = %d, want 2 (the cluster-mode node refuses)", got)
+	}
+}
+
+// TestQARedisConfDatabases: two gateways on database 0 and database 1 of
+// the same servers (/N in the URLs) hold separate locks: the same resource
+// is granted by both, each lock's keys are in its own database, and a
+// release through one leaves the other's lock held.
+func TestQARedisConfDatabases(t *testing.T) {
+	nodes := startCluster(t, 3)
+	gws := make([]*Gateway, 2)
+	for db := range gws {
+		urls := strings.Split(redisURLs(nodes), ",")
+		for i := range urls {
+			urls[i] += "/" + strconv.Itoa(db)
+		}
+		gws[db] = startServe(t, urls)
+		gws[db].waitReady(t)
+	}
+	res := resourceName(t)
+	a0 := acquire(t, gws[0], res, "")
+	wantStatus(t, a0, http.StatusCreated)
+	a1 := acquire(t, gws[1], res, "")
+	wantStatus(t, a1, http.StatusCreated)
+	for db, a := range []*Resp{a0, a1} {
+		want := a.str(t, "token")
+		for _, n := range nodes {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr, DB: db})
+			got, err := c.Get(t.Context(), lockKey(res)).Result()
+			c.Close()
+			if err != nil && err != redis.Nil {
+				t.Fatal(err)
+			}
+			if got != "" && got != want {
+				t.Errorf("db %d of %s holds %q for %s, want the token of that database's gateway", db, n.Addr, got, res)
+			}
+		}
+	}
+	wantStatus(t, release(t, gws[0], res, a0.str(t, "token")), http.StatusNoContent)
+	if r := inspectAnswered(t, gws[1], res); r.JSON["held"] != true {
+		t.Errorf("after a release on db 0, db 1's lock is not held: %s", r.Body)
 	}
 }
