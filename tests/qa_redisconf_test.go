@@ -23,14 +23,7 @@ func TestQARedisConfEvictingPolicyWarns(t *testing.T) {
 		redistest.Start(t, "--maxmemory-policy", "allkeys-random"), // no maxmemory: nothing is evicted
 	)
 	gw := startGateway(t, nodes)
-	warned := func(n *RedisNode) string {
-		for line := range strings.SplitSeq(gw.Stderr(), "\n") {
-			if strings.Contains(line, `"node":"`+n.Addr+`"`) && strings.Contains(line, "evict") {
-				return line
-			}
-		}
-		return ""
-	}
+	warned := func(n *RedisNode) string { return nodeWarning(gw, n, "evict") }
 	eventually(t, 5*time.Second, "a warning about each evicting node", func() bool {
 		return strings.Contains(warned(nodes[0]), `"maxmemory_policy":"allkeys-lru"`) &&
 			strings.Contains(warned(nodes[1]), `"maxmemory_policy":"volatile-ttl"`)
@@ -42,6 +35,31 @@ func TestQARedisConfEvictingPolicyWarns(t *testing.T) {
 	}
 	if !strings.Contains(warned(nodes[0]), `"level":"warn"`) {
 		t.Errorf("the warning is not at warn level: %s", warned(nodes[0]))
+	}
+}
+
+// nodeWarning returns gw's first log line about node n that contains what,
+// or "".
+func nodeWarning(gw *Gateway, n *RedisNode, what string) string {
+	for line := range strings.SplitSeq(gw.Stderr(), "\n") {
+		if strings.Contains(line, `"node":"`+n.Addr+`"`) && strings.Contains(line, what) {
+			return line
+		}
+	}
+	return ""
+}
+
+// TestQARedisConfNoAOFWarns: with the restart quarantine off (safe only with
+// appendfsync always), a node without an append-only file restarts empty and
+// votes at once: the gateway warns about it, and not about a node with one.
+func TestQARedisConfNoAOFWarns(t *testing.T) {
+	nodes := nodesOf(redistest.Start(t), redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always"), redistest.Start(t))
+	gw := startGateway(t, nodes) // quarantine off
+	eventually(t, 5*time.Second, "a warning about each node without an append-only file", func() bool {
+		return nodeWarning(gw, nodes[0], "append-only") != "" && nodeWarning(gw, nodes[2], "append-only") != ""
+	})
+	if w := nodeWarning(gw, nodes[1], "append-only"); w != "" {
+		t.Errorf("a warning about node %s, which has an append-only file: %s", nodes[1].Addr, w)
 	}
 }
 
