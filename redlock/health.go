@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 //
 // Each node has a health loop, started by New and stopped by Close: every
 // Options.HealthInterval (first at once) it sends PING, INFO server, INFO
-// replication and SET <KeyPrefix>health in one pipelined round trip bounded
-// by the node timeout, on a connection of its own. A new connection costs
+// replication, INFO memory (and persistence) and SET <KeyPrefix>health in
+// one pipelined round trip bounded by the node timeout, on a connection of
+// its own. A new connection costs
 // round trips before the check's (HELLO, the quarantine's INFO), bounded
 // apart: otherwise a node whose round trip is over a half or a third of the
 // node timeout would fail every check made on a new connection, and a check
@@ -28,7 +30,9 @@ import (
 // refuses writes (READONLY, OOM, MISCONF, LOADING, BUSY, or a write that
 // hangs under CLIENT PAUSE WRITE) is down, as every acquire on it
 // would fail. A replica is down even if it accepts writes: its data is its
-// master's.
+// master's. So is a server in cluster mode, which refuses every script of a
+// lock. A node that may lose keys unseen (INFO memory, and INFO persistence
+// with quarantine off) is logged, not down: see noteSettings.
 //
 // The uptime feeds the restart quarantine through the same code as the check
 // on every new connection (node.noteInfo). That check stays the primary
@@ -173,6 +177,11 @@ func (n *node) check(ctx context.Context) {
 	pipe := cn.Pipeline()
 	ping := pipe.Ping(cctx)
 	info := pipe.Info(cctx, "server")
+	// Read for the warnings of noteSettings only: their errors say nothing of the node.
+	settings := []*redis.StringCmd{pipe.Info(cctx, "memory")}
+	if n.opts.NoQuarantine {
+		settings = append(settings, pipe.Info(cctx, "persistence"))
+	}
 	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
 	mark := pipe.Get(cctx, n.healthKey)
 	set := pipe.Set(cctx, n.healthKey, n.mark, healthKeyTTL)
@@ -205,7 +214,8 @@ func (n *node) check(ctx context.Context) {
 		}
 	}
 	err = pingErr
-	if err == nil && infoErr == nil && replErr == nil && set.Err() == nil {
+	settingsErr := slices.ContainsFunc(settings, func(c *redis.StringCmd) bool { return c.Err() != nil })
+	if err == nil && infoErr == nil && replErr == nil && !settingsErr && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}
 	if err == nil && infoErr == nil {
@@ -226,6 +236,15 @@ func (n *node) check(ctx context.Context) {
 					"): its data is its master's"
 			}
 			err = errors.New(desc)
+		}
+	}
+	if err == nil && infoField(info.Val(), "redis_mode") == "cluster" {
+		desc = errCluster
+		err = errors.New(desc)
+	}
+	for _, c := range settings {
+		if c.Err() == nil {
+			n.noteSettings(c.Val())
 		}
 	}
 	if err == nil && set.Err() != nil {
@@ -260,6 +279,36 @@ func (n *node) noteMark(v string) {
 
 // errReplica is how Status describes a read-only replica.
 const errReplica = "READONLY: replica, refuses writes"
+
+// errCluster is how Status describes a server in cluster mode: the keys of
+// a lock's scripts hash to different slots, so it refuses them (CROSSSLOT).
+const errCluster = "cluster mode: refuses every lock (CROSSSLOT); give independent non-cluster masters"
+
+// noteSettings warns, whenever it changes, of a setting read from an INFO
+// memory or persistence reply that can lose lock keys unseen: a maxmemory
+// with a maxmemory-policy other than noeviction (evictions), or, with the
+// restart quarantine off, no append-only file (a restart empties the node,
+// which then votes at once). Either breaks mutual exclusion; the node still
+// votes. Only the health loop calls it.
+func (n *node) noteSettings(info string) {
+	if policy, ok := infoValue(info, "maxmemory_policy"); ok {
+		if maxmem := infoField(info, "maxmemory"); maxmem == "" || maxmem == "0" || policy == "noeviction" {
+			policy = ""
+		}
+		if policy != n.evicting && policy != "" {
+			n.opts.Logger.Warn().Str("node", n.addr).Str("maxmemory_policy", policy).
+				Msg("redlock: node may evict lock keys at its maxmemory, which breaks mutual exclusion: set maxmemory-policy noeviction")
+		}
+		n.evicting = policy
+	}
+	if aof, ok := infoValue(info, "aof_enabled"); ok {
+		if aof == "0" && !n.noAOF {
+			n.opts.Logger.Warn().Str("node", n.addr).
+				Msg("redlock: node has no append-only file and the restart quarantine is off: a restart empties it and it votes at once, which breaks mutual exclusion")
+		}
+		n.noAOF = aof == "0"
+	}
+}
 
 // noteRole reads the node's role ("master", "slave" or "") from an INFO
 // replication reply of the server process runID received at at, and
@@ -384,10 +433,17 @@ func errCode(err error) string {
 
 // infoField reads the value of field from an INFO reply ("" if absent).
 func infoField(info, field string) string {
+	v, _ := infoValue(info, field)
+	return v
+}
+
+// infoValue reads the value of field from an INFO reply, and whether the
+// reply has it.
+func infoValue(info, field string) (string, bool) {
 	for line := range strings.SplitSeq(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
+			return v, true
 		}
 	}
-	return ""
+	return "", false
 }

@@ -43,6 +43,10 @@ type node struct {
 	// lastRunID and lastReplID are the run_id and master_replid of the last
 	// health check (the health loop's only).
 	lastRunID, lastReplID string
+	// evicting is the maxmemory-policy of a node that may evict, and noAOF
+	// whether it has no append-only file, at the last check (the health loop's only).
+	evicting string
+	noAOF    bool
 }
 
 // base anchors mono, a monotonic timestamp.
