@@ -1,12 +1,10 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,19 +26,8 @@ var leakKinds = []struct{ acquire, body, wait, release string }{
 // gatewayGauges reads the gateway's goroutines and open files from /metrics.
 func gatewayGauges(t testing.TB, g *Gateway) (goroutines, fds float64) {
 	t.Helper()
-	r := g.do(t, http.MethodGet, "/metrics", "")
-	sc := bufio.NewScanner(strings.NewReader(string(r.Body)))
-	for sc.Scan() {
-		name, value, _ := strings.Cut(sc.Text(), " ")
-		v, _ := strconv.ParseFloat(value, 64)
-		switch name {
-		case "go_goroutines":
-			goroutines = v
-		case "process_open_fds":
-			fds = v
-		}
-	}
-	return goroutines, fds
+	m := scrapeMetrics(t, g)
+	return m.value("go_goroutines"), m.value("process_open_fds")
 }
 
 // settles waits until the gateway's goroutines and open files are back
@@ -104,7 +91,7 @@ func TestQALeaksEveryKind(t *testing.T) {
 			wg.Wait()
 			woken := make(chan *Resp)
 			go func() { woken <- ask(k.acquire, fmt.Sprintf(k.wait, 2000), 10*time.Second, http.StatusCreated) }()
-			eventually(t, 5*time.Second, "a waiter of "+k.acquire, func() bool { return gatewayWaiters(t, gw) == 1 })
+			eventually(t, 5*time.Second, "a waiter of "+k.acquire, func() bool { return scrapeMetrics(t, gw).value("redlockd_waiters") == 1 })
 			wantStatus(t, gw.do(t, http.MethodDelete, k.release, "", "Lock-Token", holder), http.StatusNoContent)
 			wantStatus(t, gw.do(t, http.MethodDelete, k.release, "", "Lock-Token", (<-woken).str(t, "token")), http.StatusNoContent)
 		}
@@ -151,25 +138,12 @@ func TestQACancelledWriterLetsReadersIn(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		eventually(t, 5*time.Second, "the writers gone", func() bool { return gatewayWaiters(t, gw) == 0 })
+		eventually(t, 5*time.Second, "the writers gone", func() bool { return scrapeMetrics(t, gw).value("redlockd_waiters") == 0 })
 		eventually(t, 2*time.Second, fmt.Sprintf("round %d: a new reader let in", i), func() bool {
 			r := acquire(t, gw, res, `{"mode":"read","ttl_ms":30000}`)
 			return r.Status == http.StatusCreated
 		})
 	}
-}
-
-// gatewayWaiters reads redlockd_waiters from /metrics.
-func gatewayWaiters(t testing.TB, g *Gateway) float64 {
-	t.Helper()
-	for _, line := range strings.Split(string(g.do(t, http.MethodGet, "/metrics", "").Body), "\n") {
-		if v, ok := strings.CutPrefix(line, "redlockd_waiters "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	t.Fatal("/metrics has no redlockd_waiters")
-	return 0
 }
 
 // TestQALeaksClientGivesUp: a Go client's Acquire that times out or is
