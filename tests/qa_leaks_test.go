@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -148,7 +149,8 @@ func TestQACancelledWriterLetsReadersIn(t *testing.T) {
 
 // TestQALeaksClientGivesUp: a Go client's Acquire that times out or is
 // cancelled while the gateway waits leaves no connection open on either
-// side: the gateway's goroutines and open files return to their baseline.
+// side: the goroutines of the client's process, and the gateway's
+// goroutines and open files, return to their baseline.
 func TestQALeaksClientGivesUp(t *testing.T) {
 	gw := startGateway(t, startCluster(t, 3), "--max-wait", "10s")
 	c, err := client.New(gw.URL, client.Options{})
@@ -161,6 +163,7 @@ func TestQALeaksClientGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	g0, f0 := gatewayGauges(t, gw)
+	n0 := runtime.NumGoroutine()
 	for i := range 20 {
 		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		if i%2 == 1 {
@@ -174,6 +177,7 @@ func TestQALeaksClientGivesUp(t *testing.T) {
 		}
 	}
 	settles(t, gw, g0, f0)
+	eventually(t, 5*time.Second, "the client's goroutines back to their baseline", func() bool { return runtime.NumGoroutine() <= n0+2 })
 	if err := c.Release(ctx, "leak-client", held.Token); err != nil {
 		t.Fatal(err)
 	}
