@@ -152,6 +152,9 @@ func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
 		if err != nil && !a.chosen {
 			a.cleanup(context.Background(), append(undo, silent...))
 		}
+		if err != nil {
+			a.rejoined()
+		}
 	})
 	return locks[0], err
 }

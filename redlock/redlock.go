@@ -574,6 +574,22 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 	if !ok && !a.chosen {
 		a.cleanup(context.Background(), append(undo, silent...))
 	}
+	if !ok {
+		a.rejoined()
+	}
+}
+
+// rejoined leaves the wwait sets again if the attempt was abandoned while a
+// round was out: the round's refusals, arriving after abandon's removal,
+// put the token back and would keep new readers out for the rest of the
+// wait.
+func (a *attempt) rejoined() {
+	a.mu.Lock()
+	over := a.over
+	a.mu.Unlock()
+	if over && a.wwait() > 1 {
+		a.leaveWwait(context.Background())
+	}
 }
 
 // writeBack is finish's write-back of the fence after a success; it returns
