@@ -1,10 +1,7 @@
 package tests
 
 import (
-	"context"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -52,17 +49,4 @@ func TestReplicas(t *testing.T) {
 }
 
 // evalshaCalls is how many EVALSHA commands the node has run.
-func evalshaCalls(t *testing.T, n *RedisNode) int64 {
-	t.Helper()
-	info, err := n.Client().Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
-			n, _ := strconv.ParseInt(strings.SplitN(v, ",", 2)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
+func evalshaCalls(t *testing.T, n *RedisNode) int64 { return commandCalls(t, n)["evalsha"] }
