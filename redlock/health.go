@@ -16,15 +16,15 @@ import (
 //
 // Each node has a health loop, started by New and stopped by Close: every
 // Options.HealthInterval (first at once) it sends PING, INFO server, INFO
-// replication, INFO memory (and persistence) and SET <KeyPrefix>health in
-// one pipelined round trip bounded by the node timeout, on a connection of
-// its own. A new connection costs
-// round trips before the check's (HELLO, the quarantine's INFO), bounded
-// apart: otherwise a node whose round trip is over a half or a third of the
-// node timeout would fail every check made on a new connection, and a check
-// that fails drops its connection, so it would never be seen up again; and
-// on the client's pool the batched fan-out often holds the one connection
-// set up, as it does while a slow node's answers are awaited.
+// replication, INFO memory (and persistence), GET and SET <KeyPrefix>health
+// in one pipelined round trip bounded by the node timeout, on a connection
+// of its own. A new connection costs round trips before the check's (HELLO,
+// the quarantine's INFO), bounded apart: otherwise a node whose round trip
+// is over a half or a third of the node timeout would fail every check made
+// on a new connection, and a check that fails drops its connection, so it
+// would never be seen up again; and on the client's pool the batched
+// fan-out often holds the one connection set up, as it does while a slow
+// node's answers are awaited.
 //
 // A node is up only if all of them succeeded: one that answers PING but
 // refuses writes (READONLY, OOM, MISCONF, LOADING, BUSY, or a write that
