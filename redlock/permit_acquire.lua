@@ -1,49 +1,57 @@
 -- permit_acquire.lua: acquire.lua on one permit of a semaphore (see semaphore.go). The lock
 -- script below runs as body() on the permit this prelude picks: the one the token holds here
--- already (an idempotent re-acquire), else ARGV's preferred permit.
--- KEYS: [lock prefix, meta prefix, fence, waiting, readers, rmeta, wwait, limit]  (permit i's
--- keys: prefix .. i; a semaphore has no readers, and waits with wait_ms 0: no 'wwait')
+-- already (an idempotent re-acquire), else ARGV's preferred permit. The index of the permits
+-- (permits.lua) tells, without looking through the limit's permits, which one the token holds,
+-- how many are held, which expires first, and which is free.
+-- KEYS: [lock prefix, meta prefix, fence, waiting, readers, rmeta, wwait, limit, permits,
+-- holders]  (permit i's keys: prefix .. i; a semaphore has no readers, and waits with wait_ms
+-- 0: no 'wwait')
 -- ARGV: acquire.lua's, then [preferred permit, limit]
--- => {permit, acquire.lua's reply, free}: free lists the permits free here (below the limit).
---    Refused ({0, pttl}): permit is the held permit that expires first, pttl its remaining TTL.
+-- => {permit, acquire.lua's reply, free}
+--    Granted ({1, ...}): permit is the one granted, free is {}.
+--    Refused ({0, pttl}) with fewer than limit permits held here: free is {f}, the first permit
+--    free here after the preferred one (cyclically), which the coordinator may ask for next.
+--    Refused with every permit held: free is {}, permit is the one that expires first, and pttl
+--    its remaining TTL.
 --    {-1, {-2, limit}, {}}: this node's permits are held with another limit; nothing changed.
-local limitkey = table.remove(KEYS)
+-- PERMITS
 local want = tonumber(table.remove(ARGV))
 local prefer = tonumber(table.remove(ARGV))
+local now = nowms()
+sweep(now)
+local held = redis.call('ZCARD', permitskey)
 local stored = tonumber(redis.call('GET', limitkey) or '0')
-local lb, mb = KEYS[1], KEYS[2]
-local permit, held, free = -1, false, {}
-for i = 0, math.max(want, stored) - 1 do
-  local v = redis.call('GET', lb .. i)
-  if v == ARGV[1] then
-    permit = i
-  elseif v then
-    held = true
-  elseif i < want then
-    free[#free + 1] = i
-  end
-end
-if stored > 0 and stored ~= want and (held or permit >= 0) then
+if held > 0 and stored > 0 and stored ~= want then
   return {-1, {-2, stored}, {}}
 end
+local permit = mine(ARGV[1])
 if permit < 0 then
   permit = prefer
 end
-KEYS[1], KEYS[2] = lb .. permit, mb .. permit
+KEYS[1], KEYS[2] = lockp .. permit, metap .. permit
 local function body()
 -- BODY: acquire.lua
 end
 local r = body()
 if r[1] == 1 then
-  local pttl = redis.call('PTTL', limitkey)
-  redis.call('SET', limitkey, want, 'PX', math.max(pttl, tonumber(ARGV[2])))
-elseif #free == 0 then
-  -- every permit is held: report the one that expires first
-  for i = 0, want - 1 do
-    local t = redis.call('PTTL', lb .. i)
-    if t >= 0 and t < r[2] then
-      permit, r[2] = i, t
-    end
+  if stored ~= want then
+    redis.call('SET', limitkey, want, 'KEEPTTL')
+  end
+  record(permit, ARGV[1], now)
+  return {permit, r, {}}
+end
+if held < want then
+  local f = firstFree(permit + 1, want)
+  if f < 0 then
+    f = firstFree(0, permit)
+  end
+  if f >= 0 then
+    return {permit, r, {f}}
   end
 end
-return {permit, r, free}
+-- every permit is held: report the one that expires first
+local first = redis.call('ZRANGE', permitskey, 0, 0, 'WITHSCORES')
+if first[1] then
+  return {tonumber(first[1]), {0, math.max(tonumber(first[2]) - now, 0)}, {}}
+end
+return {permit, r, {}}

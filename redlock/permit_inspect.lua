@@ -1,14 +1,15 @@
--- permit_inspect.lua: reads the permits of a semaphore held on this node.
--- KEYS: [lock prefix, meta prefix, limit]  ARGV: []
+-- permit_inspect.lua: reads the permits of a semaphore held on this node, from the index of the
+-- permits (permits.lua): its work grows with the permits held, not with the limit.
+-- KEYS: [lock prefix, meta prefix, limit, permits, holders]  ARGV: []
 -- => {limit, {permit, token, pttl, fence, nf, owner}...} (fence: the chosen fence or ''; nf this
 --    node's tentative one or '')
-local limit = tonumber(redis.call('GET', KEYS[3]) or '0')
-local out = {limit}
-for i = 0, limit - 1 do
-  local v = redis.call('GET', KEYS[1] .. i)
+-- PERMITS
+local out = {tonumber(redis.call('GET', limitkey) or '0')}
+for _, i in ipairs(redis.call('ZRANGEBYSCORE', permitskey, '(' .. nowms(), '+inf')) do
+  local v = redis.call('GET', lockp .. i)
   if v then
-    local m = redis.call('HMGET', KEYS[2] .. i, 'fence', 'nf', 'owner')
-    out[#out + 1] = {i, v, redis.call('PTTL', KEYS[1] .. i), m[1] or '', m[2] or '', m[3] or ''}
+    local m = redis.call('HMGET', metap .. i, 'fence', 'nf', 'owner')
+    out[#out + 1] = {tonumber(i), v, redis.call('PTTL', lockp .. i), m[1] or '', m[2] or '', m[3] or ''}
   end
 end
 return out

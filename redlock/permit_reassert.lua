@@ -1,19 +1,26 @@
 -- permit_reassert.lua: reassert.lua on a given permit of a semaphore (see semaphore.go): puts
--- back a permit that vanished from this node (a restarted node) while a quorum holds it.
--- KEYS: [lock prefix, meta prefix, fence, limit]  ARGV: reassert.lua's, then [permit, limit]
--- => {permit, reassert.lua's reply, limit}
-local limitkey = table.remove(KEYS)
+-- back a permit that vanished from this node (a restarted node) while a quorum holds it, and
+-- notes it in the index of the permits (permits.lua). A token that holds another permit here
+-- already is not given a second one.
+-- KEYS: [lock prefix, meta prefix, fence, readers, rmeta, limit, permits, holders]
+-- ARGV: reassert.lua's, then [permit, limit]
+-- => {permit, reassert.lua's reply (-1 also when the token holds another permit here), limit}
+-- PERMITS
 local limit = table.remove(ARGV)
-local permit = table.remove(ARGV)
-KEYS[1], KEYS[2] = KEYS[1] .. permit, KEYS[2] .. permit
+local permit = tonumber(table.remove(ARGV))
+local other = mine(ARGV[1])
+if other >= 0 and other ~= permit then
+  return {permit, -1, tonumber(limit)}
+end
+KEYS[1], KEYS[2] = lockp .. permit, metap .. permit
 local function body()
 -- BODY: reassert.lua
 end
 local r = body()
 if r == 1 then
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl > redis.call('PTTL', limitkey) then
-    redis.call('SET', limitkey, limit, 'PX', pttl)
+  if redis.call('GET', limitkey) ~= limit then
+    redis.call('SET', limitkey, limit, 'KEEPTTL')
   end
+  record(permit, ARGV[1], nowms())
 end
-return {tonumber(permit), r, tonumber(limit)}
+return {permit, r, tonumber(limit)}

@@ -78,14 +78,20 @@ type PermitInfo struct {
 
 // semKeys returns a semaphore's keys: those of a lock named name + "#",
 // whose lock and meta keys are the prefixes of its permits' (permit i:
-// prefix + i), then its limit key (the limit of the permits held on the
-// node). Names never contain '#'. Its readers, rmeta and wwait keys never
-// exist: a semaphore has no readers, and its waiters never enter wwait.
+// prefix + i), then the index of its permits on a node (see permits.lua):
+// its limit key (the limit of the permits held on the node), its permits
+// key (each permit held → when it expires) and its holders key (each
+// holder's token → its permit). Names never contain '#'. Its readers, rmeta
+// and wwait keys never exist: a semaphore has no readers, and its waiters
+// never enter wwait.
 func (c *Coordinator) semKeys(namespace, name string) []string {
-	return append(c.keys(namespace, name+"#"), c.opts.KeyPrefix+"limit:"+namespace+"/"+name+"#")
+	base := namespace + "/" + name + "#"
+	p := c.opts.KeyPrefix
+	return append(c.keys(namespace, name+"#"), p+"limit:"+base, p+"permits:"+base, p+"holders:"+base)
 }
 
-// semLimit is the position of the limit key in semKeys.
+// semLimit is the position of the limit key in semKeys, the first of the
+// index's three, which every permit script takes after a lock script's KEYS.
 const semLimit = 8
 
 // target is what a round works on: a lock, or a semaphore, whose scripts
@@ -107,10 +113,11 @@ func (tg target) script(s *redis.Script) *redis.Script {
 	return s
 }
 
-// with returns keys, and a semaphore's limit key after them.
+// with returns keys, and a semaphore's index keys (limit, permits,
+// holders) after them.
 func (tg target) with(keys []string) []string {
 	if tg.sem {
-		return append(slices.Clip(keys), tg.keys[semLimit])
+		return append(slices.Clip(keys), tg.keys[semLimit:]...)
 	}
 	return keys
 }
@@ -500,7 +507,7 @@ func (c *Coordinator) InspectSemaphore(ctx context.Context, namespace, name stri
 	limits := map[int]int{}
 	answered := 0
 	var errs []error
-	replies, rd := runScript(ctx, c, c.idxs, scriptPermitInspect, []string{keys[0], keys[1], keys[semLimit]}, nil, func(cmd *redis.Cmd) ([]any, error) { return cmd.Slice() }, nil)
+	replies, rd := runScript(ctx, c, c.idxs, scriptPermitInspect, append([]string{keys[0], keys[1]}, keys[semLimit:]...), nil, func(cmd *redis.Cmd) ([]any, error) { return cmd.Slice() }, nil)
 	rd.stragglers(nil)
 	for _, r := range replies {
 		if r.err == nil && c.nodes[r.node].quarantined(time.Now()) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,15 +225,9 @@ func TestSemaphoreSplitPermits(t *testing.T) {
 	cl := newCluster(t, 5, Options{})
 	c, ctx := cl.c, t.Context()
 	// Permits 0 and 1 of 3 are held by strangers on 2 nodes each.
-	for i, s := range cl.servers[:2] {
+	for i := range 2 {
 		for p := range 2 {
-			key := "redlockd:lock:/s#" + string(rune('0'+p))
-			if err := s.Client().Set(ctx, key, "stranger"+string(rune('0'+i)), time.Minute).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Client().Set(ctx, "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
-			t.Fatal(err)
+			putPermit(t, cl, "s", NewToken(), Permit{Index: p, Limit: 3}, i)
 		}
 	}
 	for i := range 3 {
@@ -379,17 +375,144 @@ func TestSemaphoreReleaseOnePermit(t *testing.T) {
 func mixedPermits(t *testing.T, cl *cluster) string {
 	t.Helper()
 	tok := NewToken()
-	for i, s := range cl.servers[:3] {
-		permit := "1"
-		if i == 2 {
-			permit = "2"
+	putPermit(t, cl, "s", tok, Permit{Index: 1, Limit: 3}, 0, 1)
+	putPermit(t, cl, "s", tok, Permit{Index: 2, Limit: 3}, 2)
+	return tok
+}
+
+// putPermit makes token hold permit p of semaphore name on the nodes idxs
+// for a minute, as a permit script leaves it (the permit's lock key and the
+// index of the permits): with reassert, which puts a permit back.
+func putPermit(t *testing.T, cl *cluster, name, token string, p Permit, idxs ...int) {
+	t.Helper()
+	cl.c.reassert(t.Context(), target{keys: cl.c.semKeys("", name), sem: true}, token, idxs, time.Minute, 1, "", ModeWrite, p)
+	cl.settle()
+	for _, i := range idxs {
+		if v, err := cl.servers[i].Client().Get(t.Context(), "redlockd:lock:/"+name+"#"+strconv.Itoa(p.Index)).Result(); err != nil || v != token {
+			t.Fatalf("node %d: permit %d holds %q, %v", i, p.Index, v, err)
 		}
-		if err := s.Client().Set(t.Context(), "redlockd:lock:/s#"+permit, tok, time.Minute).Err(); err != nil {
-			t.Fatal(err)
+	}
+}
+
+// TestSemaphoreNodeWorkIndependentOfLimit: the commands a node runs for an
+// acquire, a refused acquire on a full semaphore, an extend, a release and a
+// hand-over are as many at limit 256 as at limit 2, and an inspect's grow
+// with the permits held, not with the limit (see docs/semaphores.md, how a
+// node finds permits).
+func TestSemaphoreNodeWorkIndependentOfLimit(t *testing.T) {
+	small, large := semaphoreWork(t, 2), semaphoreWork(t, MaxLimit)
+	t.Logf("commands run inside scripts on 3 nodes, limit 2: %v; limit %d: %v", small, MaxLimit, large)
+	for _, op := range []string{"acquire", "refused", "extend", "hand-over", "release", "inspect 2 held"} {
+		if small[op] == 0 || large[op] != small[op] {
+			t.Errorf("%s: %d commands at limit %d, %d at limit 2", op, large[op], MaxLimit, small[op])
 		}
-		if err := s.Client().Set(t.Context(), "redlockd:limit:/s#", 3, time.Minute).Err(); err != nil {
+	}
+	// Inspect reads each permit held: a few commands per permit, whatever the limit.
+	if per := (large["inspect all held"] - large["inspect 2 held"]) / (3 * (MaxLimit - 2)); per > 4 {
+		t.Errorf("inspect: %d commands per node and permit held", per)
+	}
+}
+
+// semaphoreWork counts the commands that 3 nodes run inside scripts for
+// each call on a semaphore of the limit: an acquire of an idle one, a
+// refused acquire once every permit is held, an extend, the hand-over of a
+// released permit to a waiter, a release, and inspects with every permit
+// held and with 2.
+func semaphoreWork(t *testing.T, limit int) map[string]int64 {
+	cl := newCluster(t, 3, Options{HealthInterval: time.Hour, PollInterval: time.Minute})
+	for _, n := range cl.c.nodes {
+		<-n.firstDone // no health check runs while the commands are counted
+	}
+	c, ctx := cl.c, t.Context()
+	work := map[string]int64{}
+	count := func(op string, call func()) {
+		t.Helper()
+		before := cl.scriptCommands(t)
+		call()
+		work[op] = cl.scriptCommands(t) - before
+	}
+	var held []Permit
+	acquire := func() {
+		t.Helper()
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(limit, AcquireOptions{TTL: time.Minute}))
+		if err != nil {
+			t.Fatalf("acquire %d of %d: %v", len(held)+1, limit, err)
+		}
+		held = append(held, p)
+	}
+	count("acquire", acquire)
+	for len(held) < limit {
+		acquire()
+	}
+	count("refused", func() {
+		if _, err := c.AcquirePermit(ctx, "s", permitOpts(limit, AcquireOptions{})); !errors.Is(err, ErrLockHeld) {
+			t.Fatalf("acquire of a full semaphore: %v, want ErrLockHeld", err)
+		}
+	})
+	count("extend", func() {
+		if _, err := c.ExtendPermit(ctx, "", "s", held[0].Token, time.Minute); err != nil {
+			t.Fatalf("extend: %v", err)
+		}
+	})
+	count("inspect all held", func() {
+		if info, err := c.InspectSemaphore(ctx, "", "s"); err != nil || len(info.Permits) != limit {
+			t.Fatalf("inspect: %d permits, %v", len(info.Permits), err)
+		}
+	})
+	got := make(chan Permit, 1)
+	go func() {
+		p, err := c.AcquirePermit(context.Background(), "s", permitOpts(limit, AcquireOptions{Wait: 20 * time.Second, TTL: time.Minute}))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- p
+	}()
+	waitPaused(t, c, "s")
+	count("hand-over", func() {
+		if err := c.ReleasePermit(ctx, "", "s", held[0].Token); err != nil {
+			t.Fatalf("release to the waiter: %v", err)
+		}
+		held[0] = <-got
+	})
+	count("release", func() {
+		if err := c.ReleasePermit(ctx, "", "s", held[0].Token); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+	})
+	held = held[1:]
+	acquire() // every permit held again
+	for _, p := range held[:limit-2] {
+		if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return tok
+	count("inspect 2 held", func() {
+		if info, err := c.InspectSemaphore(ctx, "", "s"); err != nil || len(info.Permits) != 2 {
+			t.Fatalf("inspect: %d permits, %v", len(info.Permits), err)
+		}
+	})
+	return work
+}
+
+// scriptCommands is how many commands the nodes have run inside scripts,
+// once every command sent so far has its answer (see settle): every command
+// INFO commandstats counts but the scripts' own EVALSHA and EVAL and those
+// sent by clients (PING, INFO, SUBSCRIBE, a new connection's HELLO and
+// CLIENT SETINFO, SCRIPT LOAD). The health checks must not run meanwhile.
+func (cl *cluster) scriptCommands(t *testing.T) int64 {
+	t.Helper()
+	cl.settle()
+	var n int64
+	for _, s := range cl.servers {
+		stats, err := s.CommandStats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, st := range stats {
+			if !strings.Contains(name, "|") && !slices.Contains([]string{"evalsha", "eval", "ping", "info", "subscribe", "hello", "select"}, name) {
+				n += st.Calls
+			}
+		}
+	}
+	return n
 }

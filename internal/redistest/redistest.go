@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -270,4 +271,43 @@ func (s *Server) Restart() {
 func (s *Server) Stop() {
 	_ = s.client.Close()
 	s.Kill()
+}
+
+// CommandStat is what INFO commandstats tells of one command: how many
+// times the server ran it (from a client or inside a script: a script's
+// commands count apart from its EVALSHA) and the microseconds they took.
+type CommandStat struct {
+	Calls int64
+	Usec  int64
+}
+
+// CommandStats reads INFO commandstats: each command's figures so far, by
+// lower-case name ("get", "config|get").
+func (s *Server) CommandStats(ctx context.Context) (map[string]CommandStat, error) {
+	info, err := s.client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]CommandStat{}
+	for _, l := range strings.Split(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(l), "cmdstat_"), ":")
+		if !ok || strings.HasPrefix(l, "#") {
+			continue
+		}
+		var st CommandStat
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				st.Calls, err = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				st.Usec, err = strconv.ParseInt(v, 10, 64)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("INFO commandstats line %q: %w", l, err)
+			}
+		}
+		out[name] = st
+	}
+	return out, nil
 }

@@ -1,0 +1,101 @@
+-- permits.lua: the index of a semaphore's permits on this node, which each permit script takes in
+-- at its PERMITS line, so that no call looks through the limit's permits (see semaphore.go and
+-- docs/semaphores.md). Permit i is the lock whose lock and meta keys are KEYS[1] .. i and
+-- KEYS[2] .. i; its lock key is the truth (the permit is held iff it exists), and the index says
+-- where to look:
+--   permits  a sorted set: permit i -> when its lock key expires, in ms of this node's clock
+--            (TIME + PTTL: never before the key does). Its size is the number of permits held
+--            here, its first member the one that expires first; sweep drops the members whose
+--            time has passed.
+--   holders  a sorted set: token -> the permit it holds here (a token holds at most one permit
+--            on a node). Its scores are the permits held, in order: firstFree bisects its ranks.
+--   limit    the limit the permits here are held with.
+-- Each set has a member per permit held (or held until lately: sweep and record drop the rest),
+-- at most one per permit. The three keys live at least as long as the longest-lived permit they
+-- describe (keep), and an entry of holders is believed only once the lock key confirms it (mine).
+-- A script's KEYS end with [limit, permits, holders]; they are taken off here.
+local holderskey = table.remove(KEYS)
+local permitskey = table.remove(KEYS)
+local limitkey = table.remove(KEYS)
+local lockp, metap = KEYS[1], KEYS[2]
+
+-- nowms is this node's clock in ms.
+local function nowms()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
+-- sweep drops the permits expired by now (ms) from both sets: each expiry is dropped once.
+local function sweep(now)
+  local gone = redis.call('ZRANGEBYSCORE', permitskey, '-inf', now)
+  if #gone == 0 then
+    return
+  end
+  for _, i in ipairs(gone) do
+    redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
+  end
+  redis.call('ZREMRANGEBYSCORE', permitskey, '-inf', now)
+end
+
+-- mine is the permit that token holds here, or -1. An entry that the lock key denies is dropped.
+local function mine(token)
+  local i = redis.call('ZSCORE', holderskey, token)
+  if not i then
+    return -1
+  end
+  if redis.call('GET', lockp .. i) == token then
+    return tonumber(i)
+  end
+  redis.call('ZREM', holderskey, token)
+  return -1
+end
+
+-- keep makes the limit and the two sets live at least px ms more.
+local function keep(px)
+  for _, k in ipairs({limitkey, permitskey, holderskey}) do
+    if redis.call('PTTL', k) < px then
+      redis.call('PEXPIRE', k, px)
+    end
+  end
+end
+
+-- record notes that token holds permit i here (its lock key set or extended) as of now (ms),
+-- dropping a holder of i that no sweep has dropped yet.
+local function record(i, token, now)
+  local px = redis.call('PTTL', lockp .. i)
+  redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
+  redis.call('ZADD', holderskey, i, token)
+  redis.call('ZADD', permitskey, now + px, i)
+  keep(px)
+end
+
+-- drop notes that token released permit i here.
+local function drop(i, token)
+  redis.call('ZREM', permitskey, i)
+  redis.call('ZREM', holderskey, token)
+end
+
+-- firstFree is the first permit in [from, below) that is held by none here, or -1: the permits
+-- held from 'from' on are at ranks r, r + 1, ... of holders and read from, from + 1, ... up to
+-- the first free one, found by bisecting the ranks (a few ZRANGEs, however many are held).
+local function firstFree(from, below)
+  if from >= below then
+    return -1
+  end
+  local r = redis.call('ZCOUNT', holderskey, '-inf', '(' .. from)
+  local n = redis.call('ZCOUNT', holderskey, '-inf', '(' .. below)
+  local lo, hi = 0, n - r -- the answer is from + lo for the least lo whose rank holds more
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local s = redis.call('ZRANGE', holderskey, r + mid, r + mid, 'WITHSCORES')
+    if tonumber(s[2]) > from + mid then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  if from + lo < below then
+    return from + lo
+  end
+  return -1
+end
