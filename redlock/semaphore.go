@@ -90,9 +90,13 @@ func (c *Coordinator) semKeys(namespace, name string) []string {
 	return append(c.keys(namespace, name+"#"), p+"limit:"+base, p+"permits:"+base, p+"holders:"+base)
 }
 
-// semLimit is the position of the limit key in semKeys, the first of the
-// index's three, which every permit script takes after a lock script's KEYS.
-const semLimit = 8
+// The positions of the index's keys in semKeys: limit, permits and
+// holders, which every permit script takes after a lock script's KEYS.
+const (
+	semLimit = 8 + iota
+	semPermits
+	semHolders
+)
 
 // target is what a round works on: a lock, or a semaphore, whose scripts
 // (permitScripts) run the lock's on the permit that the token holds on each

@@ -516,3 +516,105 @@ func (cl *cluster) scriptCommands(t *testing.T) int64 {
 	}
 	return n
 }
+
+// TestSemaphoreFreePermitReported: a node that refuses the permit asked for
+// while it has room reports the first permit free after it (cyclically),
+// found in its index of the permits whatever their number; with every
+// permit held, the one that expires first.
+func TestSemaphoreFreePermitReported(t *testing.T) {
+	cl := newCluster(t, 1, Options{})
+	held := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12}
+	for p := 200; p < MaxLimit; p++ {
+		held = append(held, p)
+	}
+	for _, p := range held {
+		putPermit(t, cl, "s", NewToken(), Permit{Index: p, Limit: MaxLimit}, 0)
+	}
+	for _, c := range []struct{ ask, free int }{{5, 10}, {9, 10}, {11, 13}, {200, 10}, {255, 10}} {
+		if permit, free := askPermit(t, cl, "s", c.ask, MaxLimit); permit != c.ask || !slices.Equal(free, []int{c.free}) {
+			t.Errorf("asked for permit %d: refused for %d, free %v; want free [%d]", c.ask, permit, free, c.free)
+		}
+	}
+	// Every permit held: the one that expires first (permit 0, put first).
+	full := newCluster(t, 1, Options{})
+	for p := range 3 {
+		putPermit(t, full, "s", NewToken(), Permit{Index: p, Limit: 3}, 0)
+	}
+	if permit, free := askPermit(t, full, "s", 2, 3); permit != 0 || len(free) != 0 {
+		t.Errorf("asked for permit 2 of a full semaphore: refused for %d, free %v; want 0 and none", permit, free)
+	}
+}
+
+// askPermit runs the acquire script of a permit of semaphore name on node 0
+// asking for permit ask, and returns the permit of its refusal and the
+// free permits it reports.
+func askPermit(t *testing.T, cl *cluster, name string, ask, limit int) (permit int, free []int) {
+	t.Helper()
+	a := &semAttempt{limit: limit, prefer: ask}
+	tg := target{keys: cl.c.semKeys("", name), sem: true}
+	keys := tg.with(pick(tg.keys, 0, 1, 2, 3, 5, 6, 7))
+	args := []any{NewToken(), time.Minute.Milliseconds(), "", 0, 0, ask, limit}
+	r, err := a.parser(ask)(permitScripts[scriptAcquire].Run(t.Context(), cl.c.nodes[0].client, keys, args...))
+	if err != nil || r.ok {
+		t.Fatalf("asked for permit %d: %+v, %v; want a refusal", ask, r, err)
+	}
+	return r.permit, r.free
+}
+
+// TestSemaphoreIndexKeysLiveAsLongAsPermits: the keys of a node's index of
+// a semaphore's permits (limit, permits, holders) expire, never before the
+// longest-lived permit they describe: after an acquire, and after an extend.
+func TestSemaphoreIndexKeysLiveAsLongAsPermits(t *testing.T) {
+	cl := newCluster(t, 1, Options{MaxTTL: 10 * time.Minute})
+	c, ctx := cl.c, t.Context()
+	short, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{TTL: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{TTL: 3 * time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := cl.servers[0].Client()
+	check := func(when string, atLeast time.Duration) {
+		t.Helper()
+		for _, k := range c.semKeys("", "s")[semLimit:] {
+			if d, err := rdb.PTTL(ctx, k).Result(); err != nil || d < atLeast || d > 10*time.Minute {
+				t.Errorf("%s: %s expires in %v, %v; want at least %v", when, k, d, err, atLeast)
+			}
+		}
+	}
+	check("after acquires of 1 and 3 minutes", 2*time.Minute)
+	if _, err := c.ExtendPermit(ctx, "", "s", short.Token, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	check("after an extend to 5 minutes", 4*time.Minute)
+	if err := c.ReleasePermit(ctx, "", "s", long.Token); err != nil {
+		t.Fatal(err)
+	}
+	check("after a release", 4*time.Minute)
+}
+
+// TestSemaphoreExpiredPermitSwept: a permit that expired is free for the
+// next acquire, and leaves the node's index (its holder's entry too).
+func TestSemaphoreExpiredPermitSwept(t *testing.T) {
+	cl := newCluster(t, 1, Options{})
+	c, ctx := cl.c, t.Context()
+	gone, err := c.AcquirePermit(ctx, "s", permitOpts(1, AcquireOptions{TTL: 100 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Permit
+	waitFor(t, func() bool {
+		p, err = c.AcquirePermit(ctx, "s", permitOpts(1, AcquireOptions{}))
+		return err == nil
+	})
+	keys := c.semKeys("", "s")
+	rdb := cl.servers[0].Client()
+	if holders, err := rdb.ZRange(ctx, keys[semHolders], 0, -1).Result(); err != nil || !slices.Equal(holders, []string{p.Token}) {
+		t.Errorf("holders %v, %v; want only the new holder's token (not %s)", holders, err, gone.Token)
+	}
+	if permits, err := rdb.ZRange(ctx, keys[semPermits], 0, -1).Result(); err != nil || !slices.Equal(permits, []string{"0"}) {
+		t.Errorf("permits %v, %v; want [0]", permits, err)
+	}
+}
