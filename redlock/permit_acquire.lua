@@ -12,19 +12,23 @@
 --    Refused ({0, pttl}) with fewer than limit permits held here: free is {f}, the first permit
 --    free here after the preferred one (cyclically), which the coordinator may ask for next.
 --    Refused with every permit held: free is {}, permit is the one that expires first, and pttl
---    its remaining TTL.
+--    its remaining TTL. A token that holds none of them and will not wait (interest 0) is
+--    refused from the index alone: the lock script, which would refuse it too, does not run.
 --    {-1, {-2, limit}, {}}: this node's permits are held with another limit; nothing changed.
 -- PERMITS
 local want = tonumber(table.remove(ARGV))
 local prefer = tonumber(table.remove(ARGV))
-local now = nowms()
-sweep(now)
-local held = redis.call('ZCARD', permitskey)
+local first, pttl = soonest()
+local held = redis.call('ZCOUNT', permitskey, '-inf', '+inf')
 local stored = tonumber(redis.call('GET', limitkey) or '0')
 if held > 0 and stored > 0 and stored ~= want then
   return {-1, {-2, stored}, {}}
 end
 local permit = mine(ARGV[1])
+if permit < 0 and held >= want and ARGV[4] == '0' then
+  -- every permit is held by others, and nobody will wait: refused as the lock script would
+  return {first, {0, pttl}, {}}
+end
 if permit < 0 then
   permit = prefer
 end
@@ -37,7 +41,7 @@ if r[1] == 1 then
   if stored ~= want then
     redis.call('SET', limitkey, want, 'KEEPTTL')
   end
-  record(permit, ARGV[1], now)
+  record(permit, ARGV[1], nowms())
   return {permit, r, {}}
 end
 if held < want then
@@ -49,9 +53,7 @@ if held < want then
     return {permit, r, {f}}
   end
 end
--- every permit is held: report the one that expires first
-local first = redis.call('ZRANGE', permitskey, 0, 0, 'WITHSCORES')
-if first[1] then
-  return {tonumber(first[1]), {0, math.max(tonumber(first[2]) - now, 0)}, {}}
+if first then -- every permit is held: report the one that expires first
+  return {first, {0, pttl}, {}}
 end
 return {permit, r, {}}

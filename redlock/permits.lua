@@ -5,8 +5,8 @@
 -- where to look:
 --   permits  a sorted set: permit i -> when its lock key expires, in ms of this node's clock
 --            (TIME + PTTL: never before the key does). Its size is the number of permits held
---            here, its first member the one that expires first; sweep drops the members whose
---            time has passed.
+--            here, its first member the one that expires first (soonest); sweep drops the
+--            members whose time has passed.
 --   holders  a sorted set: token -> the permit it holds here (a token holds at most one permit
 --            on a node). Its scores are the permits held, in order: firstFree bisects its ranks.
 --   limit    the limit the permits here are held with.
@@ -35,6 +35,26 @@ local function sweep(now)
     redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
   end
   redis.call('ZREMRANGEBYSCORE', permitskey, '-inf', now)
+end
+
+-- soonest is the permit that expires first here and its remaining TTL in ms, or nil when none
+-- is held, once the permits that expired are swept. None has while the first one's lock key
+-- lives (the others expire later), so that one's PTTL tells whether to sweep.
+local function soonest()
+  local first = redis.call('ZRANGE', permitskey, 0, 0, 'WITHSCORES')
+  if not first[1] then
+    return nil, nil
+  end
+  local pttl = redis.call('PTTL', lockp .. first[1])
+  if pttl >= 0 then
+    return tonumber(first[1]), pttl
+  end
+  sweep(nowms())
+  first = redis.call('ZRANGE', permitskey, 0, 0)
+  if not first[1] then
+    return nil, nil
+  end
+  return tonumber(first[1]), math.max(redis.call('PTTL', lockp .. first[1]), 0)
 end
 
 -- mine is the permit that token holds here, or -1. An entry that the lock key denies is dropped.
