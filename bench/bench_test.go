@@ -45,13 +45,21 @@ func TestSmoke(t *testing.T) {
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
 	}
+	if len(rep.work) != 4 {
+		t.Errorf("work: %d kinds of calls, want 4", len(rep.work))
+	}
+	for _, w := range rep.work {
+		if w.calls == 0 || w.scripts() == 0 || w.errors != 0 {
+			t.Errorf("work, %s: %+v", w.name, w)
+		}
+	}
 	if g := rep.gray[0]; len(g.to503) != g.tries {
 		t.Errorf("3 of 5 paused: %d of %d acquires got 503, the last other: %s", len(g.to503), g.tries, g.lastErr)
 	}
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
-		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "Redis commands/s while they wait",
+		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
 		"gray 50ms, 2 of 5 slow: p50, p99, cycles/s over healthy", "gray 50ms, 3 of 5 paused: acquire's 503"} {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())

@@ -27,7 +27,7 @@ import (
 )
 
 // floors are the groups of floors that --floors selects.
-var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "multi", "waiters", "gray"}
+var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "multi", "work", "waiters", "gray"}
 
 type config struct {
 	binary      string // the redlockd binary to start; "": go build ./cmd/redlockd
@@ -91,7 +91,9 @@ func parse(args []string) (*config, error) {
 
 // report is what a run measured.
 type report struct {
+	stamp   string // what was measured, when and where
 	runs    []result
+	work    []workCall
 	waiting *waiting
 	gray    []grayResult
 }
@@ -105,7 +107,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		return nil, err
 	}
 	defer l.close()
-	rep = &report{}
+	rep = &report{stamp: stamp(ctx, c, l.bin)}
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
 	for i, m := range []mode{
 		{group: "latency", name: gatewayMode, c: 1},
@@ -146,6 +148,12 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 			rep.runs = append(rep.runs, r)
 		}
 	}
+	if c.runs("work") && ctx.Err() == nil {
+		fmt.Fprintf(progress, "Redis time per call, each kind for %v\n", c.duration/4)
+		if rep.work, err = measureWork(ctx, l, prefix+"work-", c.duration/4); err != nil {
+			return rep, err
+		}
+	}
 	if c.runs("gray") && ctx.Err() == nil {
 		var runs []result
 		runs, rep.gray, err = measureGray(ctx, l, c, prefix+"gray-", progress)
@@ -167,6 +175,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float6
 func (r *report) print(w io.Writer) bool {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
+	fmt.Fprintf(tw, "%s\n\n", r.stamp)
 	fmt.Fprintln(tw, "group\tacquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
 	run := map[string]*result{} // by group and name
 	for i, x := range r.runs {
@@ -236,6 +245,12 @@ func (r *report) print(w io.Writer) bool {
 			fmt.Sprintf("%.0f, %s (%.0f, %s), %d errors", x.perSecond(), ms(xWait.pct(0.99)), b.perSecond(), ms(bWait.pct(0.99)), x.errors+b.errors),
 			"all served", x.cycles > 0 && x.errors == 0)
 	}
+	if len(r.work) > 1 {
+		lock, permit := r.work[0], r.work[1]
+		f := permit.perScript() / max(lock.perScript(), 1e-9)
+		check(fmt.Sprintf("work: refused permit (limit %d, all held) / refused lock, Redis µs per script run", workLimit),
+			fmt.Sprintf("%.2f (%.1f, %.1f µs)", f, permit.perScript(), lock.perScript()), "<= 3", lock.scripts() > 0 && permit.scripts() > 0 && f <= 3)
+	}
 	if x := r.waiting; x != nil {
 		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
 			x.status.VmHWM > 0 && x.status.VmHWM <= 450<<20)
@@ -261,6 +276,9 @@ func (r *report) print(w io.Writer) bool {
 		if g.lastErr != "" {
 			fmt.Fprintf(tw, "  the last other answer: %s\n", g.lastErr)
 		}
+	}
+	if len(r.work) > 0 {
+		printWork(tw, r.work)
 	}
 	return all
 }

@@ -18,8 +18,8 @@ const (
 )
 
 // MaxLimit is the largest limit of a semaphore (SPEC §7): each of its
-// permits is a lock of its own, and a node looks through them on every
-// acquire.
+// permits is a lock of its own, and a node's GET of the semaphore reads
+// every permit held.
 const MaxLimit = 256
 
 // MaxResources is the most resources of one multi-resource lock (SPEC §8):
