@@ -100,7 +100,7 @@ const (
 
 // target is what a round works on: a lock, or a semaphore, whose scripts
 // (permitScripts) run the lock's on the permit that the token holds on each
-// node, found from the keys' prefixes and the limit key.
+// node, found in the node's index of the permits (permits.lua).
 type target struct {
 	keys   []string // see keys, or semKeys
 	sem    bool
@@ -193,9 +193,11 @@ func permitReply(cmd *redis.Cmd) (permit int, body *redis.Cmd, extra any, err er
 // semAttempt is what an attempt on a semaphore adds to a lock's: every round
 // asks the nodes for one permit, prefer, so that holders of a permit conflict
 // pairwise as a lock's do. The first round asks for a random permit (any is
-// free on an idle semaphore); a refused round reports the permits free on
-// each node, and the next one asks for the permit free on most nodes, or the
-// one whose release woke the waiter.
+// free on an idle semaphore, and clients arriving together spread over the
+// permits); a node that refuses it reports the first permit free there after
+// it (or, when none is, the one that expires first), and the next round asks
+// for the permit reported free by most nodes, or the one whose release woke
+// the waiter.
 type semAttempt struct {
 	limit  int
 	prefer int
