@@ -32,6 +32,7 @@ const (
 	DefaultRetryDelay     = 50 * time.Millisecond
 	DefaultPollInterval   = 30 * time.Second
 	DefaultHealthInterval = time.Second
+	DefaultFenceIdleTTL   = 7 * 24 * time.Hour
 )
 
 // ValidName reports whether s is a valid resource or namespace name:
@@ -92,6 +93,12 @@ type Options struct {
 	// and a write (SET <KeyPrefix>health; see Status); the uptime and role
 	// it reads also feed the quarantine. Default: 1s.
 	HealthInterval time.Duration
+	// FenceIdleTTL is how long a resource's fence counter lives on a node
+	// after its last change: no key lives forever. A counter made anew starts
+	// at the node's clock in microseconds, above every fence handed out
+	// before (see fence.lua and docs/safety.md). At least 2*MaxTTL.
+	// Default: 7 days.
+	FenceIdleTTL time.Duration
 	// NoBatching sends every command in its own round trip from its own
 	// goroutine, as most Redlock libraries do, instead of through each node's
 	// automatic pipelining (see batch.go). For comparison.
@@ -115,6 +122,7 @@ func (o Options) withDefaults() Options {
 	o.RetryDelay = cmp.Or(o.RetryDelay, DefaultRetryDelay)
 	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
 	o.HealthInterval = cmp.Or(o.HealthInterval, DefaultHealthInterval)
+	o.FenceIdleTTL = cmp.Or(o.FenceIdleTTL, DefaultFenceIdleTTL)
 	if o.Logger == nil {
 		nop := zerolog.Nop()
 		o.Logger = &nop
@@ -143,6 +151,7 @@ func (o Options) validate() error {
 	check(o.PollInterval < 0, "PollInterval %v must be positive", o.PollInterval)
 	check(o.HealthInterval < 0, "HealthInterval %v must be positive", o.HealthInterval)
 	check(o.RetryDelay < 0, "RetryDelay %v must be positive", o.RetryDelay)
+	check(o.FenceIdleTTL < 2*o.MaxTTL, "FenceIdleTTL %v must be at least twice MaxTTL %v", o.FenceIdleTTL, o.MaxTTL)
 	return errors.Join(errs...)
 }
 

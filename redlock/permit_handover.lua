@@ -2,12 +2,13 @@
 -- gives it at once to a waiting token (see Coordinator.handOver), as release.lua then
 -- acquire.lua would, with nothing in between: the permit is never free while someone waits.
 -- KEYS: [lock prefix, meta prefix, fence, waiting, tombstone of the releasing token, limit]
--- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner]
+-- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua)]
 -- => {permit, 1, {1, fence, 0, 0}}  handed over
 --    {permit, 1, {0, -1}}           released only: the waiting token holds a permit here already
 --                                   (left by one of its failed rounds), so it gets none
 --    {-1, 2 or 0, {0, -1}}          the releasing token holds no permit here (2: it released one
 --                                   within keep_ms)
+-- INCLUDE fence.lua
 local limit = tonumber(redis.call('GET', KEYS[6]) or '0')
 local permit, waiter = -1, false
 for i = 0, limit - 1 do
@@ -37,8 +38,8 @@ if waiter then
   return {permit, 1, {0, -1}}
 end
 redis.call('SET', lock, ARGV[4], 'PX', ARGV[5])
-local f = redis.call('INCR', KEYS[3])
-redis.call('HSET', meta, 'owner', ARGV[6], 'nf', f)
+local f = fence_next(KEYS[3], ARGV[7], ARGV[8])
+redis.call('HSET', meta, 'owner', ARGV[6], 'nf', string.format('%d', f))
 redis.call('PEXPIRE', meta, ARGV[5])
 if redis.call('PTTL', KEYS[6]) < tonumber(ARGV[5]) then
   redis.call('PEXPIRE', KEYS[6], ARGV[5])

@@ -464,7 +464,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	start := time.Now()
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
 	script, keys, parse, add := scriptAcquire, pick(a.keys, 0, 1, 2, 3, 5, 6, 7), parseAcquire, t.add
-	args := []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait()}
+	args := a.args()
 	if a.read {
 		script = scriptRead
 	}
@@ -481,6 +481,19 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	rd.stragglers(func(late []reply[acqReply], silent []int) { a.finish(err == nil, lock.Fence, t, late, silent) })
 	return lock, err
 }
+
+// args are acquire.lua's ARGV.
+func (a *attempt) args() []any {
+	return []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait(), a.c.fenceIdle(), fenceFloor()}
+}
+
+// fenceIdle is how long a fence counter lives after its last change, in ms
+// (see fence.lua).
+func (c *Coordinator) fenceIdle() int64 { return c.opts.FenceIdleTTL.Milliseconds() }
+
+// fenceFloor is where a fence counter made anew starts: this clock in
+// microseconds (see fence.lua).
+func fenceFloor() int64 { return time.Now().UnixMicro() }
 
 // outcome makes the lock from an acquire round's answers, or undoes them.
 func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lock, error) {
@@ -510,7 +523,7 @@ func (a *attempt) granted(ctx context.Context, start time.Time, t *acqTally) (Lo
 	held := t.yes
 	t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
 	if !t.skipped {
-		held = c.commit(ctx, t.tg, a.token, t.answered, fence)
+		held, fence = c.commit(ctx, t.tg, a.token, t.answered, fence, a.read)
 	}
 	validity := c.validity(a.ttl, start)
 	if held < c.quorum || validity <= 0 {
@@ -617,7 +630,8 @@ func (a *attempt) writeBack(ok bool, fence int64, t *acqTally, late []reply[acqR
 			grants = t.granted
 		}
 		if len(grants) > 0 {
-			a.c.commit(context.Background(), t.tg, a.token, grants, fence)
+			// One claim, never a greater fence: the lock's is decided.
+			a.c.claim(context.Background(), t.tg, a.token, grants, fence, a.read)
 		}
 	}
 	return undo
@@ -669,25 +683,75 @@ func committedFence(existing []acqReply) (f int64, n int) {
 	return f, n
 }
 
+// commitReply is a node's answer to commit.lua, and a semaphore's permit.
+type commitReply struct {
+	permit int
+	// state: 1 the fence is recorded as the token's beside its lock, 0 the
+	// token does not hold the lock here, -1 it does, but this node gave the
+	// fence to another token.
+	state   int64
+	counter int64 // the node's fence counter after the commit
+}
+
+// commitReplyOf reads commit.lua's reply.
+func commitReplyOf(v []any) (commitReply, error) {
+	if len(v) != 2 {
+		return commitReply{}, fmt.Errorf("unexpected commit reply %v", v)
+	}
+	return commitReply{state: toInt(v[0]), counter: toInt(v[1])}, nil
+}
+
+// maxClaims bounds the fences one commit tries (see commit).
+const maxClaims = 4
+
 // commit writes fence back to the nodes idxs, beside token's lock, so that
-// any later quorum reads a counter at least this high; decided at the
-// quorum, it returns on how many voting nodes it was written and the token
-// holds the lock.
-func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64) (held int) {
+// any later quorum reads a counter at least this high, as each node's claim
+// of it (see commit.lua): a writer's fence counts only on nodes that gave it
+// to no other token, so no two holders of a semaphore's permits get one
+// fence from a quorum. When concurrent acquires of other permits took the
+// value on too many nodes, it claims a greater one, at most maxClaims times.
+// A reader's (read) is the last writer's, shared: it is only recorded.
+// Decided at the quorum, it returns on how many voting nodes the fence was
+// recorded and the token holds the lock, and the fence.
+func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64, read bool) (held int, _ int64) {
+	for try := 1; ; try++ {
+		held, top, refused := c.claim(ctx, tg, token, idxs, fence, read)
+		if held >= c.quorum || refused == 0 || try == maxClaims {
+			return held, fence
+		}
+		// Above every counter seen, spread so that two acquires that
+		// collided are unlikely to pick the same value again.
+		fence = max(top, fence) + 1 + rand.Int64N(int64(len(c.nodes)))
+	}
+}
+
+// claim is one round of commit: on how many voting nodes the fence was
+// recorded, the greatest counter seen, and how many holding nodes refused.
+func (c *Coordinator) claim(ctx context.Context, tg target, token string, idxs []int, fence int64, read bool) (held int, top int64, refused int) {
 	t := &votes{n: len(idxs), q: c.quorum}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), []any{token, fence}, tg.releases(), func(r reply[relReply]) bool {
+	args := []any{token, fence, c.fenceIdle(), 1}
+	if read {
+		args[3] = 0
+	}
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), args, tg.commits(), func(r reply[commitReply]) bool {
+		if r.err == nil {
+			top = max(top, r.val.counter)
+		}
 		switch {
 		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
 			t.bad++
-		case r.val.v == 1 && r.val.permit == tg.permit: // a semaphore's: the same permit
+		case r.val.state == 1 && r.val.permit == tg.permit: // a semaphore's: the same permit
 			t.yes++
+		case r.val.state == -1:
+			refused++
+			t.no++
 		default:
 			t.no++
 		}
 		return t.decided()
 	})
 	rd.stragglers(nil)
-	return t.yes
+	return t.yes, top, refused
 }
 
 // freeIn estimates when a lock held on the nodes with these remaining TTLs
@@ -950,7 +1014,7 @@ func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idx
 	if len(idxs) == 0 {
 		return
 	}
-	args := []any{token, ttl.Milliseconds(), fence, owner, string(mode)}
+	args := []any{token, ttl.Milliseconds(), fence, owner, string(mode), c.fenceIdle()}
 	if tg.sem {
 		args = append(args, p.Index, p.Limit)
 	}

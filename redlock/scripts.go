@@ -41,8 +41,12 @@ var (
 )
 
 // bodyLine is where a wrapper (a permit script, multi_acquire.lua) runs a
-// lock script (as a function).
-var bodyLine = regexp.MustCompile(`(?m)^-- BODY.*$`)
+// lock script (as a function); includeLine is where a script takes the
+// functions of a shared file (fence.lua).
+var (
+	bodyLine    = regexp.MustCompile(`(?m)^-- BODY.*$`)
+	includeLine = regexp.MustCompile(`(?m)^-- INCLUDE (\S+)$`)
+)
 
 // wrapScript is the script of file wrapper with the lock script of file
 // body in place of its "-- BODY" line.
@@ -52,7 +56,7 @@ func wrapScript(wrapper, body string) *redis.Script {
 	if err != nil || err2 != nil || !bodyLine.Match(w) {
 		panic("redlock: embedded scripts " + wrapper + ", " + body) // cannot happen
 	}
-	return redis.NewScript(bodyLine.ReplaceAllLiteralString(string(w), string(b)))
+	return redis.NewScript(include(bodyLine.ReplaceAllLiteralString(string(w), string(b))))
 }
 
 func loadScript(name string) *redis.Script {
@@ -60,5 +64,17 @@ func loadScript(name string) *redis.Script {
 	if err != nil {
 		panic(err) // embedded: cannot happen
 	}
-	return redis.NewScript(string(src))
+	return redis.NewScript(include(string(src)))
+}
+
+// include puts the embedded file named by each "-- INCLUDE name" line of
+// src in its place.
+func include(src string) string {
+	return includeLine.ReplaceAllStringFunc(src, func(line string) string {
+		b, err := lua.ReadFile(includeLine.FindStringSubmatch(line)[1])
+		if err != nil {
+			panic("redlock: embedded script " + line) // cannot happen
+		}
+		return string(b)
+	})
 }
