@@ -194,10 +194,8 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 
 // acquireOnce is Acquire without a wait: one round.
 func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error) {
-	if c.hub.waiting(a.lockKeys(), 0) {
-		// Others are waiting for this lock here: it is theirs first.
-		c.stats.held.Add(1)
-		return Lock{}, &HeldError{}
+	if lock, done, err := a.queued(ctx); done {
+		return lock, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Lock{}, errors.Join(ErrQuorumUnavailable, err)
@@ -208,6 +206,57 @@ func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error)
 		err = errors.Join(err, ctx.Err())
 	}
 	return lock, err
+}
+
+// queued answers an acquire without a wait when others are waiting for
+// the lock on this coordinator (done): the lock is theirs first, so it is
+// refused, with how long the lock stays held as the waiters last learned;
+// but the retry of an acquire whose lock its client token holds already is
+// no new acquire, and gets its lock (see retried).
+func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) {
+	c := a.c
+	if !c.hub.waiting(a.lockKeys(), 0) {
+		return Lock{}, false, nil
+	}
+	if lock, ok := a.retried(ctx); ok {
+		return lock, true, nil
+	}
+	c.stats.held.Add(1)
+	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.lockKeys())}
+}
+
+// retried recognises the retry of an acquire whose lock its client token
+// holds already (its answer was lost): before any queueing, so that others
+// waiting for the lock on this coordinator neither refuse it nor make it
+// wait behind them while its own lock runs out. It re-acquires the lock as
+// an extend does, with the acquire's TTL: the same fence, valid for ttl
+// from now. It is false when a's token is random, or does not hold the lock
+// as asked (another mode, another limit), or the nodes cannot tell: the
+// acquire then goes on as any other.
+func (a *attempt) retried(ctx context.Context) (Lock, bool) {
+	c := a.c
+	if !a.chosen || !c.hub.waiting(a.lockKeys(), 0) {
+		return Lock{}, false
+	}
+	if a.parts != nil {
+		locks, errs := make([]Lock, len(a.parts)), make([]error, len(a.parts))
+		c.each(len(a.parts), func(i int) { locks[i], _, errs[i] = c.extend(ctx, false, a.ns, a.parts[i].resource, a.token, a.ttl) })
+		if multiErr(errs) != nil {
+			return Lock{}, false
+		}
+		c.stats.acquired.Add(1)
+		a.locks = locks
+		return locks[0], true
+	}
+	lock, p, err := c.extend(ctx, a.sem != nil, a.ns, a.resource, a.token, a.ttl)
+	switch {
+	case err != nil, lock.Mode != a.mode(), a.sem != nil && p.Limit != a.sem.limit:
+		return Lock{}, false
+	case a.sem != nil:
+		a.sem.prefer = p.Index
+	}
+	c.stats.acquired.Add(1)
+	return lock, true
 }
 
 // interest tells acquire.lua whether to ask for release announcements: 0

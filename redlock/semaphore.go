@@ -296,9 +296,8 @@ func (s *semAttempt) after(err error, quorum int) error {
 // acquireOnce is AcquirePermit without a wait: a round, and at most two
 // more when the refusals show another permit that can be granted at once.
 func (c *Coordinator) acquirePermitOnce(ctx context.Context, a *attempt) (Lock, error) {
-	if c.hub.waiting(a.lockKeys(), 0) {
-		c.stats.held.Add(1) // others are waiting here: it is theirs first
-		return Lock{}, &HeldError{}
+	if lock, done, err := a.queued(ctx); done {
+		return lock, err
 	}
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
