@@ -363,7 +363,7 @@ type LockResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
 	FencingToken int64 `json:"fencing_token"`
 
 	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
@@ -472,7 +472,7 @@ type PermitResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
 	FencingToken int64 `json:"fencing_token"`
 	Limit        int   `json:"limit"`
 

@@ -33,6 +33,7 @@ const (
 	DefaultPollInterval   = 30 * time.Second
 	DefaultHealthInterval = time.Second
 	DefaultFenceIdleTTL   = 7 * 24 * time.Hour
+	DefaultCensusInterval = time.Minute
 )
 
 // ValidName reports whether s is a valid resource or namespace name:
@@ -99,6 +100,10 @@ type Options struct {
 	// before (see fence.lua and docs/safety.md). At least 2*MaxTTL.
 	// Default: 7 days.
 	FenceIdleTTL time.Duration
+	// CensusInterval is how often the key census counts the keys of each
+	// namespace on one node (see Coordinator.Census), jittered like
+	// RetryDelay. Default: 1m.
+	CensusInterval time.Duration
 	// NoBatching sends every command in its own round trip from its own
 	// goroutine, as most Redlock libraries do, instead of through each node's
 	// automatic pipelining (see batch.go). For comparison.
@@ -123,6 +128,7 @@ func (o Options) withDefaults() Options {
 	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
 	o.HealthInterval = cmp.Or(o.HealthInterval, DefaultHealthInterval)
 	o.FenceIdleTTL = cmp.Or(o.FenceIdleTTL, DefaultFenceIdleTTL)
+	o.CensusInterval = cmp.Or(o.CensusInterval, DefaultCensusInterval)
 	if o.Logger == nil {
 		nop := zerolog.Nop()
 		o.Logger = &nop
@@ -151,6 +157,7 @@ func (o Options) validate() error {
 	check(o.PollInterval < 0, "PollInterval %v must be positive", o.PollInterval)
 	check(o.HealthInterval < 0, "HealthInterval %v must be positive", o.HealthInterval)
 	check(o.RetryDelay < 0, "RetryDelay %v must be positive", o.RetryDelay)
+	check(o.CensusInterval < 0, "CensusInterval %v must be positive", o.CensusInterval)
 	check(o.FenceIdleTTL < 2*o.MaxTTL, "FenceIdleTTL %v must be at least twice MaxTTL %v", o.FenceIdleTTL, o.MaxTTL)
 	return errors.Join(errs...)
 }

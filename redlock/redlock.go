@@ -24,6 +24,7 @@ type Coordinator struct {
 	nodes    []*node
 	quorum   int
 	hub      waitHub // waiting acquires
+	census   census  // the last key count (see census.go)
 	stats    counters
 	idxs     []int  // every node's index: read-only
 	released string // the channel of release announcements
@@ -65,6 +66,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	}
 	c.nodeSet = strconv.FormatUint(set.Sum64(), 36)
 	c.hub.start(c) // release announcements wake waiting acquires
+	c.startCensus()
 	for _, n := range c.nodes {
 		n.mark = "n=" + strconv.Itoa(len(c.nodes))
 		n.startHealth()
@@ -87,6 +89,7 @@ func (c *Coordinator) Options() Options { return c.opts }
 // Close closes every node's client.
 func (c *Coordinator) Close() error {
 	c.bg.Wait()
+	c.stopCensus()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
 		n.stopHealth()

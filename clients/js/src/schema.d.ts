@@ -107,7 +107,8 @@ export interface paths {
          *     held open until the lock is acquired or the wait is over. With a
          *     client-chosen `token` the call is idempotent: if the lock is already
          *     held with that token it succeeds again, resets the TTL and returns the
-         *     same `fencing_token`.
+         *     same `fencing_token`, at once, with or without `wait_ms`, also while
+         *     other clients wait for the lock (a retry is never queued behind them).
          */
         post: operations["acquireLock"];
         /**
@@ -166,8 +167,10 @@ export interface paths {
          * @description Takes one of the `limit` permits of the semaphore (permit `i` is a
          *     lock of its own on a quorum of nodes), as `POST /locks/{resource}`
          *     takes a lock: waiting with `wait_ms`, idempotent with a client
-         *     `token` (the same permit and `fencing_token` again). Fencing tokens
-         *     are strictly increasing across every permit of the semaphore. 409
+         *     `token` (the same permit and `fencing_token` again, at once, also
+         *     while others wait). Fencing tokens are unique across every permit of
+         *     the semaphore (no two grants share one), and one requested after
+         *     another grant's 201 was received is greater (docs/semaphores.md). 409
          *     `lock-held` when every permit is held (with `Retry-After`); 409
          *     `limit-mismatch` when the permits held have another `limit` (given
          *     in the problem's `limit`), and nothing changes.
@@ -448,7 +451,7 @@ export interface components {
             token: string;
             /**
              * Format: int64
-             * @description A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+             * @description A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
              */
             fencing_token: number;
             /** Format: int64 */
