@@ -345,7 +345,7 @@ func TestStatusUncheckedNode(t *testing.T) {
 	dead := l.Addr().String()
 	l.Close()
 	s := redistest.Start(t)
-	c, err := New([]*redis.Options{s.Options(), {Addr: dead}}, Options{HealthInterval: time.Hour, NoQuarantine: true})
+	c, err := New([]*redis.Options{s.Options(), {Addr: dead}}, Options{HealthInterval: time.Hour, Quarantine: QuarantineOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,42 +450,42 @@ func TestNoteInfo(t *testing.T) {
 		}
 	}
 	// An old process: no quarantine.
-	if err := n.noteInfo(info("a", 100), t0); err != nil {
+	if err := n.noteInfo(info("a", 100), durability{}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if n.until.Load() != 0 {
 		t.Fatalf("long-running node quarantined: %v", end())
 	}
 	// A new process, 1s up as reported: counts 0s, ends maxTTL later.
-	_ = n.noteInfo(info("b", 1), t0)
+	_ = n.noteInfo(info("b", 1), durability{}, t0)
 	near("new process", maxTTL)
 	// Later replies of the same process keep the earliest end they give: 3s
 	// later it says 3s up (counts 2s), which would end at 11s: still 10s.
-	_ = n.noteInfo(info("b", 3), t0.Add(3*time.Second))
+	_ = n.noteInfo(info("b", 3), durability{}, t0.Add(3*time.Second))
 	near("same process, looser bound", maxTTL)
-	_ = n.noteInfo(info("b", 5), t0.Add(3500*time.Millisecond))
+	_ = n.noteInfo(info("b", 5), durability{}, t0.Add(3500*time.Millisecond))
 	near("same process, tighter bound", 3500*time.Millisecond+maxTTL-4*time.Second)
 	// A late reply of the old process changes nothing.
-	_ = n.noteInfo(info("a", 100), t0.Add(4*time.Second))
+	_ = n.noteInfo(info("a", 100), durability{}, t0.Add(4*time.Second))
 	near("stale reply of the old process", 3500*time.Millisecond+maxTTL-4*time.Second)
 	// Another restart: the newer process's end wins even when a reply of the
 	// older one narrows its own afterwards.
-	_ = n.noteInfo(info("c", 0), t0.Add(5*time.Second))
+	_ = n.noteInfo(info("c", 0), durability{}, t0.Add(5*time.Second))
 	near("newer process", 5*time.Second+maxTTL)
-	_ = n.noteInfo(info("b", 9), t0.Add(5*time.Second))
+	_ = n.noteInfo(info("b", 9), durability{}, t0.Add(5*time.Second))
 	near("older process narrowed", 5*time.Second+maxTTL)
 	// Without run_id, nothing is ever shortened.
 	m := &node{addr: "y:1", opts: n.opts}
 	n = m
-	_ = n.noteInfo(info("", 0), t0)
+	_ = n.noteInfo(info("", 0), durability{}, t0)
 	near("no run_id", maxTTL)
-	_ = n.noteInfo(info("", 7), t0.Add(5500*time.Millisecond))
+	_ = n.noteInfo(info("", 7), durability{}, t0.Add(5500*time.Millisecond))
 	near("no run_id, tighter bound ignored", maxTTL)
-	if err := n.noteInfo("# Server\r\n", t0); err == nil {
+	if err := n.noteInfo("# Server\r\n", durability{}, t0); err == nil {
 		t.Fatal("INFO without uptime accepted")
 	}
 	// Over: the quarantine ends.
-	_ = n.noteInfo(info("", 20), t0.Add(20*time.Second))
+	_ = n.noteInfo(info("", 20), durability{}, t0.Add(20*time.Second))
 	if u := n.until.Load(); u > mono(t0.Add(maxTTL)) {
 		t.Fatalf("quarantine still ends at %v", end())
 	}

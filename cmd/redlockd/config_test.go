@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/redlock"
 )
 
 // env returns a lookupEnv over m.
@@ -114,6 +116,7 @@ func checkAllSet(t *testing.T, c Config) {
 		ReadHeaderTimeout: 2 * time.Second,
 		IdleTimeout:       3 * time.Minute,
 		DebugListen:       "127.0.0.1:6060",
+		RestartQuarantine: redlock.QuarantineOff,
 
 		MaxWaitersPerNamespace: 3,
 		MaxConnections:         99,
@@ -188,7 +191,7 @@ func TestParseServeFlagsPrecedence(t *testing.T) {
 	if exp, got := 9*time.Second, c.MaxTTL; exp != got {
 		t.Errorf("max TTL: exp %v, got %v", exp, got)
 	}
-	if !c.RestartQuarantine {
+	if c.RestartQuarantine != redlock.QuarantineOn {
 		t.Error("restart quarantine: flag on should beat env off")
 	}
 	if exp, got := "redlockd:", c.KeyPrefix; exp != got {
@@ -209,9 +212,11 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		"env without unit":      {env: map[string]string{"REDLOCKD_MAX_TTL": "5"}, want: "REDLOCKD_MAX_TTL=5: missing unit, e.g. 5s"},
 		"bad float":             {args: []string{"--drift-factor", "x"}, want: "--drift-factor x: not a number"},
 		"int out of range":      {args: []string{"--max-waiters", "99999999999999999999"}, want: "--max-waiters 99999999999999999999: out of range"},
-		"bad on/off":            {args: []string{"--restart-quarantine", "maybe"}, want: "--restart-quarantine maybe: want on/off, true/false, yes/no or 1/0"},
-		"bad on/off joined":     {args: []string{"--restart-quarantine=maybe"}, want: "--restart-quarantine maybe: want on/off"},
-		"bad on/off env":        {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "maybe"}, want: "REDLOCKD_RESTART_QUARANTINE=maybe: want on/off"},
+		"bad on/off":            {args: []string{"--metrics-auth", "maybe"}, want: "--metrics-auth maybe: want on/off, true/false, yes/no or 1/0"},
+		"bad on/off joined":     {args: []string{"--metrics-auth=maybe"}, want: "--metrics-auth maybe: want on/off"},
+		"bad on/off env":        {env: map[string]string{"REDLOCKD_METRICS_AUTH": "maybe"}, want: "REDLOCKD_METRICS_AUTH=maybe: want on/off"},
+		"bad quarantine":        {args: []string{"--restart-quarantine", "maybe"}, want: "--restart-quarantine maybe: want auto, or on/off, true/false, yes/no or 1/0"},
+		"bad quarantine env":    {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "maybe"}, want: "REDLOCKD_RESTART_QUARANTINE=maybe: want auto, or on/off"},
 		"unknown flag":          {args: []string{"--nope"}, want: "unknown flag --nope"},
 		"positional":            {args: []string{"extra"}, want: `serve takes no arguments, got "extra"`},
 		"flag needs a value":    {args: []string{"--listen"}, want: "--listen needs a value"},
