@@ -530,3 +530,61 @@ func TestSlowNode(t *testing.T) {
 		t.Fatalf("with node 0 fast again: %+v", st)
 	}
 }
+
+// TestNoteInfoDurable: with QuarantineAuto a new process votes at once iff
+// it and the process before it keep every acknowledged write; with
+// QuarantineOn never; a node that hides CONFIG is not durable.
+func TestNoteInfoDurable(t *testing.T) {
+	const maxTTL = 10 * time.Second
+	info := func(id string) string { return "# Server\r\nrun_id:" + id + "\r\nuptime_in_seconds:1\r\n" }
+	always := durability{known: true, appendonly: "yes", appendfsync: "always"}
+	everysec := durability{known: true, appendonly: "yes", appendfsync: "everysec"}
+	refused := configCmds{}.durability()
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name  string
+		mode  Quarantine
+		steps []durability // one process each, the last one checked
+		want  bool         // the last process is quarantined
+	}{
+		{"durable, first seen", QuarantineAuto, []durability{always}, false},
+		{"durable after durable", QuarantineAuto, []durability{always, always}, false},
+		{"everysec", QuarantineAuto, []durability{everysec}, true},
+		{"CONFIG refused", QuarantineAuto, []durability{refused}, true},
+		{"durable after everysec", QuarantineAuto, []durability{everysec, always}, true},
+		{"on", QuarantineOn, []durability{always}, true},
+	} {
+		n := &node{addr: "x:1", opts: Options{MaxTTL: maxTTL, Quarantine: tc.mode}.withDefaults()}
+		for i, d := range tc.steps {
+			at := t0.Add(time.Duration(i) * time.Second)
+			if err := n.noteInfo(info(strconv.Itoa(i)), d, at); err != nil {
+				t.Fatal(err)
+			}
+			if got := n.quarantined(at); i == len(tc.steps)-1 && got != tc.want {
+				t.Errorf("%s: quarantined %v, want %v (%s)", tc.name, got, tc.want, n.quarantineWhy(at))
+			}
+		}
+	}
+}
+
+// TestIdentities: the second node to reach a server is an alias, for good.
+func TestIdentities(t *testing.T) {
+	ids := newIdentities()
+	opts := Options{}.withDefaults()
+	a, b := &node{idx: 0, addr: "a:1", opts: opts}, &node{idx: 1, addr: "b:1", opts: opts}
+	ids.note(a, "r1")
+	ids.note(b, "r2")
+	ids.note(a, "r3") // a's server restarted
+	ids.note(b, "r1") // r1 is free again: b's own restart
+	if a.aliasOf.Load() != nil || b.aliasOf.Load() != nil {
+		t.Fatal("distinct servers taken for one")
+	}
+	ids.note(b, "r3")
+	if b.aliasOf.Load() != a || !errors.Is(b.aliasErr(), ErrSameServer) || !b.quarantined(time.Now()) {
+		t.Fatalf("b reaching a's server: alias of %v, %v", b.aliasOf.Load(), b.aliasErr())
+	}
+	ids.note(b, "r4")
+	if b.aliasOf.Load() != a {
+		t.Fatal("an alias voted again after its server changed")
+	}
+}
