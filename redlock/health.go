@@ -166,7 +166,7 @@ func (n *node) healthConn(ctx context.Context) (*redis.Conn, error) {
 
 // check runs one health check and records the outcome (nothing when ctx
 // ended first). The write comes last: under CLIENT PAUSE WRITE it blocks,
-// and the commands before it still answer. With quarantine on, a node whose
+// and the commands before it still answer. With quarantine on or auto, a node whose
 // INFO server fails is down: no new connection to it could vote anyway.
 func (n *node) check(ctx context.Context) {
 	cn, err := n.healthConn(ctx)

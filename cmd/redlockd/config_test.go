@@ -165,7 +165,7 @@ func TestEnvNamesMatchHelp(t *testing.T) {
 	if exp, got := n, len(serveFlagOrder); exp != got {
 		t.Errorf("serveFlagOrder has %d flags, the flag set %d", got, exp)
 	}
-	for _, want := range []string{"default 127.0.0.1:8080", "default 30s", "default 60s", "default 50ms", "default 0.01", "default redlockd:", "default info", "default json", "default on"} {
+	for _, want := range []string{"default 127.0.0.1:8080", "default 30s", "default 60s", "default 50ms", "default 0.01", "default redlockd:", "default info", "default json", "default auto"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help does not say %q", want)
 		}
@@ -403,7 +403,7 @@ func TestRun(t *testing.T) {
 		stderr string
 	}{
 		"help":            {args: []string{"help"}, code: 0, stdout: "REDLOCKD_LISTEN"},
-		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine[=on|off]"},
+		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine auto|on|off"},
 		"--version":       {args: []string{"--version"}, code: 0, stdout: "redlockd "},
 		"-version extra":  {args: []string{"-version", "x"}, code: 64, stderr: "version takes no arguments"},
 		"-h":              {args: []string{"-h"}, code: 0, stdout: "Usage:"},
