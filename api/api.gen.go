@@ -442,6 +442,9 @@ type NodeStatus struct {
 	Err       *string `json:"err,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
 
+	// Quarantine Why the node does or does not vote after its latest restart, in a few words. With `--restart-quarantine auto` (the default) a restarted node whose configuration keeps every acknowledged write (`appendonly yes` and `appendfsync always`, read with CONFIG GET on every new connection and health check; a node that refuses CONFIG is taken not to) votes at once: `durable: appendonly yes, appendfsync always`; another is quarantined for max TTL: `restarted 12s ago, not durable (appendonly yes, appendfsync everysec): quarantined for max TTL (1m0s)`. Others: `up for max TTL (1m0s); not durable (…): quarantined after a restart`, `was a replica: …`, `quarantine off: votes at once after a restart`, `not checked yet`.
+	Quarantine string `json:"quarantine"`
+
 	// QuarantinedUntil End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
 	QuarantinedUntil *string `json:"quarantined_until"`
 

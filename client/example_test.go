@@ -68,7 +68,7 @@ func exampleGateway() (url string, stop func()) {
 	}
 	// A generous node timeout: the example also runs on loaded CI machines,
 	// where a round on in-process nodes can take longer than the default.
-	coord, err := redlock.New(nodes, redlock.Options{NoQuarantine: true, NodeTimeout: time.Second})
+	coord, err := redlock.New(nodes, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: time.Second})
 	if err != nil {
 		panic(err)
 	}

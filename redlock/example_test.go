@@ -26,7 +26,7 @@ func Example() {
 		nodes = append(nodes, &redis.Options{Addr: m.Addr()})
 	}
 	// A generous node timeout: the example also runs on loaded CI machines.
-	c, err := redlock.New(nodes, redlock.Options{NoQuarantine: true, NodeTimeout: time.Second})
+	c, err := redlock.New(nodes, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: time.Second})
 	if err != nil {
 		panic(err)
 	}

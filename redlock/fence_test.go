@@ -187,7 +187,7 @@ func TestPermitFencesUnique(t *testing.T) {
 	for _, s := range cl.servers {
 		nodes = append(nodes, s.Options())
 	}
-	opts.NoQuarantine = true
+	opts.Quarantine = QuarantineOff
 	other, err := New(nodes, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package redlock
 import (
 	"cmp"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -68,10 +69,11 @@ type Options struct {
 	// Acquire; each delay is jittered uniformly in [RetryDelay/2, 3*RetryDelay/2].
 	// Default: 50ms.
 	RetryDelay time.Duration
-	// NoQuarantine turns restart quarantine off: a node that restarted, or a
-	// replica made master again, votes at once. Only safe when every node
-	// runs with appendfsync always. Default: quarantine on.
-	NoQuarantine bool
+	// Quarantine is the restart quarantine's mode: which nodes that
+	// restarted within MaxTTL, or replicas made master again, do not vote
+	// until MaxTTL has passed (see the package comment). Default:
+	// QuarantineAuto.
+	Quarantine Quarantine
 	// PollInterval is how often a waiting Acquire tries again when no
 	// release was announced and the holder's TTL is not over (a fallback for
 	// lost messages), jittered like RetryDelay. Default: 30s.
@@ -129,6 +131,7 @@ func (o Options) withDefaults() Options {
 	o.HealthInterval = cmp.Or(o.HealthInterval, DefaultHealthInterval)
 	o.FenceIdleTTL = cmp.Or(o.FenceIdleTTL, DefaultFenceIdleTTL)
 	o.CensusInterval = cmp.Or(o.CensusInterval, DefaultCensusInterval)
+	o.Quarantine = cmp.Or(o.Quarantine, QuarantineAuto)
 	if o.Logger == nil {
 		nop := zerolog.Nop()
 		o.Logger = &nop
@@ -159,8 +162,31 @@ func (o Options) validate() error {
 	check(o.RetryDelay < 0, "RetryDelay %v must be positive", o.RetryDelay)
 	check(o.CensusInterval < 0, "CensusInterval %v must be positive", o.CensusInterval)
 	check(o.FenceIdleTTL < 2*o.MaxTTL, "FenceIdleTTL %v must be at least twice MaxTTL %v", o.FenceIdleTTL, o.MaxTTL)
+	check(!slices.Contains(quarantines, o.Quarantine), "Quarantine %q must be auto, on or off", o.Quarantine)
 	return errors.Join(errs...)
 }
+
+// Quarantine is a mode of the restart quarantine (Options.Quarantine).
+type Quarantine string
+
+// The modes of the restart quarantine.
+const (
+	// QuarantineAuto quarantines a restarted node unless it keeps every
+	// acknowledged write across a restart: appendonly yes and appendfsync
+	// always, read with CONFIG GET on every new connection and health
+	// check (a node that refuses CONFIG is taken not to), in the process
+	// that restarted and in the new one. A replica made master again is
+	// always quarantined: it never had its master's last writes.
+	QuarantineAuto Quarantine = "auto"
+	// QuarantineOn quarantines every restarted node, durable or not.
+	QuarantineOn Quarantine = "on"
+	// QuarantineOff quarantines no node: a node that restarted, or a
+	// replica made master again, votes at once. Only safe when every node
+	// runs with appendonly yes and appendfsync always.
+	QuarantineOff Quarantine = "off"
+)
+
+var quarantines = []Quarantine{QuarantineAuto, QuarantineOn, QuarantineOff}
 
 // AcquireOptions are the per-call options of Acquire.
 type AcquireOptions struct {

@@ -29,6 +29,7 @@ type Coordinator struct {
 	idxs     []int  // every node's index: read-only
 	released string // the channel of release announcements
 	nodeSet  string // names the nodes in their order in list cursors
+	ids      *identities
 	// bg counts the work left to the background: stragglers of rounds
 	// (see batch.go), each bounded by about the node timeout. Close waits
 	// for it.
@@ -47,13 +48,13 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released"}
+	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released", ids: newIdentities()}
 	set := fnv.New64a()
 	for i, o := range nodes {
 		if o == nil {
 			return nil, invalid("node %d has no options", i)
 		}
-		n, err := newNode(i, o, opts)
+		n, err := newNode(i, o, opts, c.ids)
 		if err != nil {
 			for _, n := range c.nodes {
 				n.client.Close()

@@ -98,10 +98,12 @@ type cluster struct {
 
 // newCluster starts n redis-servers and a coordinator over them, with
 // restart quarantine off (fresh servers would not vote for max TTL) unless
-// quarantine is set.
+// quarantine is set (then opts.Quarantine's, auto by default).
 func newCluster(t testing.TB, n int, opts Options, quarantine ...bool) *cluster {
 	t.Helper()
-	opts.NoQuarantine = len(quarantine) == 0 || !quarantine[0]
+	if len(quarantine) == 0 || !quarantine[0] {
+		opts.Quarantine = QuarantineOff
+	}
 	cl := &cluster{servers: redistest.Cluster(t, n)}
 	var nodes []*redis.Options
 	for _, s := range cl.servers {
@@ -713,7 +715,7 @@ func TestUnreachableNodeAddress(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	c, err := New([]*redis.Options{servers[0].Options(), servers[1].Options(), {Addr: dead}}, Options{NoQuarantine: true})
+	c, err := New([]*redis.Options{servers[0].Options(), servers[1].Options(), {Addr: dead}}, Options{Quarantine: QuarantineOff})
 	if err != nil {
 		t.Fatal(err)
 	}

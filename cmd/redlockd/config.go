@@ -40,7 +40,7 @@ type Config struct {
 	MaxWaiters, MaxWaitersPerNamespace, MaxConnections int
 	ReadHeaderTimeout, IdleTimeout                     time.Duration
 	LogLevel, LogFormat                                string
-	RestartQuarantine                                  bool
+	RestartQuarantine                                  redlock.Quarantine
 	DebugListen                                        string // "": no pprof
 	// Tracing is on when the OTEL_* variables ask for it (see
 	// tracingFromEnv); no flag sets it.
@@ -60,7 +60,7 @@ func DefaultConfig() Config {
 		KeyPrefix:         redlock.DefaultKeyPrefix,
 		LogLevel:          "info",
 		LogFormat:         "json",
-		RestartQuarantine: true,
+		RestartQuarantine: redlock.QuarantineAuto,
 		MaxWaiters:        server.DefaultMaxWaiters,
 		MaxConnections:    defaultMaxConnections,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -134,8 +134,9 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Var((*duration)(&c.IdleTimeout), "idle-timeout", "how long an idle keep-alive connection stays open; longer than a load balancer's")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "`level` of the logs: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format` of the logs: json (one object per line) or console (for humans)")
-	fs.Var((*onOff)(&c.RestartQuarantine), "restart-quarantine",
-		"on: a node restarted less than max TTL ago does not vote; off: only if every node runs appendfsync always")
+	fs.Var((*quarantineMode)(&c.RestartQuarantine), "restart-quarantine",
+		"auto: a node restarted less than max TTL ago does not vote unless it runs appendonly yes and appendfsync always; "+
+			"on: no restarted node votes; off: every one does (only if every node runs appendfsync always)")
 	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen,
 		"`host:port` to serve net/http/pprof on, apart from the API; give the host: 127.0.0.1 unless you mean to expose it; empty: off")
 	return fs
@@ -201,6 +202,8 @@ func printFlags(w io.Writer, fs *flag.FlagSet, order []string, notes func(f *fla
 			sep, placeholder = "", "[=on|off]" // given alone: on
 		case *duration:
 			placeholder = "duration"
+		case *quarantineMode:
+			placeholder = "auto|on|off"
 		}
 		def := f.DefValue
 		if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
@@ -297,10 +300,18 @@ func (c Config) redlockOptions() redlock.Options {
 		DriftFactor:  drift,
 		KeyPrefix:    c.KeyPrefix,
 		FenceIdleTTL: c.FenceIdleTTL,
-		// Dev nodes live and die with the process: a restart loses the
-		// gateway too, so there is nothing to quarantine against.
-		NoQuarantine: !c.RestartQuarantine || c.DevMode(),
+		Quarantine:   c.quarantine(),
 	}
+}
+
+// quarantine is the restart quarantine's mode: off for dev nodes, which
+// live and die with the process (a restart loses the gateway too, so there
+// is nothing to quarantine against).
+func (c Config) quarantine() redlock.Quarantine {
+	if c.DevMode() {
+		return redlock.QuarantineOff
+	}
+	return c.RestartQuarantine
 }
 
 // logLevels are the values of --log-level, zerolog's names.

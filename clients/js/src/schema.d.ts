@@ -557,6 +557,8 @@ export interface components {
              * @description End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
              */
             quarantined_until: string | null;
+            /** @description Why the node does or does not vote after its latest restart, in a few words. With `--restart-quarantine auto` (the default) a restarted node whose configuration keeps every acknowledged write (`appendonly yes` and `appendfsync always`, read with CONFIG GET on every new connection and health check; a node that refuses CONFIG is taken not to) votes at once: `durable: appendonly yes, appendfsync always`; another is quarantined for max TTL: `restarted 12s ago, not durable (appendonly yes, appendfsync everysec): quarantined for max TTL (1m0s)`. Others: `up for max TTL (1m0s); not durable (…): quarantined after a restart`, `was a replica: …`, `quarantine off: votes at once after a restart`, `not checked yet`. */
+            quarantine: string;
             /** @description When the node is down, why, in a few words (e.g. `READONLY: replica, refuses writes`, `OOM: at maxmemory, refuses writes`, a timeout). The health check includes a write, so a node that answers but refuses writes is down. */
             err?: string;
         };
