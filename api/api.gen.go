@@ -363,7 +363,7 @@ type LockResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
 	FencingToken int64 `json:"fencing_token"`
 
 	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
@@ -442,6 +442,9 @@ type NodeStatus struct {
 	Err       *string `json:"err,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
 
+	// Quarantine Why the node does or does not vote after its latest restart, in a few words. With `--restart-quarantine auto` (the default) a restarted node whose configuration keeps every acknowledged write (`appendonly yes` and `appendfsync always`, read with CONFIG GET on every new connection and health check; a node that refuses CONFIG is taken not to) votes at once: `durable: appendonly yes, appendfsync always`; another is quarantined for max TTL: `restarted 12s ago, not durable (appendonly yes, appendfsync everysec): quarantined for max TTL (1m0s)`. Others: `up for max TTL (1m0s); not durable (…): quarantined after a restart`, `was a replica: …`, `quarantine off: votes at once after a restart`, `not checked yet`.
+	Quarantine string `json:"quarantine"`
+
 	// QuarantinedUntil End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
 	QuarantinedUntil *string `json:"quarantined_until"`
 
@@ -472,7 +475,7 @@ type PermitResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
 	FencingToken int64 `json:"fencing_token"`
 	Limit        int   `json:"limit"`
 

@@ -227,7 +227,7 @@ func (l *lab) open(m mode) (locker, func(), error) {
 			}, mx.LockContext(ctx)
 		}, done, nil
 	}
-	lib, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NoBatching: m.name == naiveMode, NodeTimeout: l.nodeTimeout})
+	lib, err := redlock.New(opts, redlock.Options{Quarantine: redlock.QuarantineOff, NoBatching: m.name == naiveMode, NodeTimeout: l.nodeTimeout})
 	if err != nil {
 		return nil, nil, err
 	}

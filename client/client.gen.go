@@ -363,7 +363,7 @@ type LockResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
 	FencingToken int64 `json:"fencing_token"`
 
 	// LockedNodes Nodes known to hold the lock when the round was decided, at least `quorum`. A round is decided as soon as a quorum granted, without waiting for the slower nodes, so this is usually exactly `quorum`; the other nodes may hold it too.
@@ -442,6 +442,9 @@ type NodeStatus struct {
 	Err       *string `json:"err,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
 
+	// Quarantine Why the node does or does not vote after its latest restart, in a few words. With `--restart-quarantine auto` (the default) a restarted node whose configuration keeps every acknowledged write (`appendonly yes` and `appendfsync always`, read with CONFIG GET on every new connection and health check; a node that refuses CONFIG is taken not to) votes at once: `durable: appendonly yes, appendfsync always`; another is quarantined for max TTL: `restarted 12s ago, not durable (appendonly yes, appendfsync everysec): quarantined for max TTL (1m0s)`. Others: `up for max TTL (1m0s); not durable (…): quarantined after a restart`, `was a replica: …`, `quarantine off: votes at once after a restart`, `not checked yet`.
+	Quarantine string `json:"quarantine"`
+
 	// QuarantinedUntil End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
 	QuarantinedUntil *string `json:"quarantined_until"`
 
@@ -472,7 +475,7 @@ type PermitResponse struct {
 	// Example: 2025-01-02T15:04:05.000Z
 	ExpiresAt string `json:"expires_at"`
 
-	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+	// FencingToken A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
 	FencingToken int64 `json:"fencing_token"`
 	Limit        int   `json:"limit"`
 
@@ -916,7 +919,8 @@ type ClientInterface interface {
 	// held open until the lock is acquired or the wait is over. With a
 	// client-chosen `token` the call is idempotent: if the lock is already
 	// held with that token it succeeds again, resets the TTL and returns the
-	// same `fencing_token`.
+	// same `fencing_token`, at once, with or without `wait_ms`, also while
+	// other clients wait for the lock (a retry is never queued behind them).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -929,7 +933,8 @@ type ClientInterface interface {
 	// held open until the lock is acquired or the wait is over. With a
 	// client-chosen `token` the call is idempotent: if the lock is already
 	// held with that token it succeeds again, resets the TTL and returns the
-	// same `fencing_token`.
+	// same `fencing_token`, at once, with or without `wait_ms`, also while
+	// other clients wait for the lock (a retry is never queued behind them).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1020,8 +1025,10 @@ type ClientInterface interface {
 	// Takes one of the `limit` permits of the semaphore (permit `i` is a
 	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 	// takes a lock: waiting with `wait_ms`, idempotent with a client
-	// `token` (the same permit and `fencing_token` again). Fencing tokens
-	// are strictly increasing across every permit of the semaphore. 409
+	// `token` (the same permit and `fencing_token` again, at once, also
+	// while others wait). Fencing tokens are unique across every permit of
+	// the semaphore (no two grants share one), and one requested after
+	// another grant's 201 was received is greater (docs/semaphores.md). 409
 	// `lock-held` when every permit is held (with `Retry-After`); 409
 	// `limit-mismatch` when the permits held have another `limit` (given
 	// in the problem's `limit`), and nothing changes.
@@ -1036,8 +1043,10 @@ type ClientInterface interface {
 	// Takes one of the `limit` permits of the semaphore (permit `i` is a
 	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 	// takes a lock: waiting with `wait_ms`, idempotent with a client
-	// `token` (the same permit and `fencing_token` again). Fencing tokens
-	// are strictly increasing across every permit of the semaphore. 409
+	// `token` (the same permit and `fencing_token` again, at once, also
+	// while others wait). Fencing tokens are unique across every permit of
+	// the semaphore (no two grants share one), and one requested after
+	// another grant's 201 was received is greater (docs/semaphores.md). 409
 	// `lock-held` when every permit is held (with `Retry-After`); 409
 	// `limit-mismatch` when the permits held have another `limit` (given
 	// in the problem's `limit`), and nothing changes.
@@ -1332,7 +1341,8 @@ func (c *RawClient) ExtendLock(ctx context.Context, resource Resource, params *E
 // held open until the lock is acquired or the wait is over. With a
 // client-chosen `token` the call is idempotent: if the lock is already
 // held with that token it succeeds again, resets the TTL and returns the
-// same `fencing_token`.
+// same `fencing_token`, at once, with or without `wait_ms`, also while
+// other clients wait for the lock (a retry is never queued behind them).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1355,7 +1365,8 @@ func (c *RawClient) AcquireLockWithBody(ctx context.Context, resource Resource, 
 // held open until the lock is acquired or the wait is over. With a
 // client-chosen `token` the call is idempotent: if the lock is already
 // held with that token it succeeds again, resets the TTL and returns the
-// same `fencing_token`.
+// same `fencing_token`, at once, with or without `wait_ms`, also while
+// other clients wait for the lock (a retry is never queued behind them).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1526,8 +1537,10 @@ func (c *RawClient) ExtendPermit(ctx context.Context, name Name, params *ExtendP
 // Takes one of the `limit` permits of the semaphore (permit `i` is a
 // lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 // takes a lock: waiting with `wait_ms`, idempotent with a client
-// `token` (the same permit and `fencing_token` again). Fencing tokens
-// are strictly increasing across every permit of the semaphore. 409
+// `token` (the same permit and `fencing_token` again, at once, also
+// while others wait). Fencing tokens are unique across every permit of
+// the semaphore (no two grants share one), and one requested after
+// another grant's 201 was received is greater (docs/semaphores.md). 409
 // `lock-held` when every permit is held (with `Retry-After`); 409
 // `limit-mismatch` when the permits held have another `limit` (given
 // in the problem's `limit`), and nothing changes.
@@ -1552,8 +1565,10 @@ func (c *RawClient) AcquirePermitWithBody(ctx context.Context, name Name, conten
 // Takes one of the `limit` permits of the semaphore (permit `i` is a
 // lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 // takes a lock: waiting with `wait_ms`, idempotent with a client
-// `token` (the same permit and `fencing_token` again). Fencing tokens
-// are strictly increasing across every permit of the semaphore. 409
+// `token` (the same permit and `fencing_token` again, at once, also
+// while others wait). Fencing tokens are unique across every permit of
+// the semaphore (no two grants share one), and one requested after
+// another grant's 201 was received is greater (docs/semaphores.md). 409
 // `lock-held` when every permit is held (with `Retry-After`); 409
 // `limit-mismatch` when the permits held have another `limit` (given
 // in the problem's `limit`), and nothing changes.
@@ -2550,7 +2565,8 @@ type ClientWithResponsesInterface interface {
 	// held open until the lock is acquired or the wait is over. With a
 	// client-chosen `token` the call is idempotent: if the lock is already
 	// held with that token it succeeds again, resets the TTL and returns the
-	// same `fencing_token`.
+	// same `fencing_token`, at once, with or without `wait_ms`, also while
+	// other clients wait for the lock (a retry is never queued behind them).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2563,7 +2579,8 @@ type ClientWithResponsesInterface interface {
 	// held open until the lock is acquired or the wait is over. With a
 	// client-chosen `token` the call is idempotent: if the lock is already
 	// held with that token it succeeds again, resets the TTL and returns the
-	// same `fencing_token`.
+	// same `fencing_token`, at once, with or without `wait_ms`, also while
+	// other clients wait for the lock (a retry is never queued behind them).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2664,8 +2681,10 @@ type ClientWithResponsesInterface interface {
 	// Takes one of the `limit` permits of the semaphore (permit `i` is a
 	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 	// takes a lock: waiting with `wait_ms`, idempotent with a client
-	// `token` (the same permit and `fencing_token` again). Fencing tokens
-	// are strictly increasing across every permit of the semaphore. 409
+	// `token` (the same permit and `fencing_token` again, at once, also
+	// while others wait). Fencing tokens are unique across every permit of
+	// the semaphore (no two grants share one), and one requested after
+	// another grant's 201 was received is greater (docs/semaphores.md). 409
 	// `lock-held` when every permit is held (with `Retry-After`); 409
 	// `limit-mismatch` when the permits held have another `limit` (given
 	// in the problem's `limit`), and nothing changes.
@@ -2680,8 +2699,10 @@ type ClientWithResponsesInterface interface {
 	// Takes one of the `limit` permits of the semaphore (permit `i` is a
 	// lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 	// takes a lock: waiting with `wait_ms`, idempotent with a client
-	// `token` (the same permit and `fencing_token` again). Fencing tokens
-	// are strictly increasing across every permit of the semaphore. 409
+	// `token` (the same permit and `fencing_token` again, at once, also
+	// while others wait). Fencing tokens are unique across every permit of
+	// the semaphore (no two grants share one), and one requested after
+	// another grant's 201 was received is greater (docs/semaphores.md). 409
 	// `lock-held` when every permit is held (with `Retry-After`); 409
 	// `limit-mismatch` when the permits held have another `limit` (given
 	// in the problem's `limit`), and nothing changes.
@@ -5234,7 +5255,8 @@ func (c *ClientWithResponses) ExtendLockWithResponse(ctx context.Context, resour
 // held open until the lock is acquired or the wait is over. With a
 // client-chosen `token` the call is idempotent: if the lock is already
 // held with that token it succeeds again, resets the TTL and returns the
-// same `fencing_token`.
+// same `fencing_token`, at once, with or without `wait_ms`, also while
+// other clients wait for the lock (a retry is never queued behind them).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5253,7 +5275,8 @@ func (c *ClientWithResponses) AcquireLockWithBodyWithResponse(ctx context.Contex
 // held open until the lock is acquired or the wait is over. With a
 // client-chosen `token` the call is idempotent: if the lock is already
 // held with that token it succeeds again, resets the TTL and returns the
-// same `fencing_token`.
+// same `fencing_token`, at once, with or without `wait_ms`, also while
+// other clients wait for the lock (a retry is never queued behind them).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5402,8 +5425,10 @@ func (c *ClientWithResponses) ExtendPermitWithResponse(ctx context.Context, name
 // Takes one of the `limit` permits of the semaphore (permit `i` is a
 // lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 // takes a lock: waiting with `wait_ms`, idempotent with a client
-// `token` (the same permit and `fencing_token` again). Fencing tokens
-// are strictly increasing across every permit of the semaphore. 409
+// `token` (the same permit and `fencing_token` again, at once, also
+// while others wait). Fencing tokens are unique across every permit of
+// the semaphore (no two grants share one), and one requested after
+// another grant's 201 was received is greater (docs/semaphores.md). 409
 // `lock-held` when every permit is held (with `Retry-After`); 409
 // `limit-mismatch` when the permits held have another `limit` (given
 // in the problem's `limit`), and nothing changes.
@@ -5424,8 +5449,10 @@ func (c *ClientWithResponses) AcquirePermitWithBodyWithResponse(ctx context.Cont
 // Takes one of the `limit` permits of the semaphore (permit `i` is a
 // lock of its own on a quorum of nodes), as `POST /locks/{resource}`
 // takes a lock: waiting with `wait_ms`, idempotent with a client
-// `token` (the same permit and `fencing_token` again). Fencing tokens
-// are strictly increasing across every permit of the semaphore. 409
+// `token` (the same permit and `fencing_token` again, at once, also
+// while others wait). Fencing tokens are unique across every permit of
+// the semaphore (no two grants share one), and one requested after
+// another grant's 201 was received is greater (docs/semaphores.md). 409
 // `lock-held` when every permit is held (with `Retry-After`); 409
 // `limit-mismatch` when the permits held have another `limit` (given
 // in the problem's `limit`), and nothing changes.

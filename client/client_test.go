@@ -38,7 +38,7 @@ func startGateway(t *testing.T, n int, wrap func(http.Handler) http.Handler) *ga
 		opts[i] = s.Options()
 	}
 	// A generous node timeout: the machine running the tests may be loaded.
-	coord, err := redlock.New(opts, redlock.Options{NoQuarantine: true, NodeTimeout: 500 * time.Millisecond})
+	coord, err := redlock.New(opts, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

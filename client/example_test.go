@@ -34,7 +34,7 @@ func Example() {
 	}
 	// Work until lock.Until at the latest (or Extend before it), and pass
 	// lock.Fence to the storage you write to.
-	fmt.Println("fencing token", lock.Fence, "safe for at most", lock.TTL)
+	fmt.Println("fencing token given:", lock.Fence > 0, "safe for at most", lock.TTL)
 
 	_, err = c.Acquire(ctx, "nightly-report", client.AcquireOptions{})
 	var held *client.HeldError
@@ -49,7 +49,7 @@ func Example() {
 	}
 	fmt.Println("free:", !info.Held)
 	// Output:
-	// fencing token 1 safe for at most 30s
+	// fencing token given: true safe for at most 30s
 	// second acquire held: true
 	// free: true
 }
@@ -68,7 +68,7 @@ func exampleGateway() (url string, stop func()) {
 	}
 	// A generous node timeout: the example also runs on loaded CI machines,
 	// where a round on in-process nodes can take longer than the default.
-	coord, err := redlock.New(nodes, redlock.Options{NoQuarantine: true, NodeTimeout: time.Second})
+	coord, err := redlock.New(nodes, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -1,6 +1,8 @@
 -- acquire.lua: takes the lock (a writer's) on this node if it is free or already held by the same
 -- token, and no reader holds it (see read_acquire.lua).
--- KEYS: [lock, meta, fence, waiting, readers, rmeta, wwait]  ARGV: [token, ttl_ms, owner, interest, wait_ms]
+-- KEYS: [lock, meta, fence, waiting, readers, rmeta, wwait]
+-- ARGV: [token, ttl_ms, owner, interest, wait_ms, idle_ms, floor] (the last two: the fence counter's, see
+-- fence.lua)
 -- interest: 1 = the caller waits if refused, 2 = others wait behind the caller. Then the
 -- 'waiting' key asks release.lua to announce the lock's release; it lives as long as the lock
 -- (plus a second), and a waiter that is refused again renews it. A waiting writer refused by
@@ -8,16 +10,18 @@
 -- expiry in ms of this node's clock, at most wait_ms away), which keeps new readers out; its
 -- grant leaves it. A writer refused by a writer does not: readers are kept out by the lock key.
 -- Only a free lock key pays for the readers: one EXISTS of 'readers' and 'wwait'.
--- => {1, fence, 0, 0}: newly set; fence is this node's incremented counter, recorded beside the
+-- => {1, fence, 0, 0}: newly set; fence is this node's next fence (fence.lua), recorded beside the
 --                      lock as the node's tentative fence 'nf' (commit.lua records the fence the
 --                      coordinator chose as 'fence' when the nodes disagree or some did not answer)
 --    {1, fence, 1, c, counter}: already held by token, TTL reset; fence is the one recorded
 --                      beside the lock: c = 1 the chosen one ('fence'), c = 0 this node's
---                      tentative one ('nf'); counter is this node's fence counter, from which
+--                      tentative one ('nf'); counter is this node's fence counter (or one below
+--                      the floor when it has none: see fence.lua), from which
 --                      the coordinator makes a new fence when the token no longer holds a
 --                      quorum (the re-acquire is then a new acquisition)
 --    {0, pttl}:        held by another token, or by readers: pttl the remaining TTL in ms (of
 --                      the reader that expires last)
+-- INCLUDE fence.lua
 local v = redis.call('GET', KEYS[1])
 local now, pttl
 if v == false and redis.call('EXISTS', KEYS[5], KEYS[7]) > 0 then
@@ -40,9 +44,9 @@ if pttl == nil then
   end
   if v == false then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    local f = redis.call('INCR', KEYS[3])
+    local f = fence_next(KEYS[3], ARGV[6], ARGV[7])
     redis.call('DEL', KEYS[2])
-    redis.call('HSET', KEYS[2], 'owner', ARGV[3], 'nf', f)
+    redis.call('HSET', KEYS[2], 'owner', ARGV[3], 'nf', string.format('%d', f))
     redis.call('PEXPIRE', KEYS[2], ARGV[2])
     return {1, f, 0, 0}
   elseif v == ARGV[1] then
@@ -50,14 +54,14 @@ if pttl == nil then
     redis.call('HSET', KEYS[2], 'owner', ARGV[3])
     redis.call('PEXPIRE', KEYS[2], ARGV[2])
     local m = redis.call('HMGET', KEYS[2], 'fence', 'nf')
-    local counter = tonumber(redis.call('GET', KEYS[3]) or '0')
+    local counter = fence_peek(KEYS[3], ARGV[7])
     if m[1] then
       return {1, tonumber(m[1]), 1, 1, counter}
     elseif m[2] then
       return {1, tonumber(m[2]), 1, 0, counter}
     end
-    local f = redis.call('INCR', KEYS[3])
-    redis.call('HSET', KEYS[2], 'nf', f)
+    local f = fence_next(KEYS[3], ARGV[6], ARGV[7])
+    redis.call('HSET', KEYS[2], 'nf', string.format('%d', f))
     return {1, f, 0, 0}
   end
   pttl = redis.call('PTTL', KEYS[1])

@@ -146,7 +146,10 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		cctx := context.WithoutCancel(ctx)
 		r.cmds[j] = roundCmd{Cmd: redis.NewCmd(cctx, cmdArgs...), ctx: cctx, round: r, node: i}
 		nd := c.nodes[i]
-		if c.opts.NoBatching {
+		if err := nd.aliasErr(); err != nil {
+			r.cmds[j].SetErr(err) // one server must not answer twice
+			r.arrive(i)
+		} else if c.opts.NoBatching {
 			go func() {
 				nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.NodeTimeout)
 				defer cancel()

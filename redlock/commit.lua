@@ -1,27 +1,42 @@
--- commit.lua: records the fencing token chosen for an acquire.
--- Raises this node's fence counter to at least ARGV[2] (so later acquires that read it get more)
--- and, if the token still holds the lock here, stores the fence beside it: as 'fence' in the
--- writer's meta, or as '<token>:fence' in 'rmeta' for a live reader (see read_acquire.lua).
--- KEYS: [lock, meta, fence, readers, rmeta]  ARGV: [token, fence]
--- => 1 if token holds the lock here, 0 otherwise
-local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
-if cur < tonumber(ARGV[2]) then
-  redis.call('SET', KEYS[3], ARGV[2])
+-- commit.lua: records the fencing token chosen for an acquire, as this node's claim of it.
+-- KEYS: [lock, meta, fence, readers, rmeta]  ARGV: [token, fence, idle_ms, claim]
+-- claim = 1 (a writer's or a permit's fence, which is one holder's): the fence is this token's here
+-- only if this node's counter is below it (it is raised: no later acquire here gets it) or this
+-- node handed it to the token (its tentative 'nf', or the 'fence' already recorded beside it);
+-- each node gives each value to at most one token, so no two holders get one fence from a quorum
+-- (see fence.lua). claim = 0 (a reader's, the last writer's fence, shared by readers): the
+-- counter is raised to it, and it is recorded.
+-- Recorded (when the token still holds the lock here): as 'fence' in the writer's meta, or as
+-- '<token>:fence' in 'rmeta' for a live reader (see read_acquire.lua).
+-- => {1, counter} the token holds the lock here and the fence is recorded as its
+--    {0, counter} the token does not hold the lock here
+--    {-1, counter} the token holds the lock here, but this node gave the fence to another token
+--    (counter: this node's fence counter, after the commit)
+-- INCLUDE fence.lua
+local f = tonumber(ARGV[2])
+local function counter()
+  return tonumber(redis.call('GET', KEYS[3]) or '0')
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  local m = redis.call('HMGET', KEYS[2], 'fence', 'nf')
+  local mine = tonumber(m[1]) == f or tonumber(m[2]) == f
+  if not fence_claim(KEYS[3], f, ARGV[3], mine or ARGV[4] == '0') then
+    return {-1, counter()}
+  end
   redis.call('HSET', KEYS[2], 'fence', ARGV[2])
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl > 0 then
     redis.call('PEXPIRE', KEYS[2], pttl)
   end
-  return 1
+  return {1, counter()}
 end
+fence_claim(KEYS[3], f, ARGV[3], false)
 local s = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if s then
   local t = redis.call('TIME')
   if tonumber(s) > t[1] * 1000 + math.floor(t[2] / 1000) then
     redis.call('HSET', KEYS[5], ARGV[1] .. ':fence', ARGV[2])
-    return 1
+    return {1, counter()}
   end
 end
-return 0
+return {0, counter()}

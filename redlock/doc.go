@@ -62,17 +62,29 @@
 //
 // # Restart quarantine
 //
-// A node whose uptime is below MaxTTL may have lost lock keys in a crash. With
-// quarantine on (the default) every new connection first reads INFO server;
+// A node whose uptime is below MaxTTL may have lost lock keys in a crash.
+// Every new connection first reads INFO server (and, with QuarantineAuto,
+// the default, CONFIG GET appendonly and appendfsync) in one round trip;
 // such a node does not count toward an acquire or extend quorum until it has
-// been up for MaxTTL, though releases still reach it. A restarted Redis drops
-// all connections, so the restart is seen before the node's first vote.
+// been up for MaxTTL, though releases still reach it, unless (auto) it and
+// the process before it keep every acknowledged write (appendonly yes,
+// appendfsync always): it lost nothing. QuarantineOn quarantines every
+// restarted node. A restarted Redis drops all connections, so the restart is
+// seen before the node's first vote.
+//
+// # Node identity
+//
+// A node is its server's run_id, read on the same connection check: two
+// nodes that reach one server (two URLs of it) would be two votes of it, so
+// the later found never votes (see identity.go and CheckIdentities).
 //
 // # Errors
 //
 // Callers use errors.Is: ErrLockHeld (as *HeldError with the holder's
 // remaining TTL), ErrNotOwner (as ErrLockExpired or ErrHeldByOther),
-// ErrQuorumUnavailable (joined with one *NodeError per silent node),
+// ErrQuorumUnavailable (joined with one *NodeError per node that did not
+// vote; Coordinator.Explain tells whether it can have taken effect and when
+// a quorum votes again), ErrSameServer,
 // ErrNotHeld and ErrInvalid. A cancelled wait returns the last attempt's
 // error joined with ctx.Err().
 package redlock

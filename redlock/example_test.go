@@ -26,7 +26,7 @@ func Example() {
 		nodes = append(nodes, &redis.Options{Addr: m.Addr()})
 	}
 	// A generous node timeout: the example also runs on loaded CI machines.
-	c, err := redlock.New(nodes, redlock.Options{NoQuarantine: true, NodeTimeout: time.Second})
+	c, err := redlock.New(nodes, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -37,7 +37,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("acquired on a quorum:", lock.Locked >= lock.Quorum, "fence", lock.Fence)
+	fmt.Println("acquired on a quorum:", lock.Locked >= lock.Quorum, "with a fencing token:", lock.Fence > 0)
 
 	_, err = c.Acquire(ctx, "nightly-report", redlock.AcquireOptions{})
 	fmt.Println("second acquire held:", errors.Is(err, redlock.ErrLockHeld))
@@ -56,7 +56,7 @@ func Example() {
 	err = c.Release(ctx, "", "nightly-report", redlock.NewToken())
 	fmt.Println("released by a stranger:", errors.Is(err, redlock.ErrLockExpired))
 	// Output:
-	// acquired on a quorum: true fence 1
+	// acquired on a quorum: true with a fencing token: true
 	// second acquire held: true
 	// extended: true 20s
 	// released: true

@@ -3,8 +3,13 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // dropLock deletes resource's lock key and record on the servers idxs, as
@@ -90,7 +95,7 @@ func TestReacquireIgnoresStaleRecords(t *testing.T) {
 	}
 	cl.setDown(0)
 	for _, i := range []int{1, 2} {
-		if _, err := scriptAcquire.Run(ctx, cl.servers[i].Client(), cl.c.keys("", res), tok, 10000, "", 0).Result(); err != nil {
+		if _, err := scriptAcquire.Run(ctx, cl.servers[i].Client(), cl.c.keys("", res), tok, 10000, "", 0, 0, DefaultFenceIdleTTL.Milliseconds(), fenceFloor()).Result(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,5 +172,150 @@ func TestReleaseIdempotent(t *testing.T) {
 	time.Sleep(time.Until(start.Add(time.Second + 200*time.Millisecond)))
 	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("release after max TTL err = %v, want ErrLockExpired", err)
+	}
+}
+
+// TestPermitFencesUnique: acquires of one semaphore's permits in flight
+// together, through two coordinators whose commands reach the nodes in
+// different orders, never share a fencing token, and an acquire that starts
+// after another's answer gets a greater one (see commit.lua's claim).
+func TestPermitFencesUnique(t *testing.T) {
+	// A generous node timeout: the subject is fences, on a busy machine too.
+	opts := Options{NodeTimeout: time.Second}
+	cl := newCluster(t, 5, opts)
+	var nodes []*redis.Options
+	for _, s := range cl.servers {
+		nodes = append(nodes, s.Options())
+	}
+	opts.Quarantine = QuarantineOff
+	other, err := New(nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	coords := []*Coordinator{cl.c, other}
+	ctx, name := t.Context(), uniq(t)
+	const limit, rounds = 4, 50
+	seen := map[int64]int{} // fence → round
+	var last int64          // the greatest fence of the rounds before
+	for round := range rounds {
+		fences := make([]int64, limit)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range limit {
+			wg.Go(func() {
+				<-start
+				c := coords[i%2]
+				p, err := c.AcquirePermit(ctx, name, PermitOptions{Limit: limit, AcquireOptions: AcquireOptions{TTL: 5 * time.Second, Wait: 5 * time.Second}})
+				if err != nil {
+					t.Errorf("round %d: acquire %d: %v", round, i, err)
+					return
+				}
+				fences[i] = p.Fence
+				if err := c.ReleasePermit(ctx, "", name, p.Token); err != nil {
+					t.Errorf("round %d: release %d: %v", round, i, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		top := last
+		for _, f := range fences {
+			if r, dup := seen[f]; dup {
+				t.Fatalf("round %d: fencing token %d handed out twice (also in round %d); fences %v", round, f, r, fences)
+			}
+			if f <= last {
+				t.Fatalf("round %d: fencing token %d not above %d, the greatest of the rounds before", round, f, last)
+			}
+			seen[f] = round
+			top = max(top, f)
+		}
+		last = top
+	}
+}
+
+// TestCommitClaim: commit.lua records a writer's fence only where this
+// node gave it to no other token: it raises a counter below it, accepts
+// the value it handed to the token itself, and refuses one it handed to
+// another; a reader's fence (shared) is only recorded.
+func TestCommitClaim(t *testing.T) {
+	s := redistest.Start(t)
+	c, ctx := s.Client(), t.Context()
+	keys := []string{"l", "m", "f", "r", "rm"}
+	idle := DefaultFenceIdleTTL.Milliseconds()
+	commit := func(token string, fence int64, claim int) []any {
+		t.Helper()
+		v, err := scriptCommit.Run(ctx, c, keys, token, fence, idle, claim).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// A holds the lock, and this node gave it 5; then 6 and 7 to others.
+	c.Set(ctx, "l", "A", time.Minute)
+	c.HSet(ctx, "m", "nf", 5)
+	c.Set(ctx, "f", 7, 0)
+	for _, tc := range []struct {
+		token        string
+		fence        int64
+		claim        int
+		state, count int64
+		recorded     string
+	}{
+		{"A", 7, 1, -1, 7, ""},   // another token's value here
+		{"A", 6, 1, -1, 7, ""},   // and so was 6
+		{"A", 5, 1, 1, 7, "5"},   // A's own
+		{"A", 9, 1, 1, 9, "9"},   // above the counter: raised
+		{"B", 12, 1, 0, 12, "9"}, // B does not hold it: the counter is raised all the same
+		{"A", 12, 0, 1, 12, "12"},
+	} {
+		v := commit(tc.token, tc.fence, tc.claim)
+		if len(v) != 2 || v[0] != tc.state || v[1] != tc.count {
+			t.Fatalf("commit %+v = %v, want {%d, %d}", tc, v, tc.state, tc.count)
+		}
+		if got, _ := c.HGet(ctx, "m", "fence").Result(); got != tc.recorded {
+			t.Fatalf("commit %+v: recorded fence %q, want %q", tc, got, tc.recorded)
+		}
+		if ttl := c.PTTL(ctx, "f").Val(); ttl <= 0 || ttl > DefaultFenceIdleTTL {
+			t.Fatalf("commit %+v: the counter's TTL is %v, want at most %v", tc, ttl, DefaultFenceIdleTTL)
+		}
+	}
+}
+
+// TestFenceCounterExpires: no key lives forever: a resource's fence counter
+// lives FenceIdleTTL after its last use on every node; once it is gone
+// everywhere (idle that long, or every node restarted empty) the next
+// fence is still greater than every one before.
+func TestFenceCounterExpires(t *testing.T) {
+	idle := 2 * time.Hour
+	cl := newCluster(t, 5, Options{FenceIdleTTL: idle})
+	ctx, res := t.Context(), uniq(t)
+	var fences []int64
+	for range 3 {
+		l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fences) > 0 && l.Fence <= fences[len(fences)-1] {
+			t.Fatalf("fence %d not above %v", l.Fence, fences)
+		}
+		fences = append(fences, l.Fence)
+		if l.Fence > 1<<53-1 {
+			t.Fatalf("fence %d is not exact in a JSON number", l.Fence)
+		}
+		if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+			t.Fatal(err)
+		}
+		cl.settle()
+		for i, s := range cl.servers {
+			if ttl := s.Client().PTTL(ctx, "redlockd:fence:/"+res).Val(); ttl <= 0 || ttl > idle {
+				t.Fatalf("node %d: the fence counter's TTL is %v, want in (0, %v]", i, ttl, idle)
+			}
+			// As after idle of no use: gone before the next acquire.
+			s.Client().Del(ctx, "redlockd:fence:/"+res)
+		}
 	}
 }

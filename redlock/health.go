@@ -52,8 +52,9 @@ import (
 // until a check sees it as a master again, and is then quarantined for max
 // TTL like a restarted node: a replica discards its data when it syncs, so
 // it may have lost lock keys. So is a node whose master_replid changed with
-// no restart in between (demoted and promoted between two checks). With
-// Options.NoQuarantine neither applies.
+// no restart in between (demoted and promoted between two checks), in
+// either quarantine mode, durable or not (a replica never had its master's
+// last writes). With QuarantineOff neither applies.
 
 // health is what is known of a node's health. It is never changed after it
 // is stored: a new observation stores a new value.
@@ -82,13 +83,17 @@ func (c *Coordinator) Status(ctx context.Context) []NodeStatus {
 	now := time.Now()
 	out := make([]NodeStatus, len(c.nodes))
 	for i, n := range c.nodes {
-		out[i] = NodeStatus{Addr: n.addr, QuarantinedUntil: n.quarantineEnd(now)}
+		out[i] = NodeStatus{Addr: n.addr, QuarantinedUntil: n.quarantineEnd(now), Quarantine: n.quarantineWhy(now)}
 		if h := n.health.Load(); h != nil {
 			out[i].Up, out[i].Latency, out[i].Err = h.up, h.latency, h.err
 			out[i].Slow = h.up && h.latency >= n.opts.NodeTimeout/2
 			out[i].Uptime, out[i].Checked = h.uptime, h.at
 		} else {
 			out[i].Err = "not checked yet" // ctx ended before the first check
+		}
+		if o := n.aliasOf.Load(); o != nil {
+			out[i].Up, out[i].Slow = false, false
+			out[i].Err = fmt.Sprintf("same Redis server as node %d (%s): never votes; give each server once", o.idx, o.addr)
 		}
 	}
 	return out
@@ -161,7 +166,7 @@ func (n *node) healthConn(ctx context.Context) (*redis.Conn, error) {
 
 // check runs one health check and records the outcome (nothing when ctx
 // ended first). The write comes last: under CLIENT PAUSE WRITE it blocks,
-// and the commands before it still answer. With quarantine on, a node whose
+// and the commands before it still answer. With quarantine on or auto, a node whose
 // INFO server fails is down: no new connection to it could vote anyway.
 func (n *node) check(ctx context.Context) {
 	cn, err := n.healthConn(ctx)
@@ -177,9 +182,10 @@ func (n *node) check(ctx context.Context) {
 	pipe := cn.Pipeline()
 	ping := pipe.Ping(cctx)
 	info := pipe.Info(cctx, "server")
+	cfg := n.queueConfig(cctx, pipe) // refused: not durable, but not down
 	// Read for the warnings of noteSettings only: their errors say nothing of the node.
 	settings := []*redis.StringCmd{pipe.Info(cctx, "memory")}
-	if n.opts.NoQuarantine {
+	if n.opts.Quarantine == QuarantineOff {
 		settings = append(settings, pipe.Info(cctx, "persistence"))
 	}
 	repl := pipe.Info(cctx, "replication") // two commands: Redis 6 takes one section
@@ -215,16 +221,14 @@ func (n *node) check(ctx context.Context) {
 	}
 	err = pingErr
 	settingsErr := slices.ContainsFunc(settings, func(c *redis.StringCmd) bool { return c.Err() != nil })
-	if err == nil && infoErr == nil && replErr == nil && !settingsErr && set.Err() == nil {
+	if err == nil && infoErr == nil && replErr == nil && !settingsErr && !cfg.failed() && set.Err() == nil {
 		err = execErr // the connection failed before any command (e.g. AUTH)
 	}
 	if err == nil && infoErr == nil {
 		h.uptime, _ = uptime(info.Val())
-		if !n.opts.NoQuarantine {
-			infoErr = n.noteInfo(info.Val(), at)
-		}
+		infoErr = n.noteInfo(info.Val(), cfg.durability(), at)
 	}
-	if err == nil && infoErr != nil && !n.opts.NoQuarantine {
+	if err == nil && infoErr != nil && n.opts.Quarantine != QuarantineOff {
 		err = fmt.Errorf("INFO server: %w", infoErr)
 	}
 	var desc string
@@ -341,7 +345,7 @@ func (n *node) markReplica() {
 
 // promoted quarantines a replica made master again, seen at at, for max TTL.
 func (n *node) promoted(at time.Time) {
-	if n.opts.NoQuarantine {
+	if n.opts.Quarantine == QuarantineOff {
 		n.opts.Logger.Warn().Str("node", n.addr).
 			Msg("redlock: node was a replica and is a master again: it may have lost lock keys; quarantine is off, it votes at once")
 		return

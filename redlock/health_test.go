@@ -345,7 +345,7 @@ func TestStatusUncheckedNode(t *testing.T) {
 	dead := l.Addr().String()
 	l.Close()
 	s := redistest.Start(t)
-	c, err := New([]*redis.Options{s.Options(), {Addr: dead}}, Options{HealthInterval: time.Hour, NoQuarantine: true})
+	c, err := New([]*redis.Options{s.Options(), {Addr: dead}}, Options{HealthInterval: time.Hour, Quarantine: QuarantineOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,42 +450,42 @@ func TestNoteInfo(t *testing.T) {
 		}
 	}
 	// An old process: no quarantine.
-	if err := n.noteInfo(info("a", 100), t0); err != nil {
+	if err := n.noteInfo(info("a", 100), durability{}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if n.until.Load() != 0 {
 		t.Fatalf("long-running node quarantined: %v", end())
 	}
 	// A new process, 1s up as reported: counts 0s, ends maxTTL later.
-	_ = n.noteInfo(info("b", 1), t0)
+	_ = n.noteInfo(info("b", 1), durability{}, t0)
 	near("new process", maxTTL)
 	// Later replies of the same process keep the earliest end they give: 3s
 	// later it says 3s up (counts 2s), which would end at 11s: still 10s.
-	_ = n.noteInfo(info("b", 3), t0.Add(3*time.Second))
+	_ = n.noteInfo(info("b", 3), durability{}, t0.Add(3*time.Second))
 	near("same process, looser bound", maxTTL)
-	_ = n.noteInfo(info("b", 5), t0.Add(3500*time.Millisecond))
+	_ = n.noteInfo(info("b", 5), durability{}, t0.Add(3500*time.Millisecond))
 	near("same process, tighter bound", 3500*time.Millisecond+maxTTL-4*time.Second)
 	// A late reply of the old process changes nothing.
-	_ = n.noteInfo(info("a", 100), t0.Add(4*time.Second))
+	_ = n.noteInfo(info("a", 100), durability{}, t0.Add(4*time.Second))
 	near("stale reply of the old process", 3500*time.Millisecond+maxTTL-4*time.Second)
 	// Another restart: the newer process's end wins even when a reply of the
 	// older one narrows its own afterwards.
-	_ = n.noteInfo(info("c", 0), t0.Add(5*time.Second))
+	_ = n.noteInfo(info("c", 0), durability{}, t0.Add(5*time.Second))
 	near("newer process", 5*time.Second+maxTTL)
-	_ = n.noteInfo(info("b", 9), t0.Add(5*time.Second))
+	_ = n.noteInfo(info("b", 9), durability{}, t0.Add(5*time.Second))
 	near("older process narrowed", 5*time.Second+maxTTL)
 	// Without run_id, nothing is ever shortened.
 	m := &node{addr: "y:1", opts: n.opts}
 	n = m
-	_ = n.noteInfo(info("", 0), t0)
+	_ = n.noteInfo(info("", 0), durability{}, t0)
 	near("no run_id", maxTTL)
-	_ = n.noteInfo(info("", 7), t0.Add(5500*time.Millisecond))
+	_ = n.noteInfo(info("", 7), durability{}, t0.Add(5500*time.Millisecond))
 	near("no run_id, tighter bound ignored", maxTTL)
-	if err := n.noteInfo("# Server\r\n", t0); err == nil {
+	if err := n.noteInfo("# Server\r\n", durability{}, t0); err == nil {
 		t.Fatal("INFO without uptime accepted")
 	}
 	// Over: the quarantine ends.
-	_ = n.noteInfo(info("", 20), t0.Add(20*time.Second))
+	_ = n.noteInfo(info("", 20), durability{}, t0.Add(20*time.Second))
 	if u := n.until.Load(); u > mono(t0.Add(maxTTL)) {
 		t.Fatalf("quarantine still ends at %v", end())
 	}
@@ -528,5 +528,63 @@ func TestSlowNode(t *testing.T) {
 	cl.c.nodes[0].check(t.Context())
 	if st := cl.c.Status(t.Context()); !st[0].Up || st[0].Slow {
 		t.Fatalf("with node 0 fast again: %+v", st)
+	}
+}
+
+// TestNoteInfoDurable: with QuarantineAuto a new process votes at once iff
+// it and the process before it keep every acknowledged write; with
+// QuarantineOn never; a node that hides CONFIG is not durable.
+func TestNoteInfoDurable(t *testing.T) {
+	const maxTTL = 10 * time.Second
+	info := func(id string) string { return "# Server\r\nrun_id:" + id + "\r\nuptime_in_seconds:1\r\n" }
+	always := durability{known: true, appendonly: "yes", appendfsync: "always"}
+	everysec := durability{known: true, appendonly: "yes", appendfsync: "everysec"}
+	refused := configCmds{}.durability()
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name  string
+		mode  Quarantine
+		steps []durability // one process each, the last one checked
+		want  bool         // the last process is quarantined
+	}{
+		{"durable, first seen", QuarantineAuto, []durability{always}, false},
+		{"durable after durable", QuarantineAuto, []durability{always, always}, false},
+		{"everysec", QuarantineAuto, []durability{everysec}, true},
+		{"CONFIG refused", QuarantineAuto, []durability{refused}, true},
+		{"durable after everysec", QuarantineAuto, []durability{everysec, always}, true},
+		{"on", QuarantineOn, []durability{always}, true},
+	} {
+		n := &node{addr: "x:1", opts: Options{MaxTTL: maxTTL, Quarantine: tc.mode}.withDefaults()}
+		for i, d := range tc.steps {
+			at := t0.Add(time.Duration(i) * time.Second)
+			if err := n.noteInfo(info(strconv.Itoa(i)), d, at); err != nil {
+				t.Fatal(err)
+			}
+			if got := n.quarantined(at); i == len(tc.steps)-1 && got != tc.want {
+				t.Errorf("%s: quarantined %v, want %v (%s)", tc.name, got, tc.want, n.quarantineWhy(at))
+			}
+		}
+	}
+}
+
+// TestIdentities: the second node to reach a server is an alias, for good.
+func TestIdentities(t *testing.T) {
+	ids := newIdentities()
+	opts := Options{}.withDefaults()
+	a, b := &node{idx: 0, addr: "a:1", opts: opts}, &node{idx: 1, addr: "b:1", opts: opts}
+	ids.note(a, "r1")
+	ids.note(b, "r2")
+	ids.note(a, "r3") // a's server restarted
+	ids.note(b, "r1") // r1 is free again: b's own restart
+	if a.aliasOf.Load() != nil || b.aliasOf.Load() != nil {
+		t.Fatal("distinct servers taken for one")
+	}
+	ids.note(b, "r3")
+	if b.aliasOf.Load() != a || !errors.Is(b.aliasErr(), ErrSameServer) || !b.quarantined(time.Now()) {
+		t.Fatalf("b reaching a's server: alias of %v, %v", b.aliasOf.Load(), b.aliasErr())
+	}
+	ids.note(b, "r4")
+	if b.aliasOf.Load() != a {
+		t.Fatal("an alias voted again after its server changed")
 	}
 }

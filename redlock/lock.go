@@ -56,6 +56,11 @@ type NodeStatus struct {
 	// QuarantinedUntil is non-zero while the node does not vote (restart
 	// quarantine, or that of a replica made master again).
 	QuarantinedUntil time.Time
+	// Quarantine says why the node does or does not vote after its latest
+	// restart, e.g. "durable: appendonly yes, appendfsync always" or
+	// "restarted 12s ago, not durable (appendonly yes, appendfsync
+	// everysec): quarantined for max TTL (1m0s)".
+	Quarantine string
 	// Err is a short description of the last error when not up, e.g.
 	// "READONLY: replica, refuses writes".
 	Err    string

@@ -121,8 +121,7 @@ func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
 		ts[i] = &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: p, tg: p.target(), minFence: math.MaxInt64}
 		keys = append(keys, pick(p.keys, 0, 1, 2, 3, 5, 6, 7)...)
 	}
-	args := []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait()}
-	_, rd := runScript(ctx, c, c.idxs, scriptMulti, keys, args, parseMulti(len(ts)), func(r reply[[]acqReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, scriptMulti, keys, a.args(), parseMulti(len(ts)), func(r reply[[]acqReply]) bool {
 		decided := true
 		for i, t := range ts {
 			decided = t.add(part(r, i)) && decided

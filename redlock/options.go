@@ -3,6 +3,7 @@ package redlock
 import (
 	"cmp"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,8 @@ const (
 	DefaultRetryDelay     = 50 * time.Millisecond
 	DefaultPollInterval   = 30 * time.Second
 	DefaultHealthInterval = time.Second
+	DefaultFenceIdleTTL   = 7 * 24 * time.Hour
+	DefaultCensusInterval = time.Minute
 )
 
 // ValidName reports whether s is a valid resource or namespace name:
@@ -66,10 +69,11 @@ type Options struct {
 	// Acquire; each delay is jittered uniformly in [RetryDelay/2, 3*RetryDelay/2].
 	// Default: 50ms.
 	RetryDelay time.Duration
-	// NoQuarantine turns restart quarantine off: a node that restarted, or a
-	// replica made master again, votes at once. Only safe when every node
-	// runs with appendfsync always. Default: quarantine on.
-	NoQuarantine bool
+	// Quarantine is the restart quarantine's mode: which nodes that
+	// restarted within MaxTTL, or replicas made master again, do not vote
+	// until MaxTTL has passed (see the package comment). Default:
+	// QuarantineAuto.
+	Quarantine Quarantine
 	// PollInterval is how often a waiting Acquire tries again when no
 	// release was announced and the holder's TTL is not over (a fallback for
 	// lost messages), jittered like RetryDelay. Default: 30s.
@@ -92,6 +96,16 @@ type Options struct {
 	// and a write (SET <KeyPrefix>health; see Status); the uptime and role
 	// it reads also feed the quarantine. Default: 1s.
 	HealthInterval time.Duration
+	// FenceIdleTTL is how long a resource's fence counter lives on a node
+	// after its last change: no key lives forever. A counter made anew starts
+	// at the node's clock in microseconds, above every fence handed out
+	// before (see fence.lua and docs/safety.md). At least 2*MaxTTL.
+	// Default: 7 days.
+	FenceIdleTTL time.Duration
+	// CensusInterval is how often the key census counts the keys of each
+	// namespace on one node (see Coordinator.Census), jittered like
+	// RetryDelay. Default: 1m.
+	CensusInterval time.Duration
 	// NoBatching sends every command in its own round trip from its own
 	// goroutine, as most Redlock libraries do, instead of through each node's
 	// automatic pipelining (see batch.go). For comparison.
@@ -115,6 +129,9 @@ func (o Options) withDefaults() Options {
 	o.RetryDelay = cmp.Or(o.RetryDelay, DefaultRetryDelay)
 	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
 	o.HealthInterval = cmp.Or(o.HealthInterval, DefaultHealthInterval)
+	o.FenceIdleTTL = cmp.Or(o.FenceIdleTTL, DefaultFenceIdleTTL)
+	o.CensusInterval = cmp.Or(o.CensusInterval, DefaultCensusInterval)
+	o.Quarantine = cmp.Or(o.Quarantine, QuarantineAuto)
 	if o.Logger == nil {
 		nop := zerolog.Nop()
 		o.Logger = &nop
@@ -143,8 +160,33 @@ func (o Options) validate() error {
 	check(o.PollInterval < 0, "PollInterval %v must be positive", o.PollInterval)
 	check(o.HealthInterval < 0, "HealthInterval %v must be positive", o.HealthInterval)
 	check(o.RetryDelay < 0, "RetryDelay %v must be positive", o.RetryDelay)
+	check(o.CensusInterval < 0, "CensusInterval %v must be positive", o.CensusInterval)
+	check(o.FenceIdleTTL < 2*o.MaxTTL, "FenceIdleTTL %v must be at least twice MaxTTL %v", o.FenceIdleTTL, o.MaxTTL)
+	check(!slices.Contains(quarantines, o.Quarantine), "Quarantine %q must be auto, on or off", o.Quarantine)
 	return errors.Join(errs...)
 }
+
+// Quarantine is a mode of the restart quarantine (Options.Quarantine).
+type Quarantine string
+
+// The modes of the restart quarantine.
+const (
+	// QuarantineAuto quarantines a restarted node unless it keeps every
+	// acknowledged write across a restart: appendonly yes and appendfsync
+	// always, read with CONFIG GET on every new connection and health
+	// check (a node that refuses CONFIG is taken not to), in the process
+	// that restarted and in the new one. A replica made master again is
+	// always quarantined: it never had its master's last writes.
+	QuarantineAuto Quarantine = "auto"
+	// QuarantineOn quarantines every restarted node, durable or not.
+	QuarantineOn Quarantine = "on"
+	// QuarantineOff quarantines no node: a node that restarted, or a
+	// replica made master again, votes at once. Only safe when every node
+	// runs with appendonly yes and appendfsync always.
+	QuarantineOff Quarantine = "off"
+)
+
+var quarantines = []Quarantine{QuarantineAuto, QuarantineOn, QuarantineOff}
 
 // AcquireOptions are the per-call options of Acquire.
 type AcquireOptions struct {

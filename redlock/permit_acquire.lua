@@ -15,7 +15,7 @@
 --    its remaining TTL. A token that holds none of them and will not wait (interest 0) is
 --    refused from the index alone: the lock script, which would refuse it too, does not run.
 --    {-1, {-2, limit}, {}}: this node's permits are held with another limit; nothing changed.
--- PERMITS
+-- INCLUDE permits.lua
 local want = tonumber(table.remove(ARGV))
 local prefer = tonumber(table.remove(ARGV))
 local first, pttl = soonest()

@@ -7,7 +7,7 @@
 -- KEYS: the lock script's, with the lock and meta key prefixes, then [limit, permits, holders]
 -- ARGV: the lock script's (ARGV[1] is the token)
 -- => {permit (-1: none), the lock script's reply, the semaphore's limit here (0: unknown)}
--- PERMITS
+-- INCLUDE permits.lua
 local limit = tonumber(redis.call('GET', limitkey) or '0')
 local permit = mine(ARGV[1])
 local suffix = permit >= 0 and tostring(permit) or 'none'

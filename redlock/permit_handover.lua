@@ -4,13 +4,14 @@
 -- Both tokens' permits are found in the index of the permits (permits.lua).
 -- KEYS: [lock prefix, meta prefix, fence, waiting, tombstone of the releasing token, limit,
 -- permits, holders]
--- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner]
+-- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua)]
 -- => {permit, 1, {1, fence, 0, 0}}  handed over
 --    {permit, 1, {0, -1}}           released only: the waiting token holds a permit here already
 --                                   (left by one of its failed rounds), so it gets none
 --    {-1, 2 or 0, {0, -1}}          the releasing token holds no permit here (2: it released one
 --                                   within keep_ms)
--- PERMITS
+-- INCLUDE fence.lua
+-- INCLUDE permits.lua
 local permit = mine(ARGV[1])
 if permit < 0 then
   if redis.call('EXISTS', KEYS[5]) == 1 then
@@ -33,8 +34,8 @@ if waiter then
   return {permit, 1, {0, -1}}
 end
 redis.call('SET', lock, ARGV[4], 'PX', ARGV[5])
-local f = redis.call('INCR', KEYS[3])
-redis.call('HSET', meta, 'owner', ARGV[6], 'nf', f)
+local f = fence_next(KEYS[3], ARGV[7], ARGV[8])
+redis.call('HSET', meta, 'owner', ARGV[6], 'nf', string.format('%d', f))
 redis.call('PEXPIRE', meta, ARGV[5])
 record(permit, ARGV[4], nowms())
 return {permit, 1, {1, f, 0, 0}}

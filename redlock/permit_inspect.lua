@@ -3,7 +3,7 @@
 -- KEYS: [lock prefix, meta prefix, limit, permits, holders]  ARGV: []
 -- => {limit, {permit, token, pttl, fence, nf, owner}...} (fence: the chosen fence or ''; nf this
 --    node's tentative one or '')
--- PERMITS
+-- INCLUDE permits.lua
 local out = {tonumber(redis.call('GET', limitkey) or '0')}
 for _, i in ipairs(redis.call('ZRANGEBYSCORE', permitskey, '(' .. nowms(), '+inf')) do
   local v = redis.call('GET', lockp .. i)

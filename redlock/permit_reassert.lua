@@ -5,7 +5,7 @@
 -- KEYS: [lock prefix, meta prefix, fence, readers, rmeta, limit, permits, holders]
 -- ARGV: reassert.lua's, then [permit, limit]
 -- => {permit, reassert.lua's reply (-1 also when the token holds another permit here), limit}
--- PERMITS
+-- INCLUDE permits.lua
 local limit = table.remove(ARGV)
 local permit = tonumber(table.remove(ARGV))
 local other = mine(ARGV[1])

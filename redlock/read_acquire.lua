@@ -50,5 +50,5 @@ if mine then
 else
   redis.call('HDEL', KEYS[6], tok .. ':fence')
 end
-redis.call('HSET', KEYS[6], tok .. ':nf', counter)
+redis.call('HSET', KEYS[6], tok .. ':nf', string.format('%d', counter))
 return {1, counter, 0, 0}

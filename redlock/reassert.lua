@@ -1,14 +1,13 @@
 -- reassert.lua: puts back a lock that vanished from this node (a restarted node) while the
 -- quorum still holds it. Never overwrites another token; a reader (mode 'read') is put back
 -- only where no writer holds the lock key.
--- KEYS: [lock, meta, fence, readers, rmeta]  ARGV: [token, ttl_ms, fence, owner, mode]
+-- KEYS: [lock, meta, fence, readers, rmeta]  ARGV: [token, ttl_ms, fence, owner, mode, idle_ms]
+-- The fence counter is raised to the lock's fence (see fence.lua).
 -- => 1 token holds the lock here now, -1 held by another token
+-- INCLUDE fence.lua
 local v = redis.call('GET', KEYS[1])
 local function raise()
-  local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if cur < tonumber(ARGV[3]) then
-    redis.call('SET', KEYS[3], ARGV[3])
-  end
+  fence_claim(KEYS[3], tonumber(ARGV[3]), ARGV[6], false)
 end
 if ARGV[5] == 'read' then
   if v then

@@ -24,10 +24,12 @@ type Coordinator struct {
 	nodes    []*node
 	quorum   int
 	hub      waitHub // waiting acquires
+	census   census  // the last key count (see census.go)
 	stats    counters
 	idxs     []int  // every node's index: read-only
 	released string // the channel of release announcements
 	nodeSet  string // names the nodes in their order in list cursors
+	ids      *identities
 	// bg counts the work left to the background: stragglers of rounds
 	// (see batch.go), each bounded by about the node timeout. Close waits
 	// for it.
@@ -46,13 +48,13 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released"}
+	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released", ids: newIdentities()}
 	set := fnv.New64a()
 	for i, o := range nodes {
 		if o == nil {
 			return nil, invalid("node %d has no options", i)
 		}
-		n, err := newNode(i, o, opts)
+		n, err := newNode(i, o, opts, c.ids)
 		if err != nil {
 			for _, n := range c.nodes {
 				n.client.Close()
@@ -65,6 +67,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	}
 	c.nodeSet = strconv.FormatUint(set.Sum64(), 36)
 	c.hub.start(c) // release announcements wake waiting acquires
+	c.startCensus()
 	for _, n := range c.nodes {
 		n.mark = "n=" + strconv.Itoa(len(c.nodes))
 		n.startHealth()
@@ -87,6 +90,7 @@ func (c *Coordinator) Options() Options { return c.opts }
 // Close closes every node's client.
 func (c *Coordinator) Close() error {
 	c.bg.Wait()
+	c.stopCensus()
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
 		n.stopHealth()
@@ -194,10 +198,8 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 
 // acquireOnce is Acquire without a wait: one round.
 func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error) {
-	if c.hub.waiting(a.lockKeys(), 0) {
-		// Others are waiting for this lock here: it is theirs first.
-		c.stats.held.Add(1)
-		return Lock{}, &HeldError{}
+	if lock, done, err := a.queued(ctx); done {
+		return lock, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Lock{}, errors.Join(ErrQuorumUnavailable, err)
@@ -208,6 +210,57 @@ func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error)
 		err = errors.Join(err, ctx.Err())
 	}
 	return lock, err
+}
+
+// queued answers an acquire without a wait when others are waiting for
+// the lock on this coordinator (done): the lock is theirs first, so it is
+// refused, with how long the lock stays held as the waiters last learned;
+// but the retry of an acquire whose lock its client token holds already is
+// no new acquire, and gets its lock (see retried).
+func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) {
+	c := a.c
+	if !c.hub.waiting(a.lockKeys(), 0) {
+		return Lock{}, false, nil
+	}
+	if lock, ok := a.retried(ctx); ok {
+		return lock, true, nil
+	}
+	c.stats.held.Add(1)
+	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.lockKeys())}
+}
+
+// retried recognises the retry of an acquire whose lock its client token
+// holds already (its answer was lost): before any queueing, so that others
+// waiting for the lock on this coordinator neither refuse it nor make it
+// wait behind them while its own lock runs out. It re-acquires the lock as
+// an extend does, with the acquire's TTL: the same fence, valid for ttl
+// from now. It is false when a's token is random, or does not hold the lock
+// as asked (another mode, another limit), or the nodes cannot tell: the
+// acquire then goes on as any other.
+func (a *attempt) retried(ctx context.Context) (Lock, bool) {
+	c := a.c
+	if !a.chosen || !c.hub.waiting(a.lockKeys(), 0) {
+		return Lock{}, false
+	}
+	if a.parts != nil {
+		locks, errs := make([]Lock, len(a.parts)), make([]error, len(a.parts))
+		c.each(len(a.parts), func(i int) { locks[i], _, errs[i] = c.extend(ctx, false, a.ns, a.parts[i].resource, a.token, a.ttl) })
+		if multiErr(errs) != nil {
+			return Lock{}, false
+		}
+		c.stats.acquired.Add(1)
+		a.locks = locks
+		return locks[0], true
+	}
+	lock, p, err := c.extend(ctx, a.sem != nil, a.ns, a.resource, a.token, a.ttl)
+	switch {
+	case err != nil, lock.Mode != a.mode(), a.sem != nil && p.Limit != a.sem.limit:
+		return Lock{}, false
+	case a.sem != nil:
+		a.sem.prefer = p.Index
+	}
+	c.stats.acquired.Add(1)
+	return lock, true
 }
 
 // interest tells acquire.lua whether to ask for release announcements: 0
@@ -464,7 +517,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	start := time.Now()
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
 	script, keys, parse, add := scriptAcquire, pick(a.keys, 0, 1, 2, 3, 5, 6, 7), parseAcquire, t.add
-	args := []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait()}
+	args := a.args()
 	if a.read {
 		script = scriptRead
 	}
@@ -481,6 +534,19 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	rd.stragglers(func(late []reply[acqReply], silent []int) { a.finish(err == nil, lock.Fence, t, late, silent) })
 	return lock, err
 }
+
+// args are acquire.lua's ARGV.
+func (a *attempt) args() []any {
+	return []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait(), a.c.fenceIdle(), fenceFloor()}
+}
+
+// fenceIdle is how long a fence counter lives after its last change, in ms
+// (see fence.lua).
+func (c *Coordinator) fenceIdle() int64 { return c.opts.FenceIdleTTL.Milliseconds() }
+
+// fenceFloor is where a fence counter made anew starts: this clock in
+// microseconds (see fence.lua).
+func fenceFloor() int64 { return time.Now().UnixMicro() }
 
 // outcome makes the lock from an acquire round's answers, or undoes them.
 func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lock, error) {
@@ -510,7 +576,7 @@ func (a *attempt) granted(ctx context.Context, start time.Time, t *acqTally) (Lo
 	held := t.yes
 	t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
 	if !t.skipped {
-		held = c.commit(ctx, t.tg, a.token, t.answered, fence)
+		held, fence = c.commit(ctx, t.tg, a.token, t.answered, fence, a.read)
 	}
 	validity := c.validity(a.ttl, start)
 	if held < c.quorum || validity <= 0 {
@@ -617,7 +683,8 @@ func (a *attempt) writeBack(ok bool, fence int64, t *acqTally, late []reply[acqR
 			grants = t.granted
 		}
 		if len(grants) > 0 {
-			a.c.commit(context.Background(), t.tg, a.token, grants, fence)
+			// One claim, never a greater fence: the lock's is decided.
+			a.c.claim(context.Background(), t.tg, a.token, grants, fence, a.read)
 		}
 	}
 	return undo
@@ -669,25 +736,75 @@ func committedFence(existing []acqReply) (f int64, n int) {
 	return f, n
 }
 
+// commitReply is a node's answer to commit.lua, and a semaphore's permit.
+type commitReply struct {
+	permit int
+	// state: 1 the fence is recorded as the token's beside its lock, 0 the
+	// token does not hold the lock here, -1 it does, but this node gave the
+	// fence to another token.
+	state   int64
+	counter int64 // the node's fence counter after the commit
+}
+
+// commitReplyOf reads commit.lua's reply.
+func commitReplyOf(v []any) (commitReply, error) {
+	if len(v) != 2 {
+		return commitReply{}, fmt.Errorf("unexpected commit reply %v", v)
+	}
+	return commitReply{state: toInt(v[0]), counter: toInt(v[1])}, nil
+}
+
+// maxClaims bounds the fences one commit tries (see commit).
+const maxClaims = 4
+
 // commit writes fence back to the nodes idxs, beside token's lock, so that
-// any later quorum reads a counter at least this high; decided at the
-// quorum, it returns on how many voting nodes it was written and the token
-// holds the lock.
-func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64) (held int) {
+// any later quorum reads a counter at least this high, as each node's claim
+// of it (see commit.lua): a writer's fence counts only on nodes that gave it
+// to no other token, so no two holders of a semaphore's permits get one
+// fence from a quorum. When concurrent acquires of other permits took the
+// value on too many nodes, it claims a greater one, at most maxClaims times.
+// A reader's (read) is the last writer's, shared: it is only recorded.
+// Decided at the quorum, it returns on how many voting nodes the fence was
+// recorded and the token holds the lock, and the fence.
+func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64, read bool) (held int, _ int64) {
+	for try := 1; ; try++ {
+		held, top, refused := c.claim(ctx, tg, token, idxs, fence, read)
+		if held >= c.quorum || refused == 0 || try == maxClaims {
+			return held, fence
+		}
+		// Above every counter seen, spread so that two acquires that
+		// collided are unlikely to pick the same value again.
+		fence = max(top, fence) + 1 + rand.Int64N(int64(len(c.nodes)))
+	}
+}
+
+// claim is one round of commit: on how many voting nodes the fence was
+// recorded, the greatest counter seen, and how many holding nodes refused.
+func (c *Coordinator) claim(ctx context.Context, tg target, token string, idxs []int, fence int64, read bool) (held int, top int64, refused int) {
 	t := &votes{n: len(idxs), q: c.quorum}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), []any{token, fence}, tg.releases(), func(r reply[relReply]) bool {
+	args := []any{token, fence, c.fenceIdle(), 1}
+	if read {
+		args[3] = 0
+	}
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), args, tg.commits(), func(r reply[commitReply]) bool {
+		if r.err == nil {
+			top = max(top, r.val.counter)
+		}
 		switch {
 		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
 			t.bad++
-		case r.val.v == 1 && r.val.permit == tg.permit: // a semaphore's: the same permit
+		case r.val.state == 1 && r.val.permit == tg.permit: // a semaphore's: the same permit
 			t.yes++
+		case r.val.state == -1:
+			refused++
+			t.no++
 		default:
 			t.no++
 		}
 		return t.decided()
 	})
 	rd.stragglers(nil)
-	return t.yes
+	return t.yes, top, refused
 }
 
 // freeIn estimates when a lock held on the nodes with these remaining TTLs
@@ -950,7 +1067,7 @@ func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idx
 	if len(idxs) == 0 {
 		return
 	}
-	args := []any{token, ttl.Milliseconds(), fence, owner, string(mode)}
+	args := []any{token, ttl.Milliseconds(), fence, owner, string(mode), c.fenceIdle()}
 	if tg.sem {
 		args = append(args, p.Index, p.Limit)
 	}

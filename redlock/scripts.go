@@ -26,60 +26,56 @@ var (
 
 	// The scripts of a semaphore's permits (see semaphore.go): each runs a
 	// lock script on the permit its prelude picks from the index of the
-	// permits on the node (permits.lua).
+	// permits on the node (permits.lua, which each includes).
 	permitScripts = map[*redis.Script]*redis.Script{
-		scriptAcquire:  permitScript("permit_acquire.lua", "acquire.lua"),
-		scriptCommit:   permitScript("permit_find.lua", "commit.lua"),
-		scriptRelease:  permitScript("permit_find.lua", "release.lua"),
-		scriptExtend:   permitScript("permit_find.lua", "extend.lua"),
-		scriptReassert: permitScript("permit_reassert.lua", "reassert.lua"),
+		scriptAcquire:  wrapScript("permit_acquire.lua", "acquire.lua"),
+		scriptCommit:   wrapScript("permit_find.lua", "commit.lua"),
+		scriptRelease:  wrapScript("permit_find.lua", "release.lua"),
+		scriptExtend:   wrapScript("permit_find.lua", "extend.lua"),
+		scriptReassert: wrapScript("permit_reassert.lua", "reassert.lua"),
 	}
-	scriptPermitInspect  = permitScript("permit_inspect.lua", "")
-	scriptPermitHandover = permitScript("permit_handover.lua", "")
+	scriptPermitInspect  = loadScript("permit_inspect.lua")
+	scriptPermitHandover = loadScript("permit_handover.lua")
 
 	scripts = append([]*redis.Script{scriptAcquire, scriptRead, scriptCommit, scriptRelease, scriptExtend, scriptReassert, scriptInspect,
 		scriptMulti, scriptPermitInspect, scriptPermitHandover}, slices.Collect(maps.Values(permitScripts))...)
 )
 
+// bodyLine is where a wrapper (a permit script, multi_acquire.lua) runs a
+// lock script (as a function); includeLine is where a script takes the
+// functions of a shared file (fence.lua, permits.lua).
 var (
-	// bodyLine is where a wrapper (a permit script, multi_acquire.lua)
-	// runs a lock script (as a function).
-	bodyLine = regexp.MustCompile(`(?m)^-- BODY.*$`)
-	// permitsLine is where a permit script takes in permits.lua.
-	permitsLine = regexp.MustCompile(`(?m)^-- PERMITS$`)
+	bodyLine    = regexp.MustCompile(`(?m)^-- BODY.*$`)
+	includeLine = regexp.MustCompile(`(?m)^-- INCLUDE (\S+)$`)
 )
 
 // wrapScript is the script of file wrapper with the lock script of file
 // body in place of its "-- BODY" line.
 func wrapScript(wrapper, body string) *redis.Script {
-	return redis.NewScript(inline(source(wrapper), bodyLine, body))
-}
-
-// permitScript is the permit script of file wrapper with permits.lua in
-// place of its "-- PERMITS" line and, unless body is "", the lock script of
-// file body in place of its "-- BODY" line.
-func permitScript(wrapper, body string) *redis.Script {
-	src := inline(source(wrapper), permitsLine, "permits.lua")
-	if body != "" {
-		src = inline(src, bodyLine, body)
+	w, err := lua.ReadFile(wrapper)
+	b, err2 := lua.ReadFile(body)
+	if err != nil || err2 != nil || !bodyLine.Match(w) {
+		panic("redlock: embedded scripts " + wrapper + ", " + body) // cannot happen
 	}
-	return redis.NewScript(src)
+	return redis.NewScript(include(bodyLine.ReplaceAllLiteralString(string(w), string(b))))
 }
 
-// inline is src with the embedded file in place of its line that matches line.
-func inline(src string, line *regexp.Regexp, file string) string {
-	if len(line.FindAllStringIndex(src, -1)) != 1 {
-		panic("redlock: embedded script " + file + ": no single place for it") // cannot happen
-	}
-	return line.ReplaceAllLiteralString(src, source(file))
-}
-
-func source(name string) string {
+func loadScript(name string) *redis.Script {
 	src, err := lua.ReadFile(name)
 	if err != nil {
 		panic(err) // embedded: cannot happen
 	}
-	return string(src)
+	return redis.NewScript(include(string(src)))
 }
 
-func loadScript(name string) *redis.Script { return redis.NewScript(source(name)) }
+// include puts the embedded file named by each "-- INCLUDE name" line of
+// src in its place.
+func include(src string) string {
+	return includeLine.ReplaceAllStringFunc(src, func(line string) string {
+		b, err := lua.ReadFile(includeLine.FindStringSubmatch(line)[1])
+		if err != nil {
+			panic("redlock: embedded script " + line) // cannot happen
+		}
+		return string(b)
+	})
+}

@@ -158,6 +158,27 @@ func (tg target) releases() func(*redis.Cmd) (relReply, error) {
 	}
 }
 
+// commits parses commit.lua's reply, or its permit version's.
+func (tg target) commits() func(*redis.Cmd) (commitReply, error) {
+	return func(cmd *redis.Cmd) (commitReply, error) {
+		permit := 0
+		if tg.sem {
+			p, body, _, err := permitReply(cmd)
+			if err != nil {
+				return commitReply{}, err
+			}
+			permit, cmd = p, body
+		}
+		v, err := cmd.Slice()
+		if err != nil {
+			return commitReply{}, err
+		}
+		r, err := commitReplyOf(v)
+		r.permit = permit
+		return r, err
+	}
+}
+
 // extends parses extend.lua's reply, or its permit version's.
 func (tg target) extends() func(*redis.Cmd) (extReply, error) {
 	if !tg.sem {
@@ -288,9 +309,8 @@ func (s *semAttempt) after(err error, quorum int) error {
 // acquireOnce is AcquirePermit without a wait: a round, and at most two
 // more when the refusals show another permit that can be granted at once.
 func (c *Coordinator) acquirePermitOnce(ctx context.Context, a *attempt) (Lock, error) {
-	if c.hub.waiting(a.lockKeys(), 0) {
-		c.stats.held.Add(1) // others are waiting here: it is theirs first
-		return Lock{}, &HeldError{}
+	if lock, done, err := a.queued(ctx); done {
+		return lock, err
 	}
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
@@ -417,7 +437,7 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
 	var errs []error
 	keys := tg.with(append(slices.Clip(tg.keys[:4]), releaseKeys(tg.keys, token)[3]))
-	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner}
+	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner, c.fenceIdle(), fenceFloor()}
 	// The waiter gets one permit: the one of the first node that handed one
 	// over (the releasing token may hold different permits on different
 	// nodes, left by a client token's rounds on several). Grants of another

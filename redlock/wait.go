@@ -93,6 +93,9 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		defer func() { f(time.Since(start), err == nil) }()
 	}
 
+	if lock, ok := a.retried(ctx); ok {
+		return lock, nil
+	}
 	heads := 1 // a lock's waiters contend one at a time; a semaphore's, one per permit
 	if a.sem != nil {
 		heads = a.sem.limit
@@ -188,7 +191,11 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
+			c.hub.held(a.lockKeys(), lock.Until, true)
 			return lock, nil
+		}
+		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
+			c.hub.held(a.lockKeys(), ranAt.Add(he.Remaining), false)
 		}
 		if errors.Is(err, ErrLimitMismatch) { // waiting cannot change it
 			a.abandon(ctx)
@@ -317,6 +324,10 @@ type waitHub struct {
 type queue struct {
 	ws    []*waiter
 	heads int
+	// freeAt is when the lock (a permit) is next free as its heads last
+	// learned: the holder's remaining TTL from a refused round, or the end
+	// of a head's own lock. The zero time when unknown.
+	freeAt time.Time
 }
 
 // first returns the heads.
@@ -410,6 +421,33 @@ func (h *waitHub) claim(key, from string) *waiter {
 		}
 	}
 	return nil
+}
+
+// held notes that the lock of keys is held until at least until (see
+// queue.freeAt): later for a lock a head took, the first expiry a refused
+// round saw otherwise.
+func (h *waitHub) held(keys []string, until time.Time, took bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range keys {
+		if q := h.queues[k]; q != nil && (!took || q.freeAt.Before(until)) {
+			q.freeAt = until
+		}
+	}
+}
+
+// busyFor is how long the lock of keys stays held as its waiters here last
+// learned (see queue.freeAt): the longest of keys'; 0 when unknown.
+func (h *waitHub) busyFor(keys []string) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var d time.Duration
+	for _, k := range keys {
+		if q := h.queues[k]; q != nil {
+			d = max(d, time.Until(q.freeAt))
+		}
+	}
+	return d
 }
 
 // waiting reports whether more than n wait for one of keys.

@@ -96,7 +96,7 @@ func TestWaitCrossCoordinator(t *testing.T) {
 	for _, s := range cl.servers {
 		nodes = append(nodes, s.Options())
 	}
-	other, err := New(nodes, Options{NoQuarantine: true, PollInterval: time.Minute})
+	other, err := New(nodes, Options{Quarantine: QuarantineOff, PollInterval: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,8 @@ func (s *Server) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (a
 			Up:        n.Up,
 			Slow:      n.Slow,
 			LatencyMs: math.Round(float64(n.Latency)/float64(time.Millisecond)*1000) / 1000,
+			// Why the node votes or not: redlock's words, with no credentials.
+			Quarantine: n.Quarantine,
 		}
 		if !n.Up && n.Err != "" {
 			ns.Err = &n.Err // redlock's short description: no credentials, no token

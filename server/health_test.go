@@ -23,9 +23,10 @@ func TestHealthz(t *testing.T) {
 
 func TestReadyz(t *testing.T) {
 	later := time.Now().Add(time.Minute)
-	up := redlock.NodeStatus{Addr: "a:6379", Up: true, Latency: 210 * time.Microsecond}
+	up := redlock.NodeStatus{Addr: "a:6379", Up: true, Latency: 210 * time.Microsecond, Quarantine: "durable: appendonly yes, appendfsync always"}
 	down := redlock.NodeStatus{Addr: "b:6379", Err: "connection refused"}
-	quarantined := redlock.NodeStatus{Addr: "c:6379", Up: true, Latency: time.Millisecond, QuarantinedUntil: later}
+	quarantined := redlock.NodeStatus{Addr: "c:6379", Up: true, Latency: time.Millisecond, QuarantinedUntil: later,
+		Quarantine: "restarted 1s ago, not durable (appendonly no, appendfsync everysec): quarantined for max TTL (1m0s)"}
 	pastQuarantine := redlock.NodeStatus{Addr: "d:6379", Up: true, QuarantinedUntil: time.Now().Add(-time.Second)}
 	slow := redlock.NodeStatus{Addr: "e:6379", Up: true, Slow: true, Latency: 40 * time.Millisecond}
 
@@ -68,8 +69,8 @@ func TestReadyz(t *testing.T) {
 		f.StatusFn = func(context.Context) []redlock.NodeStatus { return []redlock.NodeStatus{up, quarantined} }
 		_, h := newHandler(f, nil)
 		w := serve(t, h, request{method: "GET", target: "/readyz"})
-		exp := `{"nodes":[{"addr":"a:6379","latency_ms":0.21,"quarantined_until":null,"slow":false,"up":true},` +
-			`{"addr":"c:6379","latency_ms":1,"quarantined_until":"` + later.UTC().Format(timeLayout) + `","slow":false,"up":true}],"quorum":3,"status":"unready"}` + "\n"
+		exp := `{"nodes":[{"addr":"a:6379","latency_ms":0.21,"quarantine":"durable: appendonly yes, appendfsync always","quarantined_until":null,"slow":false,"up":true},` +
+			`{"addr":"c:6379","latency_ms":1,"quarantine":"restarted 1s ago, not durable (appendonly no, appendfsync everysec): quarantined for max TTL (1m0s)","quarantined_until":"` + later.UTC().Format(timeLayout) + `","slow":false,"up":true}],"quorum":3,"status":"unready"}` + "\n"
 		if got := w.Body.String(); got != exp {
 			t.Errorf("got  %s\nwant %s", got, exp)
 		}

@@ -146,6 +146,7 @@ func (f *fakeLocker) ExtendMulti(ctx context.Context, namespace string, resource
 	return f.ExtendMultiFn(ctx, namespace, resources, token, ttl)
 }
 func (f *fakeLocker) Status(ctx context.Context) []redlock.NodeStatus { return f.StatusFn(ctx) }
+func (f *fakeLocker) Explain(err error) redlock.Unavailable           { return redlock.Explain(err) }
 func (f *fakeLocker) Quorum() int                                     { return 3 }
 func (f *fakeLocker) Nodes() int                                      { return 5 }
 

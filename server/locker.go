@@ -23,6 +23,7 @@ type Locker interface {
 	ReleasePermit(ctx context.Context, namespace, name, token string) error
 	InspectSemaphore(ctx context.Context, namespace, name string) (redlock.SemaphoreInfo, error)
 	Status(ctx context.Context) []redlock.NodeStatus
+	Explain(err error) redlock.Unavailable
 	Quorum() int // the number of nodes a lock needs, of Nodes
 	Nodes() int
 }

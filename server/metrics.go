@@ -177,6 +177,9 @@ func (m *Metrics) watch(s *Server) {
 			nodeCollector{locker: s.cfg.Locker},
 			buildInfo(s.cfg.Version),
 		)
+		if c, ok := s.cfg.Locker.(interface{ Census() redlock.Census }); ok { // the coordinator's key census
+			m.reg.MustRegister(censusCollector{census: c.Census})
+		}
 	})
 }
 
@@ -227,6 +230,23 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(nodeUpDesc, prometheus.GaugeValue, boolValue(n.Up), n.Addr)
 		ch <- prometheus.MustNewConstMetric(nodeSlowDesc, prometheus.GaugeValue, boolValue(n.Slow), n.Addr)
 		ch <- prometheus.MustNewConstMetric(nodeQuarantinedDesc, prometheus.GaugeValue, boolValue(n.QuarantinedUntil.After(now)), n.Addr)
+	}
+}
+
+// censusCollector reports the key census (see redlock.Census): the keys of
+// each namespace on one node, for alerts on a tenant that grows the nodes'
+// memory.
+type censusCollector struct{ census func() redlock.Census }
+
+var keysDesc = prometheus.NewDesc("redlockd_keys",
+	"Keys under the key prefix on one node at the last census (every minute, the nodes taking turns), by namespace (\"\" is the default): the records of locks held, and a fencing-token counter per resource used within --fence-idle-ttl.",
+	[]string{"namespace"}, nil)
+
+func (censusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- keysDesc }
+
+func (c censusCollector) Collect(ch chan<- prometheus.Metric) {
+	for ns, n := range c.census().Keys {
+		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(n), ns)
 	}
 }
 

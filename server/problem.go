@@ -137,8 +137,11 @@ func (s *Server) problemFor(err error) problem {
 			detail: "the token does not hold the lock"}
 	case errors.Is(err, redlock.ErrQuorumUnavailable),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// Come back once a quorum votes again (a node's quarantine ends
+		// within max TTL), with jitter.
+		u := s.cfg.Locker.Explain(err)
 		return problem{status: http.StatusServiceUnavailable, kind: "quorum-unavailable", title: "Quorum unavailable",
-			detail: s.unavailableDetail(err), retryAfter: jitter(time.Second)}
+			detail: s.unavailableDetail(u), retryAfter: min(u.VotesAgainIn, s.cfg.MaxTTL) + jitter(time.Second)}
 	case errors.Is(err, errNoRoute):
 		return problem{status: http.StatusNotFound, kind: "not-found", title: "Not found", detail: "no such path"}
 	case errors.Is(err, errNoMetrics): // this server has no /metrics: no such route
@@ -191,14 +194,21 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	_ = json.NewEncoder(w).Encode(body) // the client is gone if this fails
 }
 
-// unavailableDetail says why a quorum was not reached (redlock.Explain),
+// unavailableDetail says why a quorum was not reached, whether the request
+// may have taken effect, and when a quorum votes again (Locker.Explain),
 // without tokens, credentials or addresses.
-func (s *Server) unavailableDetail(err error) string {
-	u := redlock.Explain(err)
-	if len(u.Refused) == 0 && u.Silent == 0 && u.Unreachable == 0 && u.Quarantined == 0 {
-		return "too few nodes answered in time; the outcome is unknown, try again"
+func (s *Server) unavailableDetail(u redlock.Unavailable) string {
+	outcome := "the outcome is unknown, try again"
+	if u.NotGranted {
+		outcome = "not granted, try again"
 	}
-	return u.Describe(s.cfg.Locker.Nodes(), s.cfg.Locker.Quorum()) + "; the outcome is unknown, try again"
+	if u.VotesAgainIn > 0 {
+		outcome += fmt.Sprintf(" in %v, when a quorum of nodes votes again", min(u.VotesAgainIn, s.cfg.MaxTTL).Round(time.Second))
+	}
+	if len(u.Refused) == 0 && u.Silent == 0 && u.Unreachable == 0 && u.Quarantined == 0 && u.Aliased == 0 {
+		return "too few nodes answered in time; " + outcome
+	}
+	return u.Describe(s.cfg.Locker.Nodes(), s.cfg.Locker.Quorum()) + "; " + outcome
 }
 
 // jitter returns d plus a random part of up to 10% of d plus 100ms.

@@ -92,6 +92,8 @@ func (v violation) String() string {
 	case v.Kind == "overlap":
 		return fmt.Sprintf("overlap on %s: %v and %v hold it together for %v",
 			v.A.Resource, v.A, v.B, (min(v.A.End, v.B.End) - v.B.Start).Round(time.Millisecond))
+	case v.Kind == "duplicate":
+		return fmt.Sprintf("fence handed out twice on %s: %v and %v", v.A.Resource, v.A, v.B)
 	default:
 		return fmt.Sprintf("fence not increasing on %s: %v, then %v", v.A.Resource, v.A, v.B)
 	}
@@ -107,7 +109,8 @@ func (v violation) String() string {
 // same fence (an idempotent re-acquire). Readers' windows (Read) conflict
 // only with writers': two readers at once are no overlap.
 //
-// Fences: of a lock, a writer's greater than that of every window before it
+// Fences: of a semaphore, no two holds get the same one (duplicates). Of a
+// lock, a writer's greater than that of every window before it
 // (in order of start), a reader's at least that of every writer whose window
 // started before the reader's acquire was sent; of a semaphore, greater than the fence of every window
 // that started before its acquire was sent (permits acquired concurrently
@@ -197,6 +200,7 @@ func checkWindows(ws []window, limit int) ([]violation, map[string]int) {
 		}
 	}
 	if limit > 1 {
+		out = append(out, duplicates(ws)...)
 		var permits []window
 		for _, w := range ws {
 			if w.Permit > 0 {
@@ -208,6 +212,27 @@ func checkWindows(ws []window, limit int) ([]violation, map[string]int) {
 		out = append(out, vs...)
 	}
 	return out, peak
+}
+
+// duplicates returns a violation for each fence of a semaphore that two
+// holds got (a hold: one window, or the windows of one client-chosen token
+// with one fence), empty windows included: a fence is handed out once.
+func duplicates(ws []window) []violation {
+	var out []violation
+	first := map[string]window{} // by resource and fence
+	for _, w := range ws {
+		k := fmt.Sprint(w.Resource, "/", w.Fence)
+		a, seen := first[k]
+		switch {
+		case !seen:
+			first[k] = w
+		case !sameToken(a, w) && a.Start <= w.Start:
+			out = append(out, violation{Kind: "duplicate", A: a, B: w})
+		case !sameToken(a, w):
+			out = append(out, violation{Kind: "duplicate", A: w, B: a})
+		}
+	}
+	return out
 }
 
 // fenced returns the writer's window of ws with fence.
@@ -352,8 +377,10 @@ func TestChecker(t *testing.T) {
 		"one token counts once":    {2, []window{stw("a", "T", 4, 0, 5, 100), stw("a2", "T", 4, 80, 90, 200), sw("b", 5, 10, 20, 150)}, nil, 2},
 		"two tokens count twice":   {2, []window{stw("a", "T", 4, 0, 5, 100), stw("a2", "U", 6, 80, 90, 200), sw("b", 5, 10, 20, 150)}, []string{"overlap"}, 3},
 		"fence below an earlier":   {2, []window{sw("a", 7, 0, 5, 100), sw("b", 3, 10, 20, 150)}, []string{"fence"}, 2},
-		"fence equal":              {2, []window{sw("a", 7, 0, 5, 100), sw("b", 7, 110, 120, 150)}, []string{"fence"}, 1},
+		"fence equal":              {2, []window{sw("a", 7, 0, 5, 100), sw("b", 7, 110, 120, 150)}, []string{"fence", "duplicate"}, 1},
 		"concurrent, fences cross": {2, []window{sw("a", 7, 0, 30, 100), sw("b", 8, 10, 20, 150)}, nil, 2},
+		"concurrent, one fence":    {2, []window{sw("a", 7, 0, 30, 100), sw("b", 7, 10, 20, 150)}, []string{"duplicate"}, 2},
+		"one fence, one empty":     {2, []window{sw("a", 7, 0, 30, 100), sw("b", 7, 10, 200, 150)}, []string{"duplicate"}, 1},
 		// b was sent before a's answer, c after: only c must be above a.
 		"fence below the earlier one only": {3, []window{sw("a", 8, 0, 30, 100), sw("b", 7, 10, 40, 150), sw("c", 6, 35, 50, 60)}, []string{"fence"}, 3},
 		"re-acquire same fence":            {2, []window{stw("a", "T", 4, 0, 5, 100), sw("b", 5, 10, 20, 150), stw("a2", "T", 4, 90, 95, 200)}, nil, 2},

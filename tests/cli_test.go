@@ -129,7 +129,7 @@ func TestCLIFlagMessages(t *testing.T) {
 	}{
 		{[]string{"--max-ttl", "5"}, 64, "redlockd: --max-ttl 5: missing unit, e.g. 5s\n"},
 		{[]string{"--no-such-flag"}, 64, "redlockd: unknown flag --no-such-flag\n"},
-		{[]string{"--restart-quarantine", "maybe"}, 64, "redlockd: --restart-quarantine maybe: want on/off, true/false, yes/no or 1/0\n"},
+		{[]string{"--restart-quarantine", "maybe"}, 64, "redlockd: --restart-quarantine maybe: want auto, or on/off, true/false, yes/no or 1/0\n"},
 		{[]string{"run", "--fail-if-locked=maybe", "--", "true"}, 64, "redlockd run: --fail-if-locked maybe: want on/off"},
 		{[]string{"--version"}, 0, "redlockd "},
 	} {

@@ -168,3 +168,63 @@ func TestReleaseRetried(t *testing.T) {
 		t.Errorf("lock_state %q, want expired", got)
 	}
 }
+
+// TestRetryWhileOthersWait: a retried acquire with the client token that
+// holds the lock (its answer was lost) is the idempotent success, with the
+// same fencing token, for every kind, with or without wait_ms, although
+// another client waits for the lock on the same gateway: it is neither
+// refused because others wait nor queued behind them while its own lock
+// runs out (openapi.yaml, POST /locks/{resource}: token). A stranger is
+// refused with retry_after_ms from the holder's remaining time.
+func TestRetryWhileOthersWait(t *testing.T) {
+	gw := startGateway(t, startCluster(t, 3))
+	for _, k := range lockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			res, tok := resourceName(t), clientToken(t)
+			waiter := k
+			if k.name == "read" {
+				waiter = lockKinds[0] // a writer waits behind the reader
+			}
+			held := k.acquire(t, gw, res, fmt.Sprintf(`,"ttl_ms":20000,"token":%q`, tok))
+			wantStatus(t, held, http.StatusCreated)
+			fence := fenceOf(t, held)
+			served := make(chan *Resp, 1)
+			go func() {
+				r, err := gw.try(http.MethodPost, waiter.acquireURL(res), waiter.body(res, `,"ttl_ms":20000,"wait_ms":30000`))
+				if err != nil {
+					t.Error(err)
+				}
+				served <- r
+			}()
+			eventually(t, 10*time.Second, "the waiter in the queue", func() bool {
+				return scrapeMetrics(t, gw).value("redlockd_waiters") == 1
+			})
+			for _, more := range []string{"", `,"wait_ms":5000`} {
+				r := k.acquire(t, gw, res, fmt.Sprintf(`,"ttl_ms":20000,"token":%q%s`, tok, more))
+				wantStatus(t, r, http.StatusCreated)
+				if r.str(t, "token") != tok || fenceOf(t, r) != fence {
+					t.Fatalf("retry%s = %s; want the token's lock, fencing token %d", more, r, fence)
+				}
+			}
+			stranger := k.acquire(t, gw, res, `,"ttl_ms":20000`)
+			if k.name == "read" {
+				stranger = acquire(t, gw, res, "") // a writer
+			}
+			wantProblem(t, stranger, http.StatusConflict, "lock-held")
+			// The holder has about 20 s left; the hint is jittered in [d/2, 3d/2).
+			if ms := stranger.num(t, "retry_after_ms"); ms < 5000 {
+				t.Errorf("retry_after_ms = %d, want about the holder's remaining 20 s", ms)
+			}
+			if got := scrapeMetrics(t, gw).value("redlockd_waiters"); got != 1 {
+				t.Fatalf("waiters = %v, want the one waiter still waiting", got)
+			}
+			wantStatus(t, gw.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", tok), http.StatusNoContent)
+			r := <-served
+			wantStatus(t, r, http.StatusCreated)
+			if fenceOf(t, r) <= fence && waiter.name != "read" {
+				t.Errorf("the waiter's fencing token %d is not above the holder's %d", fenceOf(t, r), fence)
+			}
+			wantStatus(t, gw.do(t, http.MethodDelete, waiter.url(res), "", "Lock-Token", r.str(t, "token")), http.StatusNoContent)
+		})
+	}
+}

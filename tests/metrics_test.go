@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/buildinfo"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -218,5 +219,31 @@ func TestMetricsFormats(t *testing.T) {
 	}
 	if _, ok := parseMetrics(t, string(text)).get("redlockd_build_info", labels...); !ok {
 		t.Errorf("no redlockd_build_info in the gzipped scrape")
+	}
+}
+
+// TestKeysMetric: redlockd_keys counts each namespace's keys on a node
+// (docs/operations.md, monitoring): a tenant that touches many names shows,
+// by the fence counter each leaves for --fence-idle-ttl.
+func TestKeysMetric(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ci, web := keygen(t, "ci", "ci"), keygen(t, "web", "web")
+	keys := keysFile(t, ci, web)
+	a := startGateway(t, nodes, "--api-keys-file", keys)
+	for i, k := range []apiKey{ci, ci, ci, ci, ci, web, web} {
+		res := fmt.Sprintf("%s-%d", resourceName(t), i)
+		r := a.do(t, http.MethodPost, "/locks/"+res, "", bearer(k.Key)...)
+		wantStatus(t, r, http.StatusCreated)
+		wantStatus(t, a.do(t, http.MethodDelete, "/locks/"+res, "", append(bearer(k.Key), "Lock-Token", r.str(t, "token"))...), http.StatusNoContent)
+	}
+	// A gateway counts at start, then every minute.
+	b := startGateway(t, nodes, "--api-keys-file", keys)
+	eventually(t, 10*time.Second, "the census", func() bool {
+		_, ok := scrapeMetrics(t, b).get("redlockd_keys", "namespace", "ci")
+		return ok
+	})
+	m := scrapeMetrics(t, b)
+	if c, w := m.value("redlockd_keys", "namespace", "ci"), m.value("redlockd_keys", "namespace", "web"); c < 5 || w < 2 || w >= c {
+		t.Fatalf("redlockd_keys: ci %v, web %v; want at least a fence counter per name used (5, 2)", c, w)
 	}
 }

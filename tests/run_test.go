@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -554,4 +559,103 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	}
 	t.Cleanup(func() { slave.Close() })
 	return master, slave
+}
+
+// TestRunUnavailableSaysWhy: when no quorum of nodes answers, `redlockd run`
+// gives the gateway's last answer (its problem detail), not "unreachable",
+// whether the acquire was refused (69), the extension right after a slow
+// acquire was (69), or the extensions while CMD ran were (76); when the
+// gateway itself does not answer, it says so.
+func TestRunUnavailableSaysWhy(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	wantAnswer := func(t *testing.T, p *proc) {
+		t.Helper()
+		msg := p.errs.String()
+		t.Logf("stderr: %s", msg)
+		for _, want := range []string{"quorum-unavailable", "did not answer in time"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("stderr %q does not give the gateway's answer (%q)", msg, want)
+			}
+		}
+		if strings.Contains(msg, "unreachable") {
+			t.Errorf("stderr %q calls a gateway that answered unreachable", msg)
+		}
+	}
+
+	t.Run("Acquire", func(t *testing.T) {
+		nodes := startCluster(t, 3)
+		g := startGateway(t, nodes)
+		pause(t, nodes)
+		p := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--wait", "3s", "--", "touch", marker)
+		p.wantExit(runUnavailable, 30*time.Second)
+		wantAnswer(t, p)
+	})
+
+	// The acquire's answer comes late, after half the TTL: run extends the
+	// lock at once, and the nodes stopped answering meanwhile.
+	t.Run("ExtendAfterSlowAcquire", func(t *testing.T) {
+		nodes := startCluster(t, 3)
+		g := startGateway(t, nodes)
+		target, err := url.Parse(g.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const ttl = 3 * time.Second
+		granted, paused := make(chan struct{}), make(chan struct{})
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.ErrorLog = log.New(io.Discard, "", 0) // the extension cut short by the lock's validity
+		var once sync.Once
+		rp.ModifyResponse = func(res *http.Response) error {
+			if res.Request.Method == http.MethodPost && res.StatusCode == http.StatusCreated {
+				once.Do(func() {
+					close(granted)
+					<-paused
+					time.Sleep(ttl / 2) // the validity the answer takes to arrive
+				})
+			}
+			return nil
+		}
+		proxy := httptest.NewServer(rp)
+		defer proxy.Close()
+		p := runProc(t, nil, "run", "--url", proxy.URL, "--resource", resourceName(t), "--ttl", ttl.String(),
+			"--wait", "3s", "--", "touch", marker)
+		select {
+		case <-granted:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no lock granted within 30s")
+		}
+		pause(t, nodes)
+		close(paused)
+		p.wantExit(runUnavailable, 30*time.Second)
+		wantAnswer(t, p)
+	})
+
+	t.Run("WhileCommandRuns", func(t *testing.T) {
+		nodes := startCluster(t, 3)
+		g := startGateway(t, nodes)
+		p := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--ttl", "2s", "--grace", "5s", "--",
+			"sh", "-c", `trap 'exit 0' TERM; echo ready; while :; do sleep 0.1; done`)
+		p.waitLine("ready", 30*time.Second)
+		pause(t, nodes)
+		p.wantExit(runLockLost, 30*time.Second)
+		wantAnswer(t, p)
+	})
+
+	t.Run("GatewayDown", func(t *testing.T) {
+		p := runProc(t, nil, "run", "--url", closedURL(t), "--resource", resourceName(t), "--wait", "1s", "--", "touch", marker)
+		p.wantExit(runUnavailable, 30*time.Second)
+		if msg := p.errs.String(); !strings.Contains(msg, "unreachable") {
+			t.Errorf("stderr %q does not say the gateway is unreachable", msg)
+		}
+	})
+	wantNoFile(t, marker, "no quorum or no gateway")
+}
+
+// pause stops nodes (SIGSTOP) until the test ends.
+func pause(t *testing.T, nodes []*RedisNode) {
+	t.Helper()
+	for _, n := range nodes {
+		n.Pause()
+		t.Cleanup(n.Resume)
+	}
 }

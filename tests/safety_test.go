@@ -274,6 +274,11 @@ func TestSeedScenario(t *testing.T) {
 	t.Run("QuarantineOff", func(t *testing.T) {
 		a, b, aEnd, _ := run(t, off, "off")
 		wantStatus(t, b, http.StatusCreated)
+		// Fencing still orders them: r0 (cut off from A's write-back) and
+		// r1 (restarted empty) have no counter, and make one from the clock.
+		if b.num(t, "fencing_token") <= a.num(t, "fencing_token") {
+			t.Errorf("B's fencing token %d is not above A's %d", b.num(t, "fencing_token"), a.num(t, "fencing_token"))
+		}
 		t.Logf("B got the lock (fencing token %d) while A's (fencing token %d) was valid for %v more: two holders",
 			b.num(t, "fencing_token"), a.num(t, "fencing_token"), time.Until(aEnd).Round(time.Millisecond))
 	})

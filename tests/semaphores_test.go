@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -242,5 +243,56 @@ func TestRunSemaphore(t *testing.T) {
 	p.wantExit(0, 30*time.Second)
 	if ps := permitsHeld(t, g, name); len(ps) != 0 {
 		t.Errorf("permits %v held after run ended", ps)
+	}
+}
+
+// TestSemaphoreFencesUnique: acquires of one semaphore's permits sent
+// together through two gateways never get the same fencing token, and one
+// sent after another's 201 was read gets a greater one (docs/semaphores.md,
+// fencing tokens).
+func TestSemaphoreFencesUnique(t *testing.T) {
+	nodes := startCluster(t, 5)
+	// A generous node timeout: the subject is fences, on a busy machine too.
+	gws := []*Gateway{startGateway(t, nodes, "--node-timeout", "500ms"), startGateway(t, nodes, "--node-timeout", "500ms")}
+	name := resourceName(t)
+	const limit, rounds = 4, 40
+	seen := map[int64]int{} // fence → round
+	var last int64
+	for round := range rounds {
+		fences := make([]int64, limit)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range limit {
+			wg.Go(func() {
+				<-start
+				g := gws[i%2]
+				r, err := g.try(http.MethodPost, "/semaphores/"+name, `{"limit":4,"ttl_ms":5000,"wait_ms":5000}`)
+				if err != nil || r.Status != http.StatusCreated {
+					t.Errorf("round %d: acquire %d: %v %v", round, i, r, err)
+					return
+				}
+				fences[i] = r.num(t, "fencing_token")
+				if r, err := g.try(http.MethodDelete, "/semaphores/"+name, "", "Lock-Token", r.str(t, "token")); err != nil || r.Status != http.StatusNoContent {
+					t.Errorf("round %d: release %d: %v %v", round, i, r, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		top := last
+		for _, f := range fences {
+			if r, dup := seen[f]; dup {
+				t.Fatalf("round %d: fencing token %d handed out twice (also in round %d); fences %v", round, f, r, fences)
+			}
+			if f <= last {
+				t.Fatalf("round %d: fencing token %d not above %d, the greatest of the rounds before", round, f, last)
+			}
+			seen[f] = round
+			top = max(top, f)
+		}
+		last = top
 	}
 }

@@ -32,6 +32,7 @@ type Config struct {
 	Listen                                             string
 	Redis                                              []string // none: dev mode
 	DefaultTTL, MaxTTL, MaxWait, NodeTimeout           time.Duration
+	FenceIdleTTL                                       time.Duration
 	DriftFactor                                        float64
 	KeyPrefix, APIKeysFile                             string
 	MetricsAuth                                        bool
@@ -39,7 +40,7 @@ type Config struct {
 	MaxWaiters, MaxWaitersPerNamespace, MaxConnections int
 	ReadHeaderTimeout, IdleTimeout                     time.Duration
 	LogLevel, LogFormat                                string
-	RestartQuarantine                                  bool
+	RestartQuarantine                                  redlock.Quarantine
 	DebugListen                                        string // "": no pprof
 	// Tracing is on when the OTEL_* variables ask for it (see
 	// tracingFromEnv); no flag sets it.
@@ -54,11 +55,12 @@ func DefaultConfig() Config {
 		MaxTTL:            redlock.DefaultMaxTTL,
 		MaxWait:           redlock.DefaultMaxWait,
 		NodeTimeout:       redlock.DefaultNodeTimeout,
+		FenceIdleTTL:      redlock.DefaultFenceIdleTTL,
 		DriftFactor:       redlock.DefaultDriftFactor,
 		KeyPrefix:         redlock.DefaultKeyPrefix,
 		LogLevel:          "info",
 		LogFormat:         "json",
-		RestartQuarantine: true,
+		RestartQuarantine: redlock.QuarantineAuto,
 		MaxWaiters:        server.DefaultMaxWaiters,
 		MaxConnections:    defaultMaxConnections,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -114,6 +116,8 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Var((*duration)(&c.MaxTTL), "max-ttl", "largest TTL a request may ask for; also the restart quarantine period")
 	fs.Var((*duration)(&c.MaxWait), "max-wait", "largest wait_ms an acquire may ask for")
 	fs.Var((*duration)(&c.NodeTimeout), "node-timeout", "timeout of each command on each Redis node")
+	fs.Var((*duration)(&c.FenceIdleTTL), "fence-idle-ttl",
+		"how long a resource's fencing-token counter lives on a node after its last use (no key lives forever; fences keep increasing)")
 	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor, "clock drift allowed per unit of TTL, a `factor` in [0, 0.5)")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile,
@@ -130,8 +134,9 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Var((*duration)(&c.IdleTimeout), "idle-timeout", "how long an idle keep-alive connection stays open; longer than a load balancer's")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "`level` of the logs: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format` of the logs: json (one object per line) or console (for humans)")
-	fs.Var((*onOff)(&c.RestartQuarantine), "restart-quarantine",
-		"on: a node restarted less than max TTL ago does not vote; off: only if every node runs appendfsync always")
+	fs.Var((*quarantineMode)(&c.RestartQuarantine), "restart-quarantine",
+		"auto: a node restarted less than max TTL ago does not vote unless it runs appendonly yes and appendfsync always; "+
+			"on: no restarted node votes; off: every one does (only if every node runs appendfsync always)")
 	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen,
 		"`host:port` to serve net/http/pprof on, apart from the API; give the host: 127.0.0.1 unless you mean to expose it; empty: off")
 	return fs
@@ -172,7 +177,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 // serveFlagOrder is the order of the flags in the help: SPEC §4's.
 var serveFlagOrder = []string{
 	"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout", "drift-factor", "key-prefix",
-	"api-keys-file", "metrics-auth", "tls-cert", "tls-key", "redis-ca-file", "log-level", "log-format", "restart-quarantine",
+	"fence-idle-ttl", "api-keys-file", "metrics-auth", "tls-cert", "tls-key", "redis-ca-file", "log-level", "log-format", "restart-quarantine",
 	"max-waiters", "max-waiters-per-namespace", "max-connections", "read-header-timeout", "idle-timeout", "debug-listen",
 }
 
@@ -197,6 +202,8 @@ func printFlags(w io.Writer, fs *flag.FlagSet, order []string, notes func(f *fla
 			sep, placeholder = "", "[=on|off]" // given alone: on
 		case *duration:
 			placeholder = "duration"
+		case *quarantineMode:
+			placeholder = "auto|on|off"
 		}
 		def := f.DefValue
 		if d, err := time.ParseDuration(def); err == nil && placeholder == "duration" && d%time.Second == 0 {
@@ -252,6 +259,7 @@ func (c Config) Validate() error {
 		{c.MaxTTL == 0, "--max-ttl 0s must be positive"},
 		{c.MaxWait == 0, "--max-wait 0s must be positive (1ms allows practically no waiting)"},
 		{c.NodeTimeout == 0, "--node-timeout 0s must be positive"},
+		{c.FenceIdleTTL == 0, "--fence-idle-ttl 0s must be positive"},
 		{c.DriftFactor < 0, fmt.Sprintf("--drift-factor %v must be in [0, %v)", c.DriftFactor, redlock.MaxDriftFactor)},
 		{c.KeyPrefix == "", "--key-prefix must not be empty: it keeps redlockd's keys apart from other data"},
 		{c.MetricsAuth && c.APIKeysFile == "", "--metrics-auth on needs --api-keys-file: there would be no key to check"},
@@ -276,7 +284,7 @@ func (c Config) Validate() error {
 // about the flags that set them.
 var optionFlags = strings.NewReplacer(redlock.ErrInvalid.Error()+": ", "",
 	"DefaultTTL", "--default-ttl", "MaxTTL", "--max-ttl", "MaxWait", "--max-wait",
-	"NodeTimeout", "--node-timeout", "DriftFactor", "--drift-factor")
+	"NodeTimeout", "--node-timeout", "DriftFactor", "--drift-factor", "FenceIdleTTL", "--fence-idle-ttl")
 
 // redlockOptions maps the configuration onto redlock.Options.
 func (c Config) redlockOptions() redlock.Options {
@@ -285,16 +293,25 @@ func (c Config) redlockOptions() redlock.Options {
 		drift = -1 // redlock: negative means none, zero means the default
 	}
 	return redlock.Options{
-		DefaultTTL:  c.DefaultTTL,
-		MaxTTL:      c.MaxTTL,
-		MaxWait:     c.MaxWait,
-		NodeTimeout: c.NodeTimeout,
-		DriftFactor: drift,
-		KeyPrefix:   c.KeyPrefix,
-		// Dev nodes live and die with the process: a restart loses the
-		// gateway too, so there is nothing to quarantine against.
-		NoQuarantine: !c.RestartQuarantine || c.DevMode(),
+		DefaultTTL:   c.DefaultTTL,
+		MaxTTL:       c.MaxTTL,
+		MaxWait:      c.MaxWait,
+		NodeTimeout:  c.NodeTimeout,
+		DriftFactor:  drift,
+		KeyPrefix:    c.KeyPrefix,
+		FenceIdleTTL: c.FenceIdleTTL,
+		Quarantine:   c.quarantine(),
 	}
+}
+
+// quarantine is the restart quarantine's mode: off for dev nodes, which
+// live and die with the process (a restart loses the gateway too, so there
+// is nothing to quarantine against).
+func (c Config) quarantine() redlock.Quarantine {
+	if c.DevMode() {
+		return redlock.QuarantineOff
+	}
+	return c.RestartQuarantine
 }
 
 // logLevels are the values of --log-level, zerolog's names.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/redlock"
 )
 
 // env returns a lookupEnv over m.
@@ -50,6 +52,7 @@ var (
 		"--node-timeout", "20ms",
 		"--drift-factor", "0.02",
 		"--key-prefix", "x:",
+		"--fence-idle-ttl", "48h",
 		"--api-keys-file", "keys.json",
 		"--tls-cert", "c.pem",
 		"--tls-key", "k.pem",
@@ -74,6 +77,7 @@ var (
 		"REDLOCKD_NODE_TIMEOUT":        "20ms",
 		"REDLOCKD_DRIFT_FACTOR":        "0.02",
 		"REDLOCKD_KEY_PREFIX":          "x:",
+		"REDLOCKD_FENCE_IDLE_TTL":      "48h",
 		"REDLOCKD_API_KEYS_FILE":       "keys.json",
 		"REDLOCKD_TLS_CERT":            "c.pem",
 		"REDLOCKD_TLS_KEY":             "k.pem",
@@ -103,6 +107,7 @@ func checkAllSet(t *testing.T, c Config) {
 		NodeTimeout:       20 * time.Millisecond,
 		DriftFactor:       0.02,
 		KeyPrefix:         "x:",
+		FenceIdleTTL:      48 * time.Hour,
 		APIKeysFile:       "keys.json",
 		TLSCert:           "c.pem",
 		TLSKey:            "k.pem",
@@ -114,6 +119,7 @@ func checkAllSet(t *testing.T, c Config) {
 		ReadHeaderTimeout: 2 * time.Second,
 		IdleTimeout:       3 * time.Minute,
 		DebugListen:       "127.0.0.1:6060",
+		RestartQuarantine: redlock.QuarantineOff,
 
 		MaxWaitersPerNamespace: 3,
 		MaxConnections:         99,
@@ -162,7 +168,7 @@ func TestEnvNamesMatchHelp(t *testing.T) {
 	if exp, got := n, len(serveFlagOrder); exp != got {
 		t.Errorf("serveFlagOrder has %d flags, the flag set %d", got, exp)
 	}
-	for _, want := range []string{"default 127.0.0.1:8080", "default 30s", "default 60s", "default 50ms", "default 0.01", "default redlockd:", "default info", "default json", "default on"} {
+	for _, want := range []string{"default 127.0.0.1:8080", "default 30s", "default 60s", "default 50ms", "default 0.01", "default redlockd:", "default info", "default json", "default auto"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help does not say %q", want)
 		}
@@ -188,7 +194,7 @@ func TestParseServeFlagsPrecedence(t *testing.T) {
 	if exp, got := 9*time.Second, c.MaxTTL; exp != got {
 		t.Errorf("max TTL: exp %v, got %v", exp, got)
 	}
-	if !c.RestartQuarantine {
+	if c.RestartQuarantine != redlock.QuarantineOn {
 		t.Error("restart quarantine: flag on should beat env off")
 	}
 	if exp, got := "redlockd:", c.KeyPrefix; exp != got {
@@ -209,9 +215,11 @@ func TestParseServeFlagsErrors(t *testing.T) {
 		"env without unit":      {env: map[string]string{"REDLOCKD_MAX_TTL": "5"}, want: "REDLOCKD_MAX_TTL=5: missing unit, e.g. 5s"},
 		"bad float":             {args: []string{"--drift-factor", "x"}, want: "--drift-factor x: not a number"},
 		"int out of range":      {args: []string{"--max-waiters", "99999999999999999999"}, want: "--max-waiters 99999999999999999999: out of range"},
-		"bad on/off":            {args: []string{"--restart-quarantine", "maybe"}, want: "--restart-quarantine maybe: want on/off, true/false, yes/no or 1/0"},
-		"bad on/off joined":     {args: []string{"--restart-quarantine=maybe"}, want: "--restart-quarantine maybe: want on/off"},
-		"bad on/off env":        {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "maybe"}, want: "REDLOCKD_RESTART_QUARANTINE=maybe: want on/off"},
+		"bad on/off":            {args: []string{"--metrics-auth", "maybe"}, want: "--metrics-auth maybe: want on/off, true/false, yes/no or 1/0"},
+		"bad on/off joined":     {args: []string{"--metrics-auth=maybe"}, want: "--metrics-auth maybe: want on/off"},
+		"bad on/off env":        {env: map[string]string{"REDLOCKD_METRICS_AUTH": "maybe"}, want: "REDLOCKD_METRICS_AUTH=maybe: want on/off"},
+		"bad quarantine":        {args: []string{"--restart-quarantine", "maybe"}, want: "--restart-quarantine maybe: want auto, or on/off, true/false, yes/no or 1/0"},
+		"bad quarantine env":    {env: map[string]string{"REDLOCKD_RESTART_QUARANTINE": "maybe"}, want: "REDLOCKD_RESTART_QUARANTINE=maybe: want auto, or on/off"},
 		"unknown flag":          {args: []string{"--nope"}, want: "unknown flag --nope"},
 		"positional":            {args: []string{"extra"}, want: `serve takes no arguments, got "extra"`},
 		"flag needs a value":    {args: []string{"--listen"}, want: "--listen needs a value"},
@@ -398,7 +406,7 @@ func TestRun(t *testing.T) {
 		stderr string
 	}{
 		"help":            {args: []string{"help"}, code: 0, stdout: "REDLOCKD_LISTEN"},
-		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine[=on|off]"},
+		"--help":          {args: []string{"--help"}, code: 0, stdout: "--restart-quarantine auto|on|off"},
 		"--version":       {args: []string{"--version"}, code: 0, stdout: "redlockd "},
 		"-version extra":  {args: []string{"-version", "x"}, code: 64, stderr: "version takes no arguments"},
 		"-h":              {args: []string{"-h"}, code: 0, stdout: "Usage:"},

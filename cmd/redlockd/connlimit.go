@@ -23,7 +23,7 @@ const defaultMaxConnections = 4096
 
 // connLogEvery spaces the summaries of the connections closed at the cap
 // (see note); outOfFilesPause is how long Accept pauses when it runs out of
-// open files and no idle connection can be closed.
+// open files and no connection can be closed.
 const (
 	connLogEvery    = time.Minute
 	outOfFilesPause = 100 * time.Millisecond
@@ -51,18 +51,26 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 }
 
 // connLimiter is a listener that caps the open client connections, so that
-// idle ones cannot use up the open files. It counts each connection until
-// it is closed; the ConnState hook tells it which are idle. At the cap a new
-// connection closes the one idle the longest, so that idle connections
-// cannot keep an operator's /healthz out, or is closed if none is idle.
+// idle or silent ones cannot use up the open files. It counts each
+// connection until it is closed; the ConnState hook tells it which wait for
+// a request: fresh ones (accepted, no request completed yet: silent, or
+// sending their first request's headers) and idle keep-alive ones. At the
+// cap a new connection closes the oldest fresh one, else the one idle the
+// longest, so that neither silent nor idle connections can keep an
+// operator's /healthz out; or is closed at once if every connection is
+// serving a request. A legitimate client sends its request as soon as it
+// is connected, so its connection stays fresh for a moment only: to have it
+// closed, an attacker must open as many connections as the cap within that
+// moment.
 type connLimiter struct {
 	net.Listener
 	max int
 	log zerolog.Logger
 
-	mu   sync.Mutex
-	open int
-	idle list.List // of *limitedConn, the one idle the longest first
+	mu    sync.Mutex
+	open  int
+	fresh list.List // of *limitedConn, the oldest first
+	idle  list.List // of *limitedConn, the one idle the longest first
 	// What note reported: whether the cap and the open files ran out
 	// before, when the last line was logged, and what happened since.
 	warnedCap, warnedFiles bool
@@ -75,8 +83,8 @@ func newConnLimiter(ln net.Listener, max int, log zerolog.Logger) *connLimiter {
 	return &connLimiter{Listener: ln, max: max, log: log}
 }
 
-// ConnState is the http.Server.ConnState hook: it keeps track of the idle
-// connections.
+// ConnState is the http.Server.ConnState hook: it keeps track of the fresh
+// and the idle connections.
 func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
@@ -85,28 +93,36 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
+	var q *list.List
+	switch state {
+	case http.StateNew:
+		q = &l.fresh
+	case http.StateIdle:
+		q = &l.idle
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case state == http.StateIdle && lc.elem == nil && !lc.gone:
-		lc.elem = l.idle.PushBack(lc)
-	case state != http.StateIdle && lc.elem != nil:
-		l.idle.Remove(lc.elem)
-		lc.elem = nil
+	if lc.gone || (q != nil && lc.queue == q) {
+		return
+	}
+	lc.dequeue()
+	if q != nil {
+		lc.elem, lc.queue = q.PushBack(lc), q
 	}
 }
 
-// admit counts c in, closing the connection idle the longest at the cap,
-// and returns it wrapped; or closes c and returns nil if none is idle. With
-// outOfFiles (Accept failed for want of open files: the limit may be
-// shared) c is nil, and if none is idle admit pauses.
+// admit counts c in, closing a waiting connection at the cap (see victim),
+// and returns it wrapped; or closes c and returns nil if none can be
+// closed. With outOfFiles (Accept failed for want of open files: the limit
+// may be shared) c is nil, and if none can be closed admit pauses.
 func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 	l.mu.Lock()
 	full := outOfFiles || l.open >= l.max
 	var victim *limitedConn
-	if e := l.idle.Front(); full && e != nil {
-		victim = e.Value.(*limitedConn)
-		l.forget(victim)
+	if full {
+		if victim = l.victim(); victim != nil {
+			l.forget(victim)
+		}
 	}
 	refused := full && victim == nil
 	if c != nil && !refused {
@@ -134,6 +150,18 @@ func (l *connLimiter) admit(c net.Conn, outOfFiles bool) net.Conn {
 	return &limitedConn{Conn: c, l: l}
 }
 
+// victim returns, with l.mu held, the connection to close to make room:
+// the oldest fresh one, else the one idle the longest; nil if there is
+// none.
+func (l *connLimiter) victim() *limitedConn {
+	for _, q := range []*list.List{&l.fresh, &l.idle} {
+		if e := q.Front(); e != nil {
+			return e.Value.(*limitedConn)
+		}
+	}
+	return nil
+}
+
 // note counts, with l.mu held, a connection dropped at the cap or an Accept
 // out of open files, and returns the line due once l.mu is released: the
 // first time each happens, then a summary at most once per connLogEvery.
@@ -149,9 +177,9 @@ func (l *connLimiter) note(outOfFiles bool) (*zerolog.Event, string) {
 	var msg string
 	switch {
 	case !*warned && outOfFiles:
-		e, msg = l.log.Error(), "out of open files: closing idle connections to make room; lower --max-connections or raise the open-files limit (ulimit -n)"
+		e, msg = l.log.Error(), "out of open files: closing waiting connections to make room; lower --max-connections or raise the open-files limit (ulimit -n)"
 	case !*warned:
-		e, msg = l.log.Warn(), "connection limit reached: each new connection closes the one idle the longest, or is closed at once if none is idle (--max-connections)"
+		e, msg = l.log.Warn(), "connection limit reached: each new connection closes the oldest one that has not completed a request, else the one idle the longest, or is closed at once if every connection is busy (--max-connections)"
 	case time.Since(l.lastReport) >= connLogEvery:
 		e = l.log.Warn().Int("dropped", l.dropped).Int("out_of_files", l.outOfFiles).Dur("over", connLogEvery)
 		msg = "connection limit: connections closed since the last report"
@@ -179,10 +207,20 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 type limitedConn struct {
 	net.Conn
 	l *connLimiter
-	// Guarded by l.mu: elem is the connection's element of l.idle while it
-	// is idle; gone is set once it is counted out.
-	elem *list.Element
-	gone bool
+	// Guarded by l.mu: elem is the connection's element of queue (l.fresh
+	// or l.idle) while it waits for a request, else both are nil; gone is
+	// set once it is counted out.
+	elem  *list.Element
+	queue *list.List
+	gone  bool
+}
+
+// dequeue takes c out of its queue, if any, with c.l.mu held.
+func (c *limitedConn) dequeue() {
+	if c.queue != nil {
+		c.queue.Remove(c.elem)
+		c.elem, c.queue = nil, nil
+	}
 }
 
 // forget counts c out, once, with l.mu held.
@@ -192,10 +230,7 @@ func (l *connLimiter) forget(c *limitedConn) {
 	}
 	c.gone = true
 	l.open--
-	if c.elem != nil {
-		l.idle.Remove(c.elem)
-		c.elem = nil
-	}
+	c.dequeue()
 }
 
 // Close counts c out and closes it.

@@ -23,7 +23,9 @@ func limitedServer(t *testing.T, max int, log io.Writer, h http.Handler) (string
 		t.Fatal(err)
 	}
 	l := newConnLimiter(ln, max, zerolog.New(log))
-	srv := &http.Server{Handler: h, ConnState: l.ConnState, ReadHeaderTimeout: 5 * time.Second}
+	// The header timeout outlasts the tests: only the limiter closes
+	// connections that send no request.
+	srv := &http.Server{Handler: h, ConnState: l.ConnState, ReadHeaderTimeout: time.Minute}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String(), l
@@ -70,18 +72,19 @@ func (k *keepAlive) closed() bool {
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
-// waitIdle waits until l counts n idle connections.
-func waitIdle(t *testing.T, l *connLimiter, n int) {
+// waitQueues waits until l counts fresh connections that have not
+// completed a request and idle ones.
+func waitQueues(t *testing.T, l *connLimiter, fresh, idle int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		l.mu.Lock()
-		idle := l.idle.Len()
+		f, i := l.fresh.Len(), l.idle.Len()
 		l.mu.Unlock()
-		if idle == n {
+		if f == fresh && i == idle {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections idle, want %d", idle, n)
+			t.Fatalf("%d connections fresh and %d idle, want %d and %d", f, i, fresh, idle)
 		}
 	}
 }
@@ -98,7 +101,7 @@ func TestConnLimitIdle(t *testing.T) {
 			t.Fatalf("connection %d: %d, %v", i, code, err)
 		}
 		conns = append(conns, k)
-		waitIdle(t, l, min(i+1, 3)) // the server marks it idle after the client has its answer
+		waitQueues(t, l, 0, min(i+1, 3)) // the server marks it idle after the client has its answer
 	}
 	// The first 7 were closed to make room, the last 3 still serve.
 	for i, k := range conns {
@@ -114,6 +117,45 @@ func TestConnLimitIdle(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "connection limit reached"); n != 1 {
 		t.Errorf("%d lines say the limit was reached, want 1:\n%s", n, log.String())
+	}
+}
+
+// TestConnLimitFreshFirst checks that at the cap a new connection closes the
+// oldest that has not completed a request (silent, or stopped after one
+// byte) before the one idle the longest.
+func TestConnLimitFreshFirst(t *testing.T) {
+	addr, l := limitedServer(t, 3, io.Discard, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	idle := dialKeepAlive(t, addr)
+	if code, err := idle.get("/"); err != nil || code != 200 {
+		t.Fatalf("idle connection: %d, %v", code, err)
+	}
+	waitQueues(t, l, 0, 1)
+	silent := dialKeepAlive(t, addr)
+	waitQueues(t, l, 1, 1)
+	slow := dialKeepAlive(t, addr)
+	if _, err := io.WriteString(slow, "G"); err != nil {
+		t.Fatal(err)
+	}
+	waitQueues(t, l, 2, 1)
+
+	var served []*keepAlive
+	for i, victim := range []struct {
+		name string
+		k    *keepAlive
+	}{{"silent", silent}, {"one byte", slow}, {"idle", idle}} {
+		k := dialKeepAlive(t, addr)
+		if code, err := k.get("/"); err != nil || code != 200 {
+			t.Fatalf("new connection %d: %d, %v", i, code, err)
+		}
+		served = append(served, k)
+		if !victim.k.closed() {
+			t.Fatalf("new connection %d did not close the %s one", i, victim.name)
+		}
+	}
+	for i, k := range served {
+		if code, err := k.get("/"); err != nil || code != 200 {
+			t.Errorf("new connection %d, again: %d, %v", i, code, err)
+		}
 	}
 }
 
@@ -149,7 +191,7 @@ func TestConnLimitBusy(t *testing.T) {
 	close(release)
 	wg.Wait()
 	// Once both are idle, a new connection takes the place of one.
-	waitIdle(t, l, 2)
+	waitQueues(t, l, 0, 2)
 	if code, err := dialKeepAlive(t, addr).get("/"); err != nil || code != 200 {
 		t.Errorf("after the busy ones finished: %d, %v", code, err)
 	}

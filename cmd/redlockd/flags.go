@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlockd/redlockd/redlock"
 )
 
 // Flag values and messages shared by every subcommand: flags are named as
@@ -44,6 +46,28 @@ func (b *onOff) Set(s string) error {
 
 // IsBoolFlag lets the flag be given alone, meaning on.
 func (b *onOff) IsBoolFlag() bool { return true }
+
+// quarantineMode is the flag.Value of --restart-quarantine: auto, or on or
+// off in any spelling of onOff.
+type quarantineMode redlock.Quarantine
+
+func (q quarantineMode) String() string { return string(q) }
+
+func (q *quarantineMode) Set(s string) error {
+	if strings.EqualFold(s, string(redlock.QuarantineAuto)) {
+		*q = quarantineMode(redlock.QuarantineAuto)
+		return nil
+	}
+	var b onOff
+	if b.Set(s) != nil {
+		return errors.New("want auto, or " + onOffSpellings)
+	}
+	*q = quarantineMode(redlock.QuarantineOff)
+	if b {
+		*q = quarantineMode(redlock.QuarantineOn)
+	}
+	return nil
+}
 
 // names is a repeatable string flag: each use appends a name.
 type names []string

@@ -5,11 +5,14 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/redlockd/redlockd/redlock"
 )
 
 // TestOnOffSpellings checks that every on/off flag, of serve and of run,
 // takes the same spellings in every form: alone, =value, the next argument
-// (serve) and the environment variable.
+// (serve) and the environment variable; --restart-quarantine takes them for
+// on and off too.
 func TestOnOffSpellings(t *testing.T) {
 	for _, spelling := range []struct {
 		words []string
@@ -22,12 +25,12 @@ func TestOnOffSpellings(t *testing.T) {
 			}
 			for form, args := range serve {
 				c, err := ParseServeFlags(args, env(nil))
-				if err != nil || c.RestartQuarantine != spelling.want || c.MetricsAuth != spelling.want {
+				if err != nil || (c.RestartQuarantine == redlock.QuarantineOn) != spelling.want || c.MetricsAuth != spelling.want {
 					t.Errorf("serve %s %q: %+v, %v; want both %v", form, w, c, err, spelling.want)
 				}
 			}
 			c, err := ParseServeFlags(nil, env(map[string]string{"REDLOCKD_RESTART_QUARANTINE": w, "REDLOCKD_METRICS_AUTH": w}))
-			if err != nil || c.RestartQuarantine != spelling.want || c.MetricsAuth != spelling.want {
+			if err != nil || (c.RestartQuarantine == redlock.QuarantineOn) != spelling.want || c.MetricsAuth != spelling.want {
 				t.Errorf("serve env %q: %+v, %v; want both %v", w, c, err, spelling.want)
 			}
 			r, err := ParseRunFlags([]string{"--resource", "r", "--fail-if-locked=" + w, "--", "true"}, runEnvOf())

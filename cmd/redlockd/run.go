@@ -468,9 +468,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // extend extends the lock, trying again after anything but a definite
 // not-owner answer, until deadline. It returns the extended lock, the
-// not-owner error, or the last error once deadline passed.
+// not-owner error, or once deadline passed the last failure: the gateway's
+// last answer if it gave one, since a request cut short by deadline says
+// nothing about the gateway; unreachable only if no request was answered.
 func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, error) {
 	retry := min(max(r.cfg.TTL/10, 50*time.Millisecond), time.Second)
+	var last error
 	for {
 		reqCtx, cancel := context.WithDeadline(ctx, deadline)
 		lock, err := r.renew(reqCtx)
@@ -481,12 +484,15 @@ func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, e
 		case errors.Is(err, client.ErrNotOwner), ctx.Err() != nil:
 			return lock, err
 		}
+		if last == nil || !errors.Is(err, context.DeadlineExceeded) { // ctx has no deadline: reqCtx's
+			last = err
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return lock, fmt.Errorf("no extension succeeded before the lock's validity ended: %w", err)
+			return lock, fmt.Errorf("no extension succeeded before the lock's validity ended: %w", last)
 		}
 		if !sleep(ctx, min(retry, left)) {
-			return lock, err
+			return lock, last
 		}
 	}
 }

@@ -67,6 +67,10 @@ type Main struct {
 	closeErr  error
 }
 
+// identityWait bounds the wait for every node's first health check at start,
+// which reads its server's identity (run_id).
+const identityWait = 5 * time.Second
+
 // NewMain returns a Main with the default configuration.
 func NewMain() *Main {
 	return &Main{Config: DefaultConfig()}
@@ -148,6 +152,13 @@ func (m *Main) Open() (err error) {
 	}
 	// Dial every node before listening, so the first requests do not pay for it.
 	m.coord.Warm(context.Background(), time.Second)
+	// Two URLs of one server would be two votes of it: refuse to start.
+	ictx, cancel := context.WithTimeout(context.Background(), identityWait)
+	err = m.coord.CheckIdentities(ictx)
+	cancel()
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("%w; give each Redis server once in --redis", err)}
+	}
 
 	if m.keys.Len() > 0 {
 		m.Log.Info().Int("keys", m.keys.Len()).Bool("metrics_auth", c.MetricsAuth).
@@ -439,8 +450,11 @@ func (m *Main) logCluster(nodes []*redis.Options) {
 	}
 	switch {
 	case c.DevMode():
-		m.Log.Info().Msg("restart quarantine does not apply to embedded dev nodes")
-	case c.RestartQuarantine:
+		m.Log.Info().Msg("restart quarantine and node identity checks do not apply to embedded dev nodes")
+	case c.RestartQuarantine == redlock.QuarantineAuto:
+		m.Log.Info().Str("quarantine", c.MaxTTL.String()).
+			Msg("restart quarantine auto: a node that (re)started less than max TTL ago does not vote unless it runs appendonly yes and appendfsync always; /readyz says why for each node")
+	case c.RestartQuarantine == redlock.QuarantineOn:
 		m.Log.Info().Str("quarantine", c.MaxTTL.String()).
 			Msg("restart quarantine on: a node that (re)started less than max TTL ago does not vote; a freshly started cluster grants no lock until its nodes have been up for max TTL")
 	default:

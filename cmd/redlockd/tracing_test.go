@@ -77,7 +77,7 @@ func tracedGateway(t *testing.T, n int, tp trace.TracerProvider) (http.Handler, 
 	for _, s := range redistest.Cluster(t, n) {
 		nodes, addrs = append(nodes, s.Options()), append(addrs, s.Addr())
 	}
-	opts := redlock.Options{NoQuarantine: true}
+	opts := redlock.Options{Quarantine: redlock.QuarantineOff}
 	if tp != nil {
 		opts.ClientHook = traceNodes(tp)
 	}

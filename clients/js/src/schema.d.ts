@@ -107,7 +107,8 @@ export interface paths {
          *     held open until the lock is acquired or the wait is over. With a
          *     client-chosen `token` the call is idempotent: if the lock is already
          *     held with that token it succeeds again, resets the TTL and returns the
-         *     same `fencing_token`.
+         *     same `fencing_token`, at once, with or without `wait_ms`, also while
+         *     other clients wait for the lock (a retry is never queued behind them).
          */
         post: operations["acquireLock"];
         /**
@@ -166,8 +167,10 @@ export interface paths {
          * @description Takes one of the `limit` permits of the semaphore (permit `i` is a
          *     lock of its own on a quorum of nodes), as `POST /locks/{resource}`
          *     takes a lock: waiting with `wait_ms`, idempotent with a client
-         *     `token` (the same permit and `fencing_token` again). Fencing tokens
-         *     are strictly increasing across every permit of the semaphore. 409
+         *     `token` (the same permit and `fencing_token` again, at once, also
+         *     while others wait). Fencing tokens are unique across every permit of
+         *     the semaphore (no two grants share one), and one requested after
+         *     another grant's 201 was received is greater (docs/semaphores.md). 409
          *     `lock-held` when every permit is held (with `Retry-After`); 409
          *     `limit-mismatch` when the permits held have another `limit` (given
          *     in the problem's `limit`), and nothing changes.
@@ -448,7 +451,7 @@ export interface components {
             token: string;
             /**
              * Format: int64
-             * @description A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource; a reader's is the last writer's (0 if none).
+             * @description A writer's (and a permit's) is strictly greater than every fencing token returned before for this resource (a permit's, than every one returned before its request was sent, and never another grant's); a reader's is the last writer's (0 if none). At most 2^53 − 1 (exact in JSON); the first of a resource is the gateway's clock in microseconds (docs/safety.md).
              */
             fencing_token: number;
             /** Format: int64 */
@@ -554,6 +557,8 @@ export interface components {
              * @description End of the node's quarantine (the node does not vote until then): after a restart, or after it was a replica and became a master again; or null.
              */
             quarantined_until: string | null;
+            /** @description Why the node does or does not vote after its latest restart, in a few words. With `--restart-quarantine auto` (the default) a restarted node whose configuration keeps every acknowledged write (`appendonly yes` and `appendfsync always`, read with CONFIG GET on every new connection and health check; a node that refuses CONFIG is taken not to) votes at once: `durable: appendonly yes, appendfsync always`; another is quarantined for max TTL: `restarted 12s ago, not durable (appendonly yes, appendfsync everysec): quarantined for max TTL (1m0s)`. Others: `up for max TTL (1m0s); not durable (…): quarantined after a restart`, `was a replica: …`, `quarantine off: votes at once after a restart`, `not checked yet`. */
+            quarantine: string;
             /** @description When the node is down, why, in a few words (e.g. `READONLY: replica, refuses writes`, `OOM: at maxmemory, refuses writes`, a timeout). The health check includes a write, so a node that answers but refuses writes is down. */
             err?: string;
         };

@@ -1,0 +1,52 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// keysWithoutTTL lists the keys of nodes that have no TTL: a key that lives
+// forever.
+func keysWithoutTTL(t testing.TB, nodes []*RedisNode) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	for i, n := range nodes {
+		keys, err := n.Client().Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatalf("node %d: KEYS: %v", i, err)
+		}
+		for _, k := range keys {
+			if ttl, err := n.Client().PTTL(ctx, k).Result(); err == nil && ttl == -1 {
+				out = append(out, fmt.Sprintf("node%d %s", i, k))
+			}
+		}
+	}
+	return out
+}
+
+// TestEveryKeyHasATTL: no key that a request creates lives forever
+// (docs/safety.md, keys and their lifetimes): every key of every kind, held,
+// waited for, released and refused, fence counters included, has a TTL.
+func TestEveryKeyHasATTL(t *testing.T) {
+	nodes := startCluster(t, 3)
+	gw := startGateway(t, nodes)
+	check := func(when string) {
+		t.Helper()
+		if keys := keysWithoutTTL(t, nodes); len(keys) > 0 {
+			t.Fatalf("%s: keys without a TTL:\n%s", when, strings.Join(keys, "\n"))
+		}
+	}
+	for _, k := range leakKinds {
+		holder := gw.do(t, http.MethodPost, k.acquire, k.body)
+		wantStatus(t, holder, http.StatusCreated)
+		// A waiter that gives up: its rounds leave what waiting leaves.
+		wantProblem(t, gw.do(t, http.MethodPost, k.acquire, fmt.Sprintf(k.wait, 300)), http.StatusConflict, "lock-held")
+		check("held, " + k.acquire)
+		wantStatus(t, gw.do(t, http.MethodDelete, k.release, "", "Lock-Token", holder.str(t, "token")), http.StatusNoContent)
+		check("released, " + k.acquire)
+	}
+}
