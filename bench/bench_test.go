@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 // are not checked: a short run on a shared machine says nothing about them.
 func TestSmoke(t *testing.T) {
 	// A generous node timeout: under -race, the in-process library is slow.
-	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--node-timeout", "1s"})
+	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--names", "50", "--node-timeout", "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +53,16 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("work, %s: %+v", w.name, w)
 		}
 	}
+	if k := rep.keys; k == nil || k.errors != 0 || k.keys < k.names || k.forever != 0 {
+		t.Errorf("keys: %+v", k)
+	}
 	if g := rep.gray[0]; len(g.to503) != g.tries {
 		t.Errorf("3 of 5 paused: %d of %d acquires got 503, the last other: %s", len(g.to503), g.tries, g.lastErr)
 	}
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
-		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
+		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
 		"gray 50ms, 2 of 5 slow: p50, p99, cycles/s over healthy", "gray 50ms, 3 of 5 paused: acquire's 503"} {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())

@@ -27,7 +27,7 @@ import (
 )
 
 // floors are the groups of floors that --floors selects.
-var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "multi", "work", "waiters", "gray"}
+var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "multi", "work", "keys", "waiters", "gray"}
 
 type config struct {
 	binary      string // the redlockd binary to start; "": go build ./cmd/redlockd
@@ -35,6 +35,7 @@ type config struct {
 	c           int // workers of the throughput floors
 	duration    time.Duration
 	waiters     int
+	names       int // names of the keys group, each used once
 	nodeTimeout time.Duration
 	// The gray floors' workers, and the node timeouts of their gateways.
 	grayClients  int
@@ -71,6 +72,7 @@ func parse(args []string) (*config, error) {
 	fs.IntVar(&c.c, "c", 64, "workers of the throughput floors")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each mode runs, and the window over which idle waiters' Redis commands are counted")
 	fs.IntVar(&c.waiters, "waiters", 10000, "waiters of the waiters floor")
+	fs.IntVar(&c.names, "names", 100000, "names of the keys floor, each locked and released once")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
 	fs.IntVar(&c.grayClients, "gray-clients", 16, "workers of the gray floors")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
@@ -94,6 +96,7 @@ type report struct {
 	stamp   string // what was measured, when and where
 	runs    []result
 	work    []workCall
+	keys    *keysFigures
 	waiting *waiting
 	gray    []grayResult
 }
@@ -151,6 +154,12 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	if c.runs("work") && ctx.Err() == nil {
 		fmt.Fprintf(progress, "Redis time per call, each kind for %v\n", c.duration/4)
 		if rep.work, err = measureWork(ctx, l, prefix+"work-", c.duration/4); err != nil {
+			return rep, err
+		}
+	}
+	if c.runs("keys") && ctx.Err() == nil {
+		fmt.Fprintf(progress, "%d names, each locked and released once, at C=%d\n", c.names, c.c)
+		if rep.keys, err = measureKeys(ctx, l, prefix+"keys-", c.names, c.c); err != nil {
 			return rep, err
 		}
 	}
@@ -250,6 +259,14 @@ func (r *report) print(w io.Writer) bool {
 		f := permit.perScript() / max(lock.perScript(), 1e-9)
 		check(fmt.Sprintf("work: refused permit (limit %d, all held) / refused lock, Redis µs per script run", workLimit),
 			fmt.Sprintf("%.2f (%.1f, %.1f µs)", f, permit.perScript(), lock.perScript()), "<= 3", lock.scripts() > 0 && permit.scripts() > 0 && f <= 3)
+	}
+	if k := r.keys; k != nil {
+		check(fmt.Sprintf("keys: %d names used once (%d errors): keys left on a node, of which without a TTL", k.names, k.errors),
+			fmt.Sprintf("%d, %d (longest TTL %v; %.0f bytes a name)", k.keys, k.forever, k.longest.Round(time.Minute), float64(k.bytes)/float64(max(k.names, 1))),
+			"0 without a TTL", k.keys > 0 && k.forever == 0)
+		if k.lastErr != "" {
+			fmt.Fprintf(tw, "  the last error: %s\n", k.lastErr)
+		}
 	}
 	if x := r.waiting; x != nil {
 		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
