@@ -111,7 +111,7 @@ func TestLogs(t *testing.T) {
 		fence, isLock := r.JSON["fencing_token"].(json.Number)
 		got, logged := access[0]["fencing_token"].(float64)
 		if isLock != logged || isLock != (r.Status == http.StatusCreated || r.Status == http.StatusOK && strings.HasPrefix(r.Path, "/locks/")) ||
-			logged && fmt.Sprint(got) != fence.String() {
+			logged && fmt.Sprint(int64(got)) != fence.String() {
 			t.Errorf("access log of %s %s (%d): fencing_token %v, response's %v", r.Method, r.Path, r.Status, access[0]["fencing_token"], r.JSON["fencing_token"])
 		}
 	}

@@ -15,8 +15,9 @@ export const resource = (name) => `js-${name}-${process.pid}-${++n}`;
 export const client = (opts = {}) => new Client({ url, ...opts });
 
 // startProxy forwards requests to target. A request for which stall(req)
-// is true is never answered; one for which drop(req) is true reaches the
-// gateway but its answer is lost (the connection is cut). The methods of the
+// is true is never answered; one for which drop(req, body) is true (body:
+// the gateway's answer) reaches the gateway but its answer is lost (the
+// connection is cut). The methods of the
 // requests received are in methods, in order.
 export async function startProxy(target = url) {
   const proxy = { stall: () => false, drop: () => false, methods: [] };
@@ -31,7 +32,7 @@ export async function startProxy(target = url) {
     try {
       const up = await fetch(target + req.url, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
       const body = Buffer.from(await up.arrayBuffer());
-      if (proxy.drop(req)) return req.socket.destroy();
+      if (proxy.drop(req, body)) return req.socket.destroy();
       const out = {};
       up.headers.forEach((v, k) => { if (!['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(k)) out[k] = v; });
       res.writeHead(up.status, out).end(body);
