@@ -5,6 +5,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --load: run everything with every core kept busy by scripts/load.sh (one
+# spinning process per core), as on a laptop running other work or a shared
+# CI runner; the tests must pass under it too.
+load=""
+case "${1:-}" in
+  "") ;;
+  --load) load=1 ;;
+  *) echo "usage: bash scripts/test.sh [--load]" >&2; exit 64 ;;
+esac
+if [ -n "$load" ]; then
+  bash scripts/load.sh "$(nproc)" 3600 &
+  load_pid=$!
+  trap 'kill "$load_pid" 2>/dev/null || true; wait "$load_pid" 2>/dev/null || true' EXIT
+  echo "load: $(nproc) spinning processes (scripts/load.sh, PID $load_pid)"
+fi
+
 step() { printf '\n== %s\n' "$*"; }
 
 REDOCLY_CLI=2.77.0 # the pinned @redocly/cli that lints openapi.yaml
@@ -84,3 +100,4 @@ go tool staticcheck ./...
 
 step "go test -race"
 go test -race -count=1 -timeout 20m ./...
+if [ -n "$load" ]; then echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"; fi
