@@ -776,6 +776,13 @@ func TestSemaphoreExclusion(t *testing.T) {
 	}
 }
 
+// unsafeNodeTimeout is the node timeout of catchUnsafe's gateway. Time is
+// not what catchUnsafe tests (a majority restarted empty loses holds whatever
+// the timeout, and a restarting node refuses connections at once): it is long
+// enough that a gateway starved of CPU on a busy machine still gets its
+// rounds answered, so the runs hold enough windows to catch a violation.
+const unsafeNodeTimeout = 2 * time.Second
+
 // catchUnsafe runs clients on resources (semaphores of limit when limit > 0)
 // with restart quarantine off, 3 nodes, and a schedule that restarts a
 // majority of them at once every few hundred milliseconds: holds are lost
@@ -786,7 +793,7 @@ func catchUnsafe(t *testing.T, clients, resources, limit int, set ...func(*conte
 	for attempt := range 3 {
 		c := &contention{
 			Nodes:   3,
-			Flags:   []string{"--restart-quarantine", "off", "--node-timeout", "100ms"},
+			Flags:   []string{"--restart-quarantine", "off", "--node-timeout", unsafeNodeTimeout.String()},
 			Clients: clients, Resources: resources, Limit: limit,
 			TTL: [2]int{1000, 2000}, Waits: []int{0, 300, 1000},
 			Duration: 5 * time.Second,
