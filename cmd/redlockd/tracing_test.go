@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -77,7 +76,7 @@ func tracedGateway(t *testing.T, n int, tp trace.TracerProvider) (http.Handler, 
 	for _, s := range redistest.Cluster(t, n) {
 		nodes, addrs = append(nodes, s.Options()), append(addrs, s.Addr())
 	}
-	opts := redlock.Options{Quarantine: redlock.QuarantineOff}
+	opts := redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout}
 	if tp != nil {
 		opts.ClientHook = traceNodes(tp)
 	}
@@ -86,7 +85,7 @@ func tracedGateway(t *testing.T, n int, tp trace.TracerProvider) (http.Handler, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = coord.Close() })
-	coord.Warm(context.Background(), time.Second)
+	coord.Warm(context.Background(), patience)
 	return server.New(server.Config{Locker: coord, Tracer: tp}).Handler(), addrs
 }
 
@@ -190,9 +189,6 @@ func TestTracingOff(t *testing.T) {
 
 	h, _ := tracedGateway(t, 3, nil)
 	acquire(t, h, "x", http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
-	if _, ok := h.(*chi.Mux); !ok {
-		t.Errorf("handler %T: want the bare router", h)
-	}
 	if got := exp.GetSpans(); len(got) != 0 {
 		t.Errorf("%d spans with tracing off: %v", len(got), got)
 	}
