@@ -195,7 +195,7 @@ func TestHealthWriteRefused(t *testing.T) {
 			for _, s := range cl.servers[:3] {
 				f.start(t, s)
 			}
-			st := waitStatus(t, cl.c, patience, "refusing nodes shown down", func(st []NodeStatus) bool {
+			waitStatus(t, cl.c, patience, "refusing nodes shown down", func(st []NodeStatus) bool {
 				return bad(st) && strings.HasPrefix(st[0].Err, f.err) && strings.HasPrefix(st[1].Err, f.err) && strings.HasPrefix(st[2].Err, f.err)
 			})
 			// Many ticks, with requests between them: never up.
@@ -218,7 +218,7 @@ func TestHealthWriteRefused(t *testing.T) {
 			for _, s := range cl.servers[:3] {
 				f.stop(t, s)
 			}
-			st = waitStatus(t, cl.c, patience, "nodes up again", func(st []NodeStatus) bool {
+			st := waitStatus(t, cl.c, patience, "nodes up again", func(st []NodeStatus) bool {
 				return st[0].Up && st[1].Up && st[2].Up
 			})
 			up := time.Now()
