@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -22,12 +23,15 @@ func TestMain(m *testing.M) {
 // of 5 nodes paused get 503, and the floors table is printed. The figures themselves
 // are not checked: a short run on a shared machine says nothing about them.
 func TestSmoke(t *testing.T) {
-	// A generous node timeout: under -race, the in-process library is slow.
-	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--names", "50", "--node-timeout", "1s"})
+	// One node timeout for every gateway and library, the gray one too:
+	// only the injected faults (a paused node, or one slow by twice the
+	// node timeout) time a node out, not a loaded machine.
+	const nodeTimeout = time.Second
+	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--names", "50", "--node-timeout", nodeTimeout.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.grayTimeouts = c.grayTimeouts[:1]
+	c.grayTimeouts = []time.Duration{nodeTimeout}
 	var progress bytes.Buffer
 	rep, err := measure(t.Context(), c, &progress)
 	if err != nil {
@@ -63,7 +67,7 @@ func TestSmoke(t *testing.T) {
 	rep.print(&out)
 	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
 		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
-		"gray 50ms, 2 of 5 slow: p50, p99, cycles/s over healthy", "gray 50ms, 3 of 5 paused: acquire's 503"} {
+		fmt.Sprintf("gray %v, 2 of 5 slow: p50, p99, cycles/s over healthy", nodeTimeout), fmt.Sprintf("gray %v, 3 of 5 paused: acquire's 503", nodeTimeout)} {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())
 		}

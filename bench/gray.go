@@ -18,7 +18,7 @@ import (
 )
 
 // The gray floors: a paused or slow minority of nodes never slows a request
-// (SPEC §2). A gateway per node timeout reaches every node through a
+// (docs/safety.md, what happens in each fault). A gateway per node timeout reaches every node through a
 // toxiproxy proxy run in this process, so that a node can be made slow;
 // a node is paused with SIGSTOP (redistest's Pause is for tests only).
 

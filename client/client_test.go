@@ -28,6 +28,10 @@ type gateway struct {
 	Srv   *server.Server
 }
 
+// testNodeTimeout is the node timeout of the tests' gateways: one their
+// nodes meet on a loaded machine (no test here is about slow nodes).
+const testNodeTimeout = 2 * time.Second
+
 // startGateway starts n redis-servers and a gateway over them. wrap, if not
 // nil, wraps the gateway's handler (to put auth or a path prefix in front).
 func startGateway(t *testing.T, n int, wrap func(http.Handler) http.Handler) *gateway {
@@ -37,13 +41,12 @@ func startGateway(t *testing.T, n int, wrap func(http.Handler) http.Handler) *ga
 	for i, s := range nodes {
 		opts[i] = s.Options()
 	}
-	// A generous node timeout: the machine running the tests may be loaded.
-	coord, err := redlock.New(opts, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: 500 * time.Millisecond})
+	coord, err := redlock.New(opts, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = coord.Close() })
-	coord.Warm(context.Background(), 2*time.Second)
+	coord.Warm(context.Background(), testNodeTimeout)
 	srv := server.New(server.Config{Locker: coord})
 	var h http.Handler = srv.Handler()
 	if wrap != nil {

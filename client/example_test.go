@@ -66,9 +66,7 @@ func exampleGateway() (url string, stop func()) {
 		mrs = append(mrs, m)
 		nodes = append(nodes, &redis.Options{Addr: m.Addr()})
 	}
-	// A generous node timeout: the example also runs on loaded CI machines,
-	// where a round on in-process nodes can take longer than the default.
-	coord, err := redlock.New(nodes, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: time.Second})
+	coord, err := redlock.New(nodes, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout})
 	if err != nil {
 		panic(err)
 	}

@@ -73,7 +73,7 @@ func cycle(t *testing.T, c *Coordinator) error {
 // acquiring and releasing distinct locks send their commands to each node in
 // far fewer batches than commands, and every request succeeds.
 func TestBatching(t *testing.T) {
-	cl := newCluster(t, 3, Options{NodeTimeout: 2 * time.Second})
+	cl := newCluster(t, 3, Options{})
 	hooks := withCountHooks(cl)
 	var wg sync.WaitGroup
 	for range 32 {
@@ -100,13 +100,14 @@ func TestBatching(t *testing.T) {
 }
 
 // TestNodeCommandDurations: each node's reply time, as OnNodeCommand gets it,
-// is that node's own: with one node holding each batch 40ms, its commands
-// take at least 40ms and the others' mostly less, although the rounds wait
-// for the slow node.
+// is that node's own: with one node holding each batch for delay, its
+// commands take at least delay and the others' mostly less, although the
+// rounds wait for the slow node.
 func TestNodeCommandDurations(t *testing.T) {
+	const delay = testNodeTimeout / 10
 	var mu sync.Mutex
 	took := map[string][]time.Duration{}
-	cl := newCluster(t, 3, Options{NodeTimeout: 2 * time.Second,
+	cl := newCluster(t, 3, Options{
 		OnNodeCommand: func(node string, d time.Duration, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -114,9 +115,8 @@ func TestNodeCommandDurations(t *testing.T) {
 				took[node] = append(took[node], d)
 			}
 		}})
-	cl.c.Warm(t.Context(), time.Second) // scripts loaded: no NOSCRIPT fallback counts
 	hooks := withCountHooks(cl)
-	hooks[2].delay.Store(int64(40 * time.Millisecond))
+	hooks[2].delay.Store(int64(delay))
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -136,14 +136,14 @@ func TestNodeCommandDurations(t *testing.T) {
 	for node, ds := range took {
 		fast := 0
 		for _, d := range ds {
-			if d < 40*time.Millisecond {
+			if d < delay {
 				fast++
 			}
 		}
 		// The other nodes answer at once; a loaded machine may still
 		// stall a few of their replies.
 		if node == slow && fast > 0 || node != slow && fast < len(ds)/2 {
-			t.Errorf("node %s: %d of %d commands under 40ms: %v", node, fast, len(ds), ds)
+			t.Errorf("node %s: %d of %d commands under %v: %v", node, fast, len(ds), delay, ds)
 		}
 	}
 }
@@ -153,7 +153,7 @@ func TestNodeCommandDurations(t *testing.T) {
 // instead: every node votes, with batching and without.
 func TestScriptCacheFlushed(t *testing.T) {
 	for _, naive := range []bool{false, true} {
-		cl := newCluster(t, 3, Options{NoBatching: naive, NodeTimeout: 2 * time.Second})
+		cl := newCluster(t, 3, Options{NoBatching: naive})
 		for range 2 {
 			for _, s := range cl.servers {
 				if err := s.Client().ScriptFlush(t.Context()).Err(); err != nil {
@@ -179,13 +179,13 @@ func TestScriptCacheFlushed(t *testing.T) {
 func TestPausedNodeQueueCapped(t *testing.T) {
 	defer func(old int) { maxQueued = old }(maxQueued)
 	maxQueued = 16
+	const nodeTimeout = 2 * testNodeTimeout
 	var full atomic.Int64
-	cl := newCluster(t, 3, Options{NodeTimeout: time.Second, OnNodeCommand: func(_ string, _ time.Duration, err error) {
+	cl := newCluster(t, 3, Options{NodeTimeout: nodeTimeout, DefaultTTL: 2 * nodeTimeout, OnNodeCommand: func(_ string, _ time.Duration, err error) {
 		if errors.Is(err, redis.ErrAutoPipelineQueueFull) {
 			full.Add(1)
 		}
 	}})
-	cl.c.Warm(t.Context(), time.Second) // connections and scripts first
 	hooks := withCountHooks(cl)
 	cl.servers[0].Pause()
 	defer cl.servers[0].Resume()
@@ -199,13 +199,13 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 			if err != nil || l.Locked < 2 {
 				t.Errorf("acquire with node 0 paused = %+v, %v; want 2 nodes", l, err)
 			}
-			if time.Since(start) < 500*time.Millisecond {
+			if time.Since(start) < nodeTimeout/2 {
 				fast.Add(1)
 			}
 		})
 		// One acquire at a time reaches the healthy nodes, whose queues
 		// never fill; node 0's grows by one each.
-		eventually(t, 5*time.Second, "the acquire reached nodes 1 and 2", func() bool {
+		eventually(t, patience, "the acquire reached nodes 1 and 2", func() bool {
 			return hooks[1].cmds.Load() > int64(i) && hooks[2].cmds.Load() > int64(i)
 		})
 	}
@@ -221,9 +221,8 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 // them outlives the node timeout by much: the goroutines end, and once the
 // node resumes its queue drains.
 func TestStragglersEnd(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = testNodeTimeout
 	cl := newCluster(t, 3, Options{NodeTimeout: timeout})
-	cl.c.Warm(t.Context(), time.Second) // connections and scripts first
 	base := runtime.NumGoroutine()
 	cl.servers[0].Pause()
 	for range 100 {
@@ -238,7 +237,7 @@ func TestStragglersEnd(t *testing.T) {
 	if n := runtime.NumGoroutine(); n < base+10 {
 		t.Fatalf("%d goroutines, %d before: the rounds' stragglers are not awaited in the background", n, base)
 	}
-	eventually(t, 5*timeout, "the stragglers' goroutines end", func() bool { return runtime.NumGoroutine() <= base+5 })
+	eventually(t, timeout+patience, "the stragglers' goroutines end", func() bool { return runtime.NumGoroutine() <= base+5 })
 	cl.servers[0].Resume()
 	cl.settle()
 	if q := cl.c.nodes[0].pipe.Len(); q != 0 {

@@ -24,7 +24,7 @@ func TestCensus(t *testing.T) {
 		}
 	}
 	// Each released lock leaves a fence counter and a release tombstone.
-	eventually(t, 5*time.Second, "a census of the keys", func() bool {
+	eventually(t, patience, "a census of the keys", func() bool {
 		k := cl.c.Census().Keys
 		return k["tenant-a"] == 6 && k["tenant-b"] == 2 && len(k) == 2
 	})

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
@@ -115,10 +113,10 @@ func TestReacquireIgnoresStaleRecords(t *testing.T) {
 // release, even once another token took the lock; a token that never held
 // it is refused, and the tombstones expire.
 func TestReleaseIdempotent(t *testing.T) {
-	cl := newCluster(t, 5, Options{MaxTTL: time.Second, DefaultTTL: time.Second})
+	// newCluster loaded the scripts: a lost NOSCRIPT would hide the EVAL.
+	cl := newCluster(t, 5, Options{MaxTTL: shortMaxTTL, DefaultTTL: shortMaxTTL})
 	ctx := t.Context()
 	res := uniq(t)
-	cl.c.Warm(ctx, time.Second) // the scripts loaded: a lost NOSCRIPT would hide the EVAL
 	l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +139,7 @@ func TestReleaseIdempotent(t *testing.T) {
 	if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
 		t.Fatalf("retried release err = %v, want nil", err)
 	}
-	other, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: time.Second})
+	other, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: shortMaxTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +167,7 @@ func TestReleaseIdempotent(t *testing.T) {
 		t.Fatalf("release of an undone attempt err = %v, want ErrLockExpired", err)
 	}
 	// After max TTL the first token's tombstones are gone.
-	time.Sleep(time.Until(start.Add(time.Second + 200*time.Millisecond)))
+	time.Sleep(time.Until(start.Add(shortMaxTTL + 200*time.Millisecond)))
 	if err := cl.c.Release(ctx, "", res, l.Token); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("release after max TTL err = %v, want ErrLockExpired", err)
 	}
@@ -180,20 +178,8 @@ func TestReleaseIdempotent(t *testing.T) {
 // different orders, never share a fencing token, and an acquire that starts
 // after another's answer gets a greater one (see commit.lua's claim).
 func TestPermitFencesUnique(t *testing.T) {
-	// A generous node timeout: the subject is fences, on a busy machine too.
-	opts := Options{NodeTimeout: time.Second}
-	cl := newCluster(t, 5, opts)
-	var nodes []*redis.Options
-	for _, s := range cl.servers {
-		nodes = append(nodes, s.Options())
-	}
-	opts.Quarantine = QuarantineOff
-	other, err := New(nodes, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
-	coords := []*Coordinator{cl.c, other}
+	cl := newCluster(t, 5, Options{})
+	coords := []*Coordinator{cl.c, cl.gateway(t)}
 	ctx, name := t.Context(), uniq(t)
 	const limit, rounds = 4, 50
 	seen := map[int64]int{} // fence → round

@@ -242,7 +242,7 @@ func TestMultiWaiterWakes(t *testing.T) {
 		}
 		got <- m
 	}()
-	waitFor(t, func() bool { return c.Stats().Held > 0 }) // refused once: it waits
+	eventually(t, patience, "the waiting lock refused once", func() bool { return c.Stats().Held > 0 }) // it waits
 	if _, err := c.Acquire(ctx, rs[0], AcquireOptions{}); !errors.Is(err, ErrLockHeld) {
 		t.Fatalf("a is free, but a lock on it waits here first: %v", err)
 	}
@@ -254,13 +254,13 @@ func TestMultiWaiterWakes(t *testing.T) {
 		}
 		behind <- l
 	}()
-	waitFor(t, func() bool { return c.Stats().Waiting == 2 })
+	eventually(t, patience, "two waiters", func() bool { return c.Stats().Waiting == 2 })
 	start := time.Now()
 	if err := c.Release(ctx, "", rs[1], held.Token); err != nil {
 		t.Fatal(err)
 	}
 	m := <-got
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > patience {
 		t.Fatalf("served after %v: polled, not woken", d)
 	}
 	select {
@@ -272,7 +272,7 @@ func TestMultiWaiterWakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-behind
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > patience {
 		t.Fatalf("waiter behind served after %v", d)
 	}
 }
@@ -295,7 +295,7 @@ func TestMultiNoDeadlock(t *testing.T) {
 			order := []string{rs[i], rs[1-i]}
 			wg.Go(func() {
 				for range 200 {
-					m, err := c.AcquireMulti(t.Context(), order, AcquireOptions{Wait: 10 * time.Second, TTL: time.Second})
+					m, err := c.AcquireMulti(t.Context(), order, AcquireOptions{Wait: 2 * patience, TTL: patience})
 					if err != nil {
 						t.Errorf("client %d after %d locks: %v", i, done[i].Load(), err)
 						return

@@ -64,7 +64,7 @@ func TestHandOverCallerGone(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the acquire of a caller gone during its hand-over: %v, want context.Canceled", err)
 	}
-	eventually(t, 5*time.Second, "the permit handed to a caller gone freed", func() bool {
+	eventually(t, patience, "the permit handed to a caller gone freed", func() bool {
 		info, err := c.InspectSemaphore(ctx, "", "s")
 		return err == nil && len(info.Permits) == 0
 	})
@@ -74,7 +74,7 @@ func TestHandOverCallerGone(t *testing.T) {
 // between its rounds.
 func waitPaused(t *testing.T, c *Coordinator, name string) {
 	t.Helper()
-	waitFor(t, func() bool {
+	eventually(t, patience, "an acquire paused between its rounds", func() bool {
 		c.hub.mu.Lock()
 		defer c.hub.mu.Unlock()
 		q := c.hub.queues[c.semKeys("", name)[0]]

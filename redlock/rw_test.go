@@ -25,7 +25,7 @@ func (cl *cluster) gateway(t *testing.T) *Coordinator {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	c.Warm(t.Context(), time.Second)
+	c.Warm(t.Context(), patience)
 	return c
 }
 
@@ -82,7 +82,7 @@ func TestReadWrite(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, func() bool { return cl.waitingWriters(res) >= c.Quorum() })
+	eventually(t, patience, "the writer waiting on a quorum", func() bool { return cl.waitingWriters(res) >= c.Quorum() })
 	if _, err := c.Acquire(ctx, res, read); !errors.Is(err, ErrLockHeld) {
 		t.Fatalf("new reader behind a waiting writer: %v", err)
 	}
@@ -100,7 +100,7 @@ func TestReadWrite(t *testing.T) {
 		}
 	}
 	w1 := <-got
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > patience {
 		t.Fatalf("writer served after %v: polled, not woken", d)
 	}
 	if w1.Fence <= w0.Fence || w1.Owner != "w1" {
@@ -137,7 +137,7 @@ func TestReadersAdmittedTogether(t *testing.T) {
 			got <- l
 		}()
 	}
-	waitFor(t, func() bool { return c.Stats().Waiting == 3 })
+	eventually(t, patience, "three waiters", func() bool { return c.Stats().Waiting == 3 })
 	start := time.Now()
 	if err := c.Release(ctx, "", res, w.Token); err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestReadersAdmittedTogether(t *testing.T) {
 			t.Fatalf("reader %+v; want fence %d", r, w.Fence)
 		}
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > patience {
 		t.Fatalf("readers served after %v: polled, not woken", d)
 	}
 	if info, err := c.Inspect(ctx, "", res); err != nil || info.Readers != 3 {
@@ -226,11 +226,12 @@ func TestReaderIdempotent(t *testing.T) {
 func TestReaderExpired(t *testing.T) {
 	cl := newCluster(t, 3, Options{})
 	c, ctx, res := cl.c, t.Context(), uniq(t)
-	r, err := c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: MinTTL})
+	const ttl = 5 * MinTTL // valid although the acquire is slow on a loaded machine
+	r, err := c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * MinTTL) // time is the subject here
+	time.Sleep(2 * ttl) // time is the subject here
 	if _, err := c.Extend(ctx, "", res, r.Token, 0); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("extend after expiry: %v", err)
 	}
@@ -242,11 +243,11 @@ func TestReaderExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: MinTTL})
+	r, err = c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * MinTTL)
+	time.Sleep(2 * ttl)
 	third, err := c.Acquire(ctx, res, read)
 	if err != nil {
 		t.Fatal(err)

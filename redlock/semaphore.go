@@ -16,7 +16,7 @@ import (
 	"github.com/redlockd/redlockd/internal/valid"
 )
 
-// Semaphores (SPEC §7): at most Limit holders at once. Each permit i of a
+// Semaphores (docs/semaphores.md): at most Limit holders at once. Each permit i of a
 // semaphore S is a lock of its own (S#i), so two holders of one permit
 // conflict pairwise and Redlock's quorum argument holds per permit; the
 // permits share one fence counter (fencing tokens increase across every

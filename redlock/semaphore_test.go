@@ -146,7 +146,7 @@ func TestSemaphoreWaiting(t *testing.T) {
 			}
 			got <- p
 		}()
-		waitFor(t, func() bool { return c.Stats().Waiting == int64(i+1) })
+		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
 	}
 	start := time.Now()
 	if err := c.ReleasePermit(ctx, "", "s", b.Token); err != nil {
@@ -163,17 +163,8 @@ func TestSemaphoreWaiting(t *testing.T) {
 	if second.Owner != "y" || second.Index != a.Index || second.Fence <= first.Fence {
 		t.Fatalf("second served %+v after %+v", second, first)
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > patience {
 		t.Fatalf("served after %v: woken by the fallback poll, not by the releases", d)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("condition not met within 10s")
-		}
 	}
 }
 
@@ -271,7 +262,7 @@ func TestSemaphoreHeads(t *testing.T) {
 			}
 			got <- p
 		})
-		waitFor(t, func() bool { return c.Stats().Waiting == int64(i+1) })
+		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
 	}
 	start := time.Now()
 	for _, p := range held {
@@ -287,7 +278,7 @@ func TestSemaphoreHeads(t *testing.T) {
 		}
 		seen[p.Index] = true
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > patience {
 		t.Fatalf("3 waiters served after %v: woken by the fallback poll, not by the releases", d)
 	}
 	if n := c.Stats().Waiting; n != 1 {
@@ -600,12 +591,12 @@ func TestSemaphoreIndexKeysLiveAsLongAsPermits(t *testing.T) {
 func TestSemaphoreExpiredPermitSwept(t *testing.T) {
 	cl := newCluster(t, 1, Options{})
 	c, ctx := cl.c, t.Context()
-	gone, err := c.AcquirePermit(ctx, "s", permitOpts(1, AcquireOptions{TTL: 100 * time.Millisecond}))
+	gone, err := c.AcquirePermit(ctx, "s", permitOpts(1, AcquireOptions{TTL: 5 * MinTTL}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var p Permit
-	waitFor(t, func() bool {
+	eventually(t, patience, "the expired permit free", func() bool {
 		p, err = c.AcquirePermit(ctx, "s", permitOpts(1, AcquireOptions{}))
 		return err == nil
 	})

@@ -8,7 +8,7 @@ import (
 	"testing/iotest"
 )
 
-// badRequests are the malformed requests of SPEC §6, with the status and
+// badRequests are malformed requests (openapi.yaml), with the status and
 // problem kind each must get. None may reach the Locker.
 var badRequests = map[string]struct {
 	req    request

@@ -12,7 +12,7 @@ import (
 )
 
 // timeLayout is the layout of the times in response bodies: RFC 3339 in UTC
-// with milliseconds (SPEC §3).
+// with milliseconds (openapi.yaml).
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // Details of invalid-request problems for the inputs with a fixed syntax.

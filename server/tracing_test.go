@@ -4,12 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/redlockd/redlockd/redlock"
 )
@@ -58,9 +59,28 @@ func TestTracingSpanNames(t *testing.T) {
 	}
 }
 
-// TestTracingOffUnwrapped: without Config.Tracer the handler is the bare router.
-func TestTracingOffUnwrapped(t *testing.T) {
-	if _, h := newHandler(newFake(t), nil); !strings.HasPrefix(fmt.Sprintf("%T", h), "*chi.") {
-		t.Errorf("handler %T: want chi's router", h)
+// TestTracingOff: without Config.Tracer no request is traced, not even by
+// a global tracer provider, and the caller's traceparent does not reach the
+// Locker: the context it gets holds no span (with a tracer, the spans of
+// the node commands would be children of the request's).
+func TestTracingOff(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	old := otel.GetTracerProvider()
+	otel.SetTracerProvider(trace.NewTracerProvider(trace.WithSyncer(exp)))
+	t.Cleanup(func() { otel.SetTracerProvider(old) })
+	fake := newFake(t)
+	var got oteltrace.SpanContext
+	fake.AcquireFn = func(ctx context.Context, _ string, _ redlock.AcquireOptions) (redlock.Lock, error) {
+		got = oteltrace.SpanContextFromContext(ctx)
+		return redlock.Lock{}, redlock.ErrLockHeld
+	}
+	_, h := newHandler(fake, nil)
+	serve(t, h, request{method: "POST", target: "/locks/x",
+		headers: []string{"Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
+	if got.IsValid() {
+		t.Errorf("the Locker's context holds span %v with tracing off", got)
+	}
+	if spans := exp.GetSpans(); len(spans) != 0 {
+		t.Errorf("%d spans with tracing off: %v", len(spans), spans)
 	}
 }

@@ -174,7 +174,7 @@ func ParseServeFlags(args []string, lookupEnv func(string) (string, bool)) (Conf
 	return c, err
 }
 
-// serveFlagOrder is the order of the flags in the help: SPEC §4's.
+// serveFlagOrder is the order of the flags in the help.
 var serveFlagOrder = []string{
 	"listen", "redis", "default-ttl", "max-ttl", "max-wait", "node-timeout", "drift-factor", "key-prefix",
 	"fence-idle-ttl", "api-keys-file", "metrics-auth", "tls-cert", "tls-key", "redis-ca-file", "log-level", "log-format", "restart-quarantine",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -204,16 +205,26 @@ func TestDevNodesPubSub(t *testing.T) {
 	}
 }
 
-// TestDevNodesLimits records, without failing, what miniredis does not do, so
-// that the findings stay visible in `go test -v`.
-func TestDevNodesLimits(t *testing.T) {
+// TestDevNodesServerCommands: what the coordinator needs of a dev node
+// beyond the commands of TestDevNodesLua: TIME, in Lua too (the scripts
+// read the node's clock), answers the real time; and INFO server is refused
+// with an error reply, which a coordinator with quarantine off takes as a
+// node without identity (see checkServer in redlock/node.go).
+func TestDevNodesServerCommands(t *testing.T) {
 	d := startTestDevNodes(t, 1)
 	c := devClient(t, d, 0)
 	ctx := t.Context()
-	_, err := c.Info(ctx, "server").Result()
-	t.Logf("INFO server (uptime_in_seconds for restart quarantine): %v", err)
-	err = c.ConfigSet(ctx, "notify-keyspace-events", "Egx").Err()
-	t.Logf("CONFIG SET notify-keyspace-events: %v", err)
-	_, err = c.Time(ctx).Result()
-	t.Logf("TIME: %v", err)
+	before := time.Now().Truncate(time.Second)
+	now, err := c.Time(ctx).Result()
+	if err != nil || now.Before(before) || now.After(time.Now().Add(time.Second)) {
+		t.Fatalf("TIME: %v, %v; want a time from %v on", now, err, before)
+	}
+	secs, err := redis.NewScript(`return redis.call('TIME')[1]`).Run(ctx, c, nil).Text()
+	if err != nil || secs < strconv.FormatInt(before.Unix(), 10) {
+		t.Fatalf("TIME in Lua: %q, %v; want seconds from %d on", secs, err, before.Unix())
+	}
+	var reply redis.Error
+	if err := c.Info(ctx, "server").Err(); !errors.As(err, &reply) {
+		t.Fatalf("INFO server: %v, want an error reply", err)
+	}
 }

@@ -25,7 +25,7 @@ const (
 )
 
 func init() {
-	// Log times in UTC with milliseconds (SPEC §3's time format).
+	// Log times in UTC with milliseconds (docs/operations.md, logs).
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
 }

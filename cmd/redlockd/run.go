@@ -23,8 +23,8 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// Exit statuses of `redlockd run` besides exitUsage and CMD's own (SPEC §5;
-// sysexits.h numbers).
+// Exit statuses of `redlockd run` besides exitUsage and CMD's own
+// (docs/clients.md; sysexits.h numbers).
 const (
 	exitUnavailable = 69  // EX_UNAVAILABLE: gateway or quorum unavailable, CMD not run
 	exitLockHeld    = 75  // EX_TEMPFAIL: lock (every permit) held by others, not acquired within --wait

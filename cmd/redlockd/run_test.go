@@ -197,7 +197,7 @@ func TestParseRunFlagsSemaphore(t *testing.T) {
 }
 
 // TestRunHelp checks that `redlockd run --help` documents every flag, the
-// environment variables and every exit status of SPEC §5.
+// environment variables and every exit status (docs/clients.md).
 func TestRunHelp(t *testing.T) {
 	for _, args := range [][]string{{"run", "--help"}, {"run", "-h"}} {
 		var stdout, stderr bytes.Buffer

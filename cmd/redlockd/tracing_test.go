@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -69,7 +68,7 @@ func (c spanChan) ForceFlush(context.Context) error                { return nil 
 
 // tracedGateway returns the handler of a gateway over n real redis-servers,
 // traced as redlockd traces them (traceNodes, server.Config.Tracer) by tp,
-// or not traced at all with tp nil, and the nodes' addresses.
+// and the nodes' addresses.
 func tracedGateway(t *testing.T, n int, tp trace.TracerProvider) (http.Handler, []string) {
 	t.Helper()
 	var nodes []*redis.Options
@@ -77,16 +76,13 @@ func tracedGateway(t *testing.T, n int, tp trace.TracerProvider) (http.Handler, 
 	for _, s := range redistest.Cluster(t, n) {
 		nodes, addrs = append(nodes, s.Options()), append(addrs, s.Addr())
 	}
-	opts := redlock.Options{Quarantine: redlock.QuarantineOff}
-	if tp != nil {
-		opts.ClientHook = traceNodes(tp)
-	}
+	opts := redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout, ClientHook: traceNodes(tp)}
 	coord, err := redlock.New(nodes, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = coord.Close() })
-	coord.Warm(context.Background(), time.Second)
+	coord.Warm(context.Background(), patience)
 	return server.New(server.Config{Locker: coord, Tracer: tp}).Handler(), addrs
 }
 
@@ -180,18 +176,29 @@ func attrMap(s sdktrace.ReadOnlySpan) map[string]string {
 	return m
 }
 
-// TestTracingOff: without tracing nothing is instrumented: not even a global
-// tracer provider sees a span.
-func TestTracingOff(t *testing.T) {
+// TestMainTracingOff: `redlockd serve` without tracing instruments nothing:
+// not even a global tracer provider sees a span, of the request or of its
+// node commands, although the request carries a traceparent.
+func TestMainTracingOff(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	old := otel.GetTracerProvider()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
 	t.Cleanup(func() { otel.SetTracerProvider(old) })
 
-	h, _ := tracedGateway(t, 3, nil)
-	acquire(t, h, "x", http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
-	if _, ok := h.(*chi.Mux); !ok {
-		t.Errorf("handler %T: want the bare router", h)
+	m, _ := openDevMain(t, nil)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+m.Addr()+"/locks/x", strings.NewReader(`{"ttl_ms":5000}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /locks/x: %d", resp.StatusCode)
+	}
+	if err := m.Close(); err != nil { // its node commands are over
+		t.Fatal(err)
 	}
 	if got := exp.GetSpans(); len(got) != 0 {
 		t.Errorf("%d spans with tracing off: %v", len(got), got)

@@ -16,9 +16,7 @@ import (
 // ports, and Kill/Pause/Resume/Restart act on the right PID.
 func TestHarness(t *testing.T) {
 	ctx := context.Background()
-	start := time.Now()
 	servers := Cluster(t, 5)
-	t.Logf("5 redis-servers up in %v", time.Since(start).Round(time.Millisecond))
 	seen := map[int]bool{}
 	for i, s := range servers {
 		if err := s.Client().Ping(ctx).Err(); err != nil {

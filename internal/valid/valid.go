@@ -1,5 +1,5 @@
 // Package valid holds the rules of the API contract for lock names and
-// tokens (SPEC §2), in one place for package redlock, the server and the Go
+// tokens (openapi.yaml), in one place for package redlock, the server and the Go
 // client, which must not import redlock (it would link go-redis).
 package valid
 
@@ -17,12 +17,12 @@ const (
 	MaxToken = 128
 )
 
-// MaxLimit is the largest limit of a semaphore (SPEC §7): each of its
+// MaxLimit is the largest limit of a semaphore (docs/semaphores.md): each of its
 // permits is a lock of its own, and a node's GET of the semaphore reads
 // every permit held.
 const MaxLimit = 256
 
-// MaxResources is the most resources of one multi-resource lock (SPEC §8):
+// MaxResources is the most resources of one multi-resource lock (docs/safety.md):
 // a node checks and sets all of them in one script.
 const MaxResources = 16
 
