@@ -55,7 +55,7 @@ func (m *metrics) value(name string, labels ...string) float64 {
 }
 
 // TestMetrics scrapes /metrics of a gateway over three nodes: every metric
-// of SPEC §3 is there, counters and histograms move with the requests that
+// of docs/operations.md "Monitoring" is there, counters and histograms move with the requests that
 // feed them, the waiters gauge follows a waiting acquire, node gauges follow
 // a node's death, and no token shows.
 func TestMetrics(t *testing.T) {
