@@ -45,7 +45,7 @@ func settles(t testing.TB, g *Gateway, g0, f0 float64) {
 // and the health key once max TTL has passed (docs/safety.md, Keys).
 func TestNoLeaksEveryKind(t *testing.T) {
 	nodes := startCluster(t, 3)
-	gw := startGateway(t, nodes, "--max-ttl", "2s", "--default-ttl", "2s", "--max-wait", "2s")
+	gw := startGateway(t, nodes, "--max-ttl", "3s", "--default-ttl", "3s", "--max-wait", "2s")
 	var wg sync.WaitGroup
 	ask := func(path, body string, timeout time.Duration, want int) *Resp {
 		req, err := newRequest(gw.URL+path, http.MethodPost, body)
