@@ -168,3 +168,77 @@ func TestAuthKeysFileErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyzNodesNeedKey: with --api-keys-file, /readyz stays open (its
+// status and quorum answer every caller) but lists the nodes only for a
+// request with a valid key; a missing or unknown key is no 401 there.
+func TestReadyzNodesNeedKey(t *testing.T) {
+	nodes := startCluster(t, 3)
+	k := keygen(t, "ops", "ops")
+	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, k))
+	for name, hdr := range map[string][]string{"no key": nil, "unknown key": bearer("not-a-key-0123456789abcdefghijkl")} {
+		r := gw.do(t, http.MethodGet, "/readyz", "", hdr...)
+		wantStatus(t, r, http.StatusOK)
+		if r.str(t, "status") != "ready" || r.num(t, "quorum") != 2 {
+			t.Errorf("%s: %s", name, r)
+		}
+		if ns, ok := r.JSON["nodes"].([]any); !ok || len(ns) != 0 {
+			t.Errorf("%s: /readyz lists the nodes to a caller without a valid key: %s", name, r.Body)
+		}
+		for _, n := range nodes {
+			if addr := strings.TrimPrefix(n.URL(), "redis://"); strings.Contains(string(r.Body), addr) {
+				t.Errorf("%s: /readyz shows %s: %s", name, addr, r.Body)
+			}
+		}
+	}
+	r := gw.do(t, http.MethodGet, "/readyz", "", bearer(k.Key)...)
+	wantStatus(t, r, http.StatusOK)
+	var body struct{ Nodes []struct{ Addr string } }
+	if err := json.Unmarshal(r.Body, &body); err != nil || len(body.Nodes) != len(nodes) {
+		t.Errorf("with a valid key: %s (%v), want %d nodes", r.Body, err, len(nodes))
+	}
+}
+
+// TestKeygenDotNames: `redlockd keygen` refuses "." and ".." as a name
+// or namespace (as the keys file does), and its message and help say so
+// rather than claim the name is outside [A-Za-z0-9._:-].
+func TestKeygenDotNames(t *testing.T) {
+	for _, args := range [][]string{{"--name", "..", "--namespace", "ns"}, {"--name", "n", "--namespace", "."}} {
+		out, err := exec.Command(binPath, append([]string{"keygen"}, args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 64 || !strings.Contains(string(out), `other than "." and ".."`) {
+			t.Errorf("keygen %q: %v, %s", args, err, out)
+		}
+	}
+	help, _ := exec.Command(binPath, "keygen", "--help").Output()
+	if !strings.Contains(string(help), `other than "." and ".."`) {
+		t.Errorf("keygen --help does not say that . and .. are refused:\n%s", help)
+	}
+}
+
+// TestAuthEveryKindNeedsKey: with API keys, every route of every kind (and
+// the list) answers 401 to no key, a wrong key and a second Authorization
+// header, and touches nothing in Redis (docs/operations.md, Security).
+func TestAuthEveryKindNeedsKey(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a := keygen(t, "qa-a", "qa-a")
+	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a))
+	before := keySnapshot(t, nodes)
+	for _, k := range lockKinds {
+		res := resourceName(t)
+		calls := [][2]string{{http.MethodPost, k.acquireURL(res)}, {http.MethodGet, "/semaphores/" + res}, {http.MethodGet, "/locks/" + res},
+			{http.MethodHead, "/locks?prefix=" + res}, {http.MethodPatch, k.url(res)}, {http.MethodDelete, k.url(res)}}
+		for _, c := range calls {
+			for _, hdr := range [][]string{nil, bearer(a.Key + "x"), {"Authorization", "Bearer " + a.Key + ", Bearer " + a.Key}} {
+				r := gw.do(t, c[0], c[1], k.body(res, ""), append([]string{"Lock-Token", clientToken(t)}, hdr...)...)
+				if r.Status != http.StatusUnauthorized {
+					t.Errorf("%s %s, %s: %d, want 401", c[0], c[1], k.name, r.Status)
+				}
+				wantNoSecret(t, r, a.Key)
+			}
+		}
+	}
+	if after := keySnapshot(t, nodes); after != before {
+		t.Fatalf("unauthenticated requests changed Redis:\nbefore %s\nafter %s", before, after)
+	}
+}

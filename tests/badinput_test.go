@@ -34,7 +34,7 @@ type badCase struct {
 	want         []outcome // any of these
 }
 
-// TestBadInput sends malformed requests (SPEC §6) and checks that each gets
+// TestBadInput sends malformed requests (openapi.yaml: 400, 413, 431) and checks that each gets
 // a clear 4xx problem and changes no lock: no key is created, deleted or
 // rewritten on any node, and the held lock is neither released nor extended.
 func TestBadInput(t *testing.T) {

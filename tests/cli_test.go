@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// TestHelp checks that `redlockd --help` documents every flag of SPEC §4
-// with its environment variable.
+// TestHelp checks that `redlockd --help` documents every flag of
+// docs/configuration.md with its environment variable.
 func TestHelp(t *testing.T) {
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)
@@ -173,5 +173,20 @@ func TestCLIDebugListen(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %d, want %d", url, resp.StatusCode, want)
 		}
+	}
+}
+
+// TestZeroTTLFlags: --default-ttl 0 and --max-ttl 0 are refused (exit 64), as
+// --max-wait 0 is, instead of starting with the library's defaults while the
+// start-up log says 0s.
+func TestZeroTTLFlags(t *testing.T) {
+	for _, flag := range []string{"--default-ttl", "--max-ttl"} {
+		t.Run(flag, func(t *testing.T) {
+			p := runProc(t, nil, "serve", "--listen", "127.0.0.1:0", flag, "0")
+			p.wantExit(64, 10*time.Second)
+			if want := flag + " 0s must be positive"; !strings.Contains(p.errs.String(), want) {
+				t.Errorf("stderr does not say %q:\n%s", want, p.errs.String())
+			}
+		})
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/redlockd/redlockd/client"
 )
 
-// The HTTP contract of issue 16 (SPEC §3): a free lock is 200 held:false and
+// The HTTP contract (openapi.yaml): a free lock is 200 held:false and
 // 404 not-found is only for paths that name no route, so that a wrong base
 // URL never reads as "the lock is free"; every GET route answers HEAD; a 405
 // carries Allow, over HTTP/1.1 and HTTP/2; the names "." and ".." are 400.
@@ -266,5 +266,30 @@ func TestContractHTTP2(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOptionsAsterisk: `OPTIONS *` (a request for the server as a whole) is
+// answered by the API like any other path that names no route: a problem
+// with an X-Request-Id, not net/http's bare 200.
+func TestOptionsAsterisk(t *testing.T) {
+	gw := startGateway(t, startCluster(t, 1))
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(gw.URL, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprint(conn, "OPTIONS * HTTP/1.1\r\nHost: redlockd\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 400 || resp.StatusCode >= 500 || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("X-Request-Id") == "" {
+		t.Errorf("OPTIONS * answered %d, Content-Type %q, X-Request-Id %q; want a 4xx problem with a request id",
+			resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("X-Request-Id"))
 	}
 }

@@ -7,12 +7,15 @@ import (
 	"time"
 )
 
-// nodeTimeout is the gateway's per-node timeout in the fault tests, and
-// fastEnough the bound on any request while nodes are down or paused: the
-// node timeout plus a margin for a loaded 2-core machine.
+// nodeTimeout is the gateway's node timeout in the tests of faults (nodes
+// killed, paused, restarted, cut off, slow), where how long a request waits
+// for a node is the subject; the faults' delays derive from it. fastEnough
+// bounds any request while nodes are down, paused or slow: a round's node
+// timeout, the undo's after a failed acquire, and a margin a loaded 2-core
+// machine meets (docs/operations.md "TTL, node timeout and drift").
 const (
-	nodeTimeout = 50 * time.Millisecond
-	fastEnough  = nodeTimeout + 700*time.Millisecond
+	nodeTimeout = 500 * time.Millisecond
+	fastEnough  = 2*nodeTimeout + 2*time.Second
 )
 
 func startFaultGateway(t *testing.T) ([]*RedisNode, *Gateway) {
@@ -385,4 +388,83 @@ func checkQuarantine(t *testing.T, r *Resp, node *RedisNode, since time.Time, ma
 		return
 	}
 	t.Fatalf("/readyz has no node %s: %s", node.Addr, r.Body)
+}
+
+// TestPausedNodeShownDown: a paused node (its socket accepts, nothing
+// answers) costs no request, its timeouts count in
+// redlockd_node_command_errors_total, and /readyz and redlockd_node_up show
+// it down, with why, once a health check times out; after SIGCONT it is up
+// again.
+func TestPausedNodeShownDown(t *testing.T) {
+	nodes, gw := startFaultGateway(t)
+	nodes[1].Pause()
+	a := acquire(t, gw, resourceName(t), "")
+	wantStatus(t, a, http.StatusCreated)
+	wantFast(t, a)
+	// Its command timed out (after the answer, in the background): a
+	// failed call of the node in the metrics, as a refused one is.
+	eventually(t, 3*time.Second, "the paused node's timeout in redlockd_node_command_errors_total", func() bool {
+		v, _ := scrapeMetrics(t, gw).get("redlockd_node_command_errors_total", "node", nodes[1].Addr)
+		return v >= 1
+	})
+	nodeUp := func(up bool) bool {
+		r := gw.do(t, http.MethodGet, "/readyz", "")
+		st := readyNode(t, r, nodes[1].Addr)
+		errText, _ := st["err"].(string)
+		v, _ := scrapeMetrics(t, gw).get("redlockd_node_up", "node", nodes[1].Addr)
+		return r.Status == http.StatusOK && st["up"] == up && v == float64(boolInt(up)) &&
+			(up || errText == "no answer within the node timeout ("+nodeTimeout.String()+")")
+	}
+	// The health interval is 1s.
+	eventually(t, 3*time.Second, "/readyz and the gauge show the paused node down", func() bool { return nodeUp(false) })
+	nodes[1].Resume()
+	eventually(t, 3*time.Second, "/readyz and the gauge show the resumed node up", func() bool { return nodeUp(true) })
+}
+
+// TestPausedMajorityEveryRoute: with 3 of 5 nodes paused, the routes
+// that TestPausedNodes and TestMultiUnavailable do not try — semaphores,
+// read locks, HEAD and the listing — answer 503 quorum-unavailable with
+// Retry-After, within about the node timeout (the listing asks the nodes
+// one after another: one node timeout per node it skips), and the holders
+// keep their locks.
+func TestPausedMajorityEveryRoute(t *testing.T) {
+	nodes, gw := startFaultGateway(t)
+	res := resourceName(t)
+	ptok := []string{"Lock-Token", permit(t, gw, res+"-s", `{"limit":2,"ttl_ms":20000}`).str(t, "token")}
+	rtok := []string{"Lock-Token", lock(t, gw, res+"-r", `{"mode":"read","ttl_ms":20000}`).str(t, "token")}
+	for _, n := range nodes[:3] {
+		n.Pause()
+	}
+	const wait = 200 * time.Millisecond
+	for _, c := range []struct {
+		r     *Resp
+		limit time.Duration
+	}{
+		{gw.do(t, http.MethodGet, "/locks", ""), 3*nodeTimeout + fastEnough},
+		{acquirePermit(t, gw, res+"-s", `{"limit":2}`), fastEnough},
+		{acquirePermit(t, gw, res+"-s2", `{"limit":2,"wait_ms":200}`), wait + fastEnough},
+		{gw.do(t, http.MethodPatch, "/semaphores/"+res+"-s", `{"ttl_ms":20000}`, ptok...), fastEnough},
+		{inspectSemaphore(t, gw, res+"-s"), fastEnough},
+		{gw.do(t, http.MethodHead, "/semaphores/"+res+"-s", ""), fastEnough},
+		{gw.do(t, http.MethodHead, "/locks/"+res+"-r", ""), fastEnough},
+		{acquire(t, gw, res+"-r", `{"mode":"read"}`), fastEnough},
+		{acquire(t, gw, res+"-r2", `{"mode":"read","wait_ms":200}`), wait + fastEnough},
+		{gw.do(t, http.MethodPatch, "/locks/"+res+"-r", `{"ttl_ms":20000}`, rtok...), fastEnough},
+	} {
+		if c.r.Method == http.MethodHead {
+			wantStatus(t, c.r, http.StatusServiceUnavailable)
+		} else {
+			wantProblem(t, c.r, http.StatusServiceUnavailable, "quorum-unavailable")
+		}
+		retryAfter(t, c.r)
+		wantWithin(t, c.r, c.limit)
+	}
+	for _, n := range nodes[:3] {
+		n.Resume()
+	}
+	eventually(t, 5*time.Second, "the nodes answer again", func() bool {
+		return inspect(t, gw, res+"-r").Status == http.StatusOK
+	})
+	wantStatus(t, gw.do(t, http.MethodDelete, "/semaphores/"+res+"-s", "", ptok...), http.StatusNoContent)
+	wantStatus(t, release(t, gw, res+"-r", rtok[1]), http.StatusNoContent)
 }

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Gray failures (SPEC §2, "A slow minority never slows a request"): with up
+// Gray failures (docs/safety.md "What happens in each fault", the README:
+// "a paused or slow minority of nodes costs no request any time"): with up
 // to N − quorum nodes paused or slow, every round is decided by the nodes
 // that answer, so requests answer in the time of the quorum-th fastest node,
 // not the node timeout, and their results are those of a healthy cluster.

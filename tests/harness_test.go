@@ -189,9 +189,18 @@ func startServe(t testing.TB, urls []string, extraFlags ...string) *Gateway {
 	return startProcess(t, nil, args...)
 }
 
+// gatewayNodeTimeout is the node timeout of every gateway the tests start,
+// unless a test passes its own --node-timeout (or REDLOCKD_NODE_TIMEOUT)
+// because time or slowness is its subject: seconds, which a healthy node on
+// a loaded 2-core machine meets, where the production default (50ms,
+// docs/operations.md "TTL, node timeout and drift") would make requests
+// fail for the weather.
+const gatewayNodeTimeout = 2 * time.Second
+
 // startProcess runs the redlockd binary with args and env added to the
 // test's environment (minus any REDLOCKD_* variable), and waits for its
-// "listening" log line.
+// "listening" log line. A gateway (serve, or dev mode) gets
+// gatewayNodeTimeout unless args or env set the node timeout.
 func startProcess(t testing.TB, env []string, args ...string) *Gateway {
 	t.Helper()
 	return startWrapped(t, nil, env, args...)
@@ -209,6 +218,11 @@ func startWrapped(t testing.TB, wrap, env []string, args ...string) *Gateway {
 		cmd = exec.Command(wrap[0], append(append(wrap[1:len(wrap):len(wrap)], binPath), args...)...)
 	}
 	cmd.Env = append(cleanEnv(), env...)
+	if servesLocks(args) {
+		// Before the test's env (the last value of a name wins) and under
+		// any --node-timeout flag (flags win over the environment).
+		cmd.Env = append(append(cleanEnv(), "REDLOCKD_NODE_TIMEOUT="+gatewayNodeTimeout.String()), env...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +269,12 @@ func startWrapped(t testing.TB, wrap, env []string, args ...string) *Gateway {
 	}
 
 	return g
+}
+
+// servesLocks reports whether the redlockd command line args runs a gateway:
+// serve, or dev mode (no subcommand).
+func servesLocks(args []string) bool {
+	return len(args) == 0 || args[0] == "serve" || strings.HasPrefix(args[0], "-")
 }
 
 // waitReady polls /readyz until it answers 200: a quorum of nodes reached

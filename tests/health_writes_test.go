@@ -60,7 +60,7 @@ func TestHealthWrites(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			nodes := startCluster(t, 5)
 			gw := startGateway(t, nodes, "--restart-quarantine", "on", "--default-ttl", "1s",
-				"--max-ttl", maxTTL.String(), "--node-timeout", "200ms")
+				"--max-ttl", maxTTL.String(), "--node-timeout", nodeTimeout.String())
 			lock(t, gw, resourceName(t), "")
 
 			for _, n := range nodes[:3] {

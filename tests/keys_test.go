@@ -40,13 +40,14 @@ func TestEveryKeyHasATTL(t *testing.T) {
 			t.Fatalf("%s: keys without a TTL:\n%s", when, strings.Join(keys, "\n"))
 		}
 	}
-	for _, k := range leakKinds {
-		holder := gw.do(t, http.MethodPost, k.acquire, k.body)
+	res := resourceName(t)
+	for _, k := range lockKinds {
+		holder := k.acquire(t, gw, res, "")
 		wantStatus(t, holder, http.StatusCreated)
 		// A waiter that gives up: its rounds leave what waiting leaves.
-		wantProblem(t, gw.do(t, http.MethodPost, k.acquire, fmt.Sprintf(k.wait, 300)), http.StatusConflict, "lock-held")
-		check("held, " + k.acquire)
-		wantStatus(t, gw.do(t, http.MethodDelete, k.release, "", "Lock-Token", holder.str(t, "token")), http.StatusNoContent)
-		check("released, " + k.acquire)
+		wantProblem(t, k.keptOut().acquire(t, gw, res, `,"wait_ms":300`), http.StatusConflict, "lock-held")
+		check("held, " + k.name)
+		wantStatus(t, gw.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", holder.str(t, "token")), http.StatusNoContent)
+		check("released, " + k.name)
 	}
 }

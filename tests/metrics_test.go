@@ -55,8 +55,8 @@ func (m *metrics) value(name string, labels ...string) float64 {
 }
 
 // TestMetrics scrapes /metrics of a gateway over three nodes: every metric
-// of SPEC §3 is there, counters and histograms move with the requests that
-// feed them, the waiters gauge follows a waiting acquire, node gauges follow
+// of docs/operations.md "Monitoring" is there, counters and histograms move
+// with the requests that feed them, the waiters gauge follows a waiting acquire, node gauges follow
 // a node's death, and no token shows.
 func TestMetrics(t *testing.T) {
 	nodes := startCluster(t, 3)
@@ -140,11 +140,13 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("redlockd_waiters = %v after the wait", got)
 	}
 	for _, n := range nodes {
-		// Each acquire, release and inspect sent at least one command to each node.
-		if d := after.value("redlockd_node_command_duration_seconds_count", "node", n.Addr) -
-			before.value("redlockd_node_command_duration_seconds_count", "node", n.Addr); d < 5 {
-			t.Errorf("node %s: %v commands timed, want >= 5", n.Addr, d)
-		}
+		// Each acquire, release and inspect sent at least one command to
+		// each node. A round is decided at the quorum: the slowest node's
+		// command is timed when it ends, within the node timeout.
+		eventually(t, 10*time.Second, "5 commands or more timed on node "+n.Addr, func() bool {
+			return scrapeMetrics(t, gw).value("redlockd_node_command_duration_seconds_count", "node", n.Addr)-
+				before.value("redlockd_node_command_duration_seconds_count", "node", n.Addr) >= 5
+		})
 	}
 	if strings.Contains(after.text, tok) {
 		t.Error("a token appears in /metrics")

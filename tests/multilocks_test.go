@@ -263,3 +263,22 @@ func TestMultiUnavailable(t *testing.T) {
 		wantFast(t, r)
 	}
 }
+
+// TestMultiNotOwnerHeldByOther: extend and release of the locks of several
+// resources with a token that holds none of them, while another token holds
+// one of them, are 409 not-owner with lock_state held-by-other (another
+// token holds the lock: the critical section may not have been exclusive),
+// whatever the place of that resource in the list.
+func TestMultiNotOwnerHeldByOther(t *testing.T) {
+	gw := startGateway(t, startCluster(t, 3))
+	free, held := resourceName(t), resourceName(t)
+	lock(t, gw, held, `{"ttl_ms":20000}`)
+	path := multiPath([]string{free, held})
+	for _, method := range []string{http.MethodPatch, http.MethodDelete} {
+		r := gw.do(t, method, path, "", "Lock-Token", clientToken(t))
+		wantProblem(t, r, http.StatusConflict, "not-owner")
+		if got := r.str(t, "lock_state"); got != "held-by-other" {
+			t.Errorf("%s %s: lock_state %q, want held-by-other", method, path, got)
+		}
+	}
+}

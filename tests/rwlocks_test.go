@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -209,4 +212,63 @@ func TestRWNamespaces(t *testing.T) {
 	wantProblem(t, gw.do(t, http.MethodDelete, path, "", append(bearer(b.Key), "Lock-Token", r.str(t, "token"))...), http.StatusConflict, "not-owner")
 	wantStatus(t, gw.do(t, http.MethodDelete, path, "", append(bearer(a.Key), "Lock-Token", r.str(t, "token"))...), http.StatusNoContent)
 	wantStatus(t, gw.do(t, http.MethodDelete, path, "", append(bearer(b.Key), "Lock-Token", w.str(t, "token"))...), http.StatusNoContent)
+}
+
+// TestRWWriterGoneLetsReadersIn: a writer that waits behind readers keeps new
+// readers out (docs/safety.md "Read-write locks"), but only while it waits: once its client is gone,
+// a new reader gets the lock at once, not when the writer's wait would have
+// ended; so for a writer of several resources.
+func TestRWWriterGoneLetsReadersIn(t *testing.T) {
+	gw := startGateway(t, startCluster(t, 3))
+	for _, multi := range []bool{false, true} {
+		res := resourceName(t)
+		wantStatus(t, acquire(t, gw, res, `{"mode":"read","ttl_ms":20000}`), http.StatusCreated)
+		path, body := "/locks/"+res, `{"wait_ms":15000}`
+		if multi {
+			path, body = "/locks", multiBody([]string{res, res + ".b"}, `,"wait_ms":15000`)
+		}
+		c := &http.Client{Timeout: 500 * time.Millisecond} // gives up, and closes the connection
+		if _, err := c.Post(gw.URL+path, "application/json", strings.NewReader(body)); err == nil {
+			t.Fatalf("the waiting writer (multi %v) got an answer within 500ms", multi)
+		}
+		eventually(t, 5*time.Second, "the writer out of the queue", func() bool {
+			return scrapeMetrics(t, gw).value("redlockd_waiters") == 0
+		})
+		eventually(t, 5*time.Second, "a new reader admitted (multi "+fmt.Sprint(multi)+")", func() bool {
+			return acquire(t, gw, res, `{"mode":"read"}`).Status == http.StatusCreated
+		})
+	}
+}
+
+// TestRWCancelledWriterLetsReadersIn: a writer waiting behind a reader
+// whose client leaves in the middle of one of its rounds leaves the wwait
+// sets for good: the round's refusals, answered after the gateway removed
+// the writer, must not put it back and keep new readers out for the rest of
+// its wait.
+func TestRWCancelledWriterLetsReadersIn(t *testing.T) {
+	gw := startGateway(t, startCluster(t, 3), "--max-wait", "10s")
+	res := resourceName(t)
+	lock(t, gw, res, `{"mode":"read","ttl_ms":30000}`)
+	cl := &http.Client{Timeout: 150 * time.Millisecond}
+	for i := range 10 {
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				req, err := newRequest(gw.URL+"/locks/"+res, http.MethodPost, `{"wait_ms":10000}`)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r, err := sendWith(cl, req); err == nil {
+					t.Errorf("a writer was answered while a reader holds the lock: %s", r)
+				}
+			})
+		}
+		wg.Wait()
+		eventually(t, 5*time.Second, "the writers gone", func() bool { return scrapeMetrics(t, gw).value("redlockd_waiters") == 0 })
+		eventually(t, 2*time.Second, fmt.Sprintf("round %d: a new reader let in", i), func() bool {
+			r := acquire(t, gw, res, `{"mode":"read","ttl_ms":30000}`)
+			return r.Status == http.StatusCreated
+		})
+	}
 }

@@ -296,3 +296,65 @@ func TestSemaphoreFencesUnique(t *testing.T) {
 		last = top
 	}
 }
+
+// TestSemaphoreFIFOLimit: with limit 2, waiters are served first come,
+// first served up to the two that try at once: when a waiter is served, at
+// most one waiter that came before it is still waiting, even while every
+// served waiter releases at once (docs/semaphores.md).
+func TestSemaphoreFIFOLimit(t *testing.T) {
+	const limit, n = 2, 8
+	gw := startGateway(t, startCluster(t, 3))
+	url := "/semaphores/" + resourceName(t)
+	var holders []string
+	for range limit {
+		r := gw.do(t, http.MethodPost, url, `{"limit":2,"ttl_ms":20000}`)
+		wantStatus(t, r, http.StatusCreated)
+		holders = append(holders, r.str(t, "token"))
+	}
+	served := make(chan int, n)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range n {
+		wg.Go(func() {
+			r, err := gw.try(http.MethodPost, url, `{"limit":2,"ttl_ms":20000,"wait_ms":20000}`)
+			if err != nil || r.Status != http.StatusCreated {
+				t.Errorf("waiter %d: %v %v", i, r, err)
+				served <- -1
+				return
+			}
+			served <- i
+			token, _ := r.JSON["token"].(string)
+			if r, err = gw.try(http.MethodDelete, url, "", "Lock-Token", token); err != nil || r.Status != http.StatusNoContent {
+				t.Errorf("waiter %d: release: %v %v", i, r, err)
+			}
+		})
+		eventually(t, 10*time.Second, "the waiter in the queue", func() bool {
+			return scrapeMetrics(t, gw).value("redlockd_waiters") == float64(i+1)
+		})
+	}
+	for _, tok := range holders {
+		wantStatus(t, gw.do(t, http.MethodDelete, url, "", "Lock-Token", tok), http.StatusNoContent)
+	}
+	done := map[int]bool{}
+	for range n {
+		var got int
+		select {
+		case got = <-served:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("served %v, not all", done)
+		}
+		if got < 0 {
+			t.FailNow()
+		}
+		earlier := 0
+		for j := range got {
+			if !done[j] {
+				earlier++
+			}
+		}
+		if earlier > limit-1 {
+			t.Fatalf("waiter %d served while %d waiters before it wait (served before it: %v)", got, earlier, done)
+		}
+		done[got] = true
+	}
+}

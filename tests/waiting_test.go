@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,6 +114,31 @@ func TestContendedWaiters(t *testing.T) {
 		if p, h := holds[i-1], holds[i]; !h.acquired.After(p.releasing) || h.fence <= p.fence {
 			t.Fatalf("hold %d (fence %d, from %v) overlaps or follows hold %d (fence %d, releasing at %v)",
 				i, h.fence, h.acquired, i-1, p.fence, p.releasing)
+		}
+	}
+}
+
+// TestRetryAfterAfterWait: the 409 lock-held of an acquire that waited in
+// vain tells the holder's remaining TTL at its end (plus jitter), not the
+// TTL seen when the wait began; for a lock and for a semaphore's permit.
+func TestRetryAfterAfterWait(t *testing.T) {
+	nodes := startCluster(t, 3)
+	gw := startGateway(t, nodes)
+	const ttl, wait = 10000, 2500
+	for _, path := range []string{"/locks/" + resourceName(t), "/semaphores/" + resourceName(t)} {
+		limit := ""
+		if strings.HasPrefix(path, "/semaphores/") {
+			limit = `"limit":1,`
+		}
+		wantStatus(t, gw.do(t, http.MethodPost, path, fmt.Sprintf(`{%s"ttl_ms":%d}`, limit, ttl)), http.StatusCreated)
+		r := gw.do(t, http.MethodPost, path, fmt.Sprintf(`{%s"wait_ms":%d}`, limit, wait))
+		wantProblem(t, r, http.StatusConflict, "lock-held")
+		// At most the remaining TTL plus 10% and 100 ms of jitter.
+		if got, most := r.num(t, "retry_after_ms"), int64((ttl-wait)*11/10+100); got > most {
+			t.Errorf("%s after a %d ms wait: retry_after_ms %d, want at most %d", path, wait, got, most)
+		}
+		if got := retryAfter(t, r); got > (ttl-wait)*11/10/1000+1 {
+			t.Errorf("%s after a %d ms wait: Retry-After %d", path, wait, got)
 		}
 	}
 }

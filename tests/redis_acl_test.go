@@ -2,11 +2,9 @@ package tests
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -44,14 +42,14 @@ func aclUser(t testing.TB, n *RedisNode, password string, rules []any) string {
 	return (&url.URL{Scheme: "redis", User: url.UserPassword("redlockd", password), Host: n.Addr}).String()
 }
 
-// TestQASecMinimalACL: the Redis ACL of docs/safety.md, given to a user whose
+// TestRedisMinimalACL: the Redis ACL of docs/safety.md, given to a user whose
 // password needs percent-encoding, runs every kind of lock (acquire, inspect,
 // extend, release, a waiting acquire woken by the release), GET /locks and
 // /readyz. Two API keys of two namespaces each take the same names and do
 // not see, extend or release each other's locks, even with the token. The
 // password, the keys and the tokens appear in no log line (debug level),
 // metrics or /readyz.
-func TestQASecMinimalACL(t *testing.T) {
+func TestRedisMinimalACL(t *testing.T) {
 	const password = "Pw@ss/w:rd%acl-secret"
 	acl := docACL(t)
 	nodes := startCluster(t, 3)
@@ -131,54 +129,10 @@ func TestQASecMinimalACL(t *testing.T) {
 	checkNoSecrets(t, gw.Stderr(), "stderr", secrets...)
 }
 
-// TestQASecKeygenDotNames: `redlockd keygen` refuses "." and ".." as a name
-// or namespace (as the keys file does), and its message and help say so
-// rather than claim the name is outside [A-Za-z0-9._:-].
-func TestQASecKeygenDotNames(t *testing.T) {
-	for _, args := range [][]string{{"--name", "..", "--namespace", "ns"}, {"--name", "n", "--namespace", "."}} {
-		out, err := exec.Command(binPath, append([]string{"keygen"}, args...)...).CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 64 || !strings.Contains(string(out), `other than "." and ".."`) {
-			t.Errorf("keygen %q: %v, %s", args, err, out)
-		}
-	}
-	help, _ := exec.Command(binPath, "keygen", "--help").Output()
-	if !strings.Contains(string(help), `other than "." and ".."`) {
-		t.Errorf("keygen --help does not say that . and .. are refused:\n%s", help)
-	}
-}
-
-// TestQASecEveryKindNeedsKey: with API keys, every route of every kind (and
-// the list) answers 401 to no key, a wrong key and a second Authorization
-// header, and touches nothing in Redis (docs/operations.md, Security).
-func TestQASecEveryKindNeedsKey(t *testing.T) {
-	nodes := startCluster(t, 3)
-	a := keygen(t, "qa-a", "qa-a")
-	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a))
-	before := keySnapshot(t, nodes)
-	for _, k := range lockKinds {
-		res := resourceName(t)
-		calls := [][2]string{{http.MethodPost, k.acquireURL(res)}, {http.MethodGet, "/semaphores/" + res}, {http.MethodGet, "/locks/" + res},
-			{http.MethodHead, "/locks?prefix=" + res}, {http.MethodPatch, k.url(res)}, {http.MethodDelete, k.url(res)}}
-		for _, c := range calls {
-			for _, hdr := range [][]string{nil, bearer(a.Key + "x"), {"Authorization", "Bearer " + a.Key + ", Bearer " + a.Key}} {
-				r := gw.do(t, c[0], c[1], k.body(res, ""), append([]string{"Lock-Token", clientToken(t)}, hdr...)...)
-				if r.Status != http.StatusUnauthorized {
-					t.Errorf("%s %s, %s: %d, want 401", c[0], c[1], k.name, r.Status)
-				}
-				wantNoSecret(t, r, a.Key)
-			}
-		}
-	}
-	if after := keySnapshot(t, nodes); after != before {
-		t.Fatalf("unauthenticated requests changed Redis:\nbefore %s\nafter %s", before, after)
-	}
-}
-
-// TestQASecSubscribeRefused: a node whose ACL (docs/safety.md's without
+// TestRedisACLSubscribeRefused: a node whose ACL (docs/safety.md's without
 // +subscribe) refuses the subscription to release announcements is logged
 // at start-up, by node, without the password: releases wake no waiter then.
-func TestQASecSubscribeRefused(t *testing.T) {
+func TestRedisACLSubscribeRefused(t *testing.T) {
 	const password = "no-subscribe-secret"
 	var acl []any
 	for _, r := range docACL(t) {

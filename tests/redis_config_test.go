@@ -11,11 +11,11 @@ import (
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
-// TestQARedisConfEvictingPolicyWarns: a node at a maxmemory with an evicting
+// TestRedisConfEvictingPolicyWarns: a node at a maxmemory with an evicting
 // maxmemory-policy (allkeys-lru, volatile-ttl) may evict lock keys, which
 // breaks mutual exclusion: the gateway warns about each such node, and not
 // about one with noeviction or no maxmemory.
-func TestQARedisConfEvictingPolicyWarns(t *testing.T) {
+func TestRedisConfEvictingPolicyWarns(t *testing.T) {
 	nodes := nodesOf(
 		redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"),
 		redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"),
@@ -49,10 +49,10 @@ func nodeWarning(gw *Gateway, n *RedisNode, what string) string {
 	return ""
 }
 
-// TestQARedisConfNoAOFWarns: with the restart quarantine off (safe only with
+// TestRedisConfNoAOFWarns: with the restart quarantine off (safe only with
 // appendfsync always), a node without an append-only file restarts empty and
 // votes at once: the gateway warns about it, and not about a node with one.
-func TestQARedisConfNoAOFWarns(t *testing.T) {
+func TestRedisConfNoAOFWarns(t *testing.T) {
 	nodes := nodesOf(redistest.Start(t), redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always"), redistest.Start(t))
 	gw := startGateway(t, nodes) // quarantine off
 	eventually(t, 5*time.Second, "a warning about each node without an append-only file", func() bool {
@@ -63,11 +63,11 @@ func TestQARedisConfNoAOFWarns(t *testing.T) {
 	}
 }
 
-// TestQARedisConfClusterModeNodeDown: a redis-server in cluster mode, even
+// TestRedisConfClusterModeNodeDown: a redis-server in cluster mode, even
 // one serving every hash slot, refuses every lock (the scripts' keys hash
 // to different slots: CROSSSLOT), so it can never vote: /readyz and
 // redlockd_node_up show it down, and say why, from the first check on.
-func TestQARedisConfClusterModeNodeDown(t *testing.T) {
+func TestRedisConfClusterModeNodeDown(t *testing.T) {
 	plain := startCluster(t, 2)
 	cl := nodesOf(redistest.Start(t, "--cluster-enabled", "yes"))[0]
 	ctx := t.Context()
@@ -96,11 +96,11 @@ func TestQARedisConfClusterModeNodeDown(t *testing.T) {
 	}
 }
 
-// TestQARedisConfDatabases: two gateways on database 0 and database 1 of
+// TestRedisConfDatabases: two gateways on database 0 and database 1 of
 // the same servers (/N in the URLs) hold separate locks: the same resource
 // is granted by both, each lock's keys are in its own database, and a
 // release through one leaves the other's lock held.
-func TestQARedisConfDatabases(t *testing.T) {
+func TestRedisConfDatabases(t *testing.T) {
 	nodes := startCluster(t, 3)
 	gws := make([]*Gateway, 2)
 	for db := range gws {

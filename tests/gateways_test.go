@@ -11,7 +11,8 @@ import (
 )
 
 // TestMultiGwKinds: with two gateways on the same nodes, every kind taken
-// through one is one lock for both (SPEC §1-§3, docs/operations.md "Every
+// through one is one lock for both (docs/operations.md "Scaling the gateway
+// horizontally", "Every
 // gateway gets the same configuration"): a retry of the acquire with the
 // same client token through the other gets the same fencing token, a
 // stranger is refused there, the other extends and releases it, and fencing
@@ -179,7 +180,8 @@ func TestMultiGwNodeOrder(t *testing.T) {
 
 // TestMultiGwNamespaces: one deployment (one prefix) whose gateways have
 // different keys files: a namespace is the same on every gateway, whichever
-// key names it, and namespaces stay apart across gateways (SPEC §2, §4).
+// key names it, and namespaces stay apart across gateways (docs/configuration.md,
+// API keys).
 func TestMultiGwNamespaces(t *testing.T) {
 	nodes := startCluster(t, 3)
 	a1, a2, b := keygen(t, "a1", "team-a"), keygen(t, "a2", "team-a"), keygen(t, "b", "team-b")
@@ -247,8 +249,8 @@ func TestMultiGwSubsetWarns(t *testing.T) {
 
 // TestMultiGwExpiryWakes: a holder through one gateway that never releases
 // (a crashed client) lets a waiter of every kind on another gateway in soon
-// after its TTL ends, not at the fallback poll (SPEC §2 "a release or
-// expiry must wake a waiter quickly").
+// after its TTL ends, not at the fallback poll (openapi.yaml, wait_ms: a release
+// or expiry wakes a waiter).
 func TestMultiGwExpiryWakes(t *testing.T) {
 	acrossGateways(t, func(t *testing.T, a, b *Gateway, k, waiter lockKind, res string) {
 		wantStatus(t, k.acquire(t, a, res, `,"ttl_ms":1000`), http.StatusCreated)
@@ -300,8 +302,8 @@ func TestMultiGwSemaphoreLimit(t *testing.T) {
 }
 
 // TestMultiGwFencingNodeRestart: fencing tokens handed out by one gateway
-// and then another only grow when a node restarts empty in between (SPEC
-// §2), and a client token retried through the other gateway after its lock
+// and then another only grow when a node restarts empty in between
+// (docs/safety.md "When fencing tokens can go backwards"), and a client token retried through the other gateway after its lock
 // expired is a new acquisition with a greater token.
 func TestMultiGwFencingNodeRestart(t *testing.T) {
 	nodes := startCluster(t, 5)
