@@ -566,7 +566,9 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // gives the gateway's last answer (its problem detail), not "unreachable",
 // whether the acquire was refused (69), the extension right after a slow
 // acquire was (69), or the extensions while CMD ran were (76); when the
-// gateway itself does not answer, it says so.
+// gateway itself does not answer, it says so. Time is the subject: the
+// gateways answer for paused nodes within the fault tests' nodeTimeout, well
+// inside the lock's validity, which the extensions may not outlive.
 func TestRunUnavailableSaysWhy(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	wantAnswer := func(t *testing.T, p *proc) {
@@ -585,7 +587,7 @@ func TestRunUnavailableSaysWhy(t *testing.T) {
 
 	t.Run("Acquire", func(t *testing.T) {
 		nodes := startCluster(t, 3)
-		g := startGateway(t, nodes)
+		g := startGateway(t, nodes, "--node-timeout", nodeTimeout.String())
 		pause(t, nodes)
 		p := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--wait", "3s", "--", "touch", marker)
 		p.wantExit(runUnavailable, 30*time.Second)
@@ -596,7 +598,7 @@ func TestRunUnavailableSaysWhy(t *testing.T) {
 	// lock at once, and the nodes stopped answering meanwhile.
 	t.Run("ExtendAfterSlowAcquire", func(t *testing.T) {
 		nodes := startCluster(t, 3)
-		g := startGateway(t, nodes)
+		g := startGateway(t, nodes, "--node-timeout", nodeTimeout.String())
 		target, err := url.Parse(g.URL)
 		if err != nil {
 			t.Fatal(err)
@@ -633,7 +635,7 @@ func TestRunUnavailableSaysWhy(t *testing.T) {
 
 	t.Run("WhileCommandRuns", func(t *testing.T) {
 		nodes := startCluster(t, 3)
-		g := startGateway(t, nodes)
+		g := startGateway(t, nodes, "--node-timeout", nodeTimeout.String())
 		p := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--ttl", "2s", "--grace", "5s", "--",
 			"sh", "-c", `trap 'exit 0' TERM; echo ready; while :; do sleep 0.1; done`)
 		p.waitLine("ready", 30*time.Second)
