@@ -6,7 +6,7 @@
 // fires when the lock is lost, release at the end with a 409 reported.
 
 const TOKEN_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
-// The rules of a multi-resource lock's resources (SPEC §8).
+// The rules of a multi-resource lock's resources (openapi.yaml, POST /locks).
 const MAX_RESOURCES = 16;
 const NAME = /^[A-Za-z0-9._:-]{1,200}$/;
 

@@ -19,7 +19,7 @@ from .held import HeldLock
 
 T = TypeVar("T")
 
-# The rules of a multi-resource lock's resources (SPEC §8).
+# The rules of a multi-resource lock's resources (openapi.yaml, POST /locks).
 MAX_RESOURCES = 16
 _NAME = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 
