@@ -36,6 +36,9 @@ if s then
   local t = redis.call('TIME')
   if tonumber(s) > t[1] * 1000 + math.floor(t[2] / 1000) then
     redis.call('HSET', KEYS[5], ARGV[1] .. ':fence', ARGV[2])
+    if redis.call('PTTL', KEYS[5]) < 0 then -- made anew: as long as the readers
+      redis.call('PEXPIRE', KEYS[5], math.max(redis.call('PTTL', KEYS[4]), 1))
+    end
     return {1, counter()}
   end
 end

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
@@ -268,6 +270,15 @@ func TestCommitClaim(t *testing.T) {
 		if ttl := c.PTTL(ctx, "f").Val(); ttl <= 0 || ttl > DefaultFenceIdleTTL {
 			t.Fatalf("commit %+v: the counter's TTL is %v, want at most %v", tc, ttl, DefaultFenceIdleTTL)
 		}
+	}
+	// A live reader whose records are gone: the record made anew expires.
+	c.ZAdd(ctx, "r", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "R"})
+	c.PExpire(ctx, "r", time.Minute)
+	if v := commit("R", 12, 0); v[0] != int64(1) {
+		t.Fatalf("reader's commit = %v", v)
+	}
+	if ttl := c.PTTL(ctx, "rm").Val(); ttl <= 0 {
+		t.Fatalf("the reader's record has TTL %v: it would live forever", ttl)
 	}
 }
 

@@ -236,10 +236,11 @@ func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) 
 // an extend does, with the acquire's TTL: the same fence, valid for ttl
 // from now. It is false when a's token is random, or does not hold the lock
 // as asked (another mode, another limit), or the nodes cannot tell: the
-// acquire then goes on as any other.
+// acquire then goes on as any other. Callers ask only while others wait
+// here: otherwise the acquire's own round re-acquires it.
 func (a *attempt) retried(ctx context.Context) (Lock, bool) {
 	c := a.c
-	if !a.chosen || !c.hub.waiting(a.lockKeys(), 0) {
+	if !a.chosen {
 		return Lock{}, false
 	}
 	if a.parts != nil {

@@ -93,8 +93,10 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		defer func() { f(time.Since(start), err == nil) }()
 	}
 
-	if lock, ok := a.retried(ctx); ok {
-		return lock, nil
+	if c.hub.waiting(a.lockKeys(), 0) {
+		if lock, ok := a.retried(ctx); ok {
+			return lock, nil
+		}
 	}
 	heads := 1 // a lock's waiters contend one at a time; a semaphore's, one per permit
 	if a.sem != nil {

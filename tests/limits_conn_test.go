@@ -281,6 +281,6 @@ func needOpenFiles(t *testing.T, n uint64) {
 		}
 	}
 	if r.Cur < n {
-		t.Skipf("open-files limit %d, the test needs %d (ulimit -n)", r.Cur, n)
+		t.Fatalf("open-files limit %d, the test needs %d: raise the hard limit (ulimit -Hn) where the suite runs", r.Cur, n)
 	}
 }
