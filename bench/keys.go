@@ -1,10 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,16 +93,10 @@ func measureKeys(ctx context.Context, l *lab, prefix string, n, c int) (*keysFig
 	return f, err
 }
 
-// usedMemory reads used_memory from INFO memory.
+// usedMemory reads used_memory from INFO memory (go-redis's InfoMap, as
+// idleCommands reads INFO stats).
 func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("INFO memory has no used_memory")
+	info := rdb.InfoMap(ctx, "memory")
+	n, err := strconv.ParseInt(info.Item("Memory", "used_memory"), 10, 64)
+	return n, cmp.Or(info.Err(), err)
 }
