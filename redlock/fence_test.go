@@ -3,12 +3,14 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlockd/redlockd/internal/checker"
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
@@ -184,25 +186,30 @@ func TestPermitFencesUnique(t *testing.T) {
 	coords := []*Coordinator{cl.c, cl.gateway(t)}
 	ctx, name := t.Context(), uniq(t)
 	const limit, rounds = 4, 50
-	seen := map[int64]int{} // fence → round
-	var last int64          // the greatest fence of the rounds before
+	t0 := time.Now()
+	var mu sync.Mutex
+	var ws []checker.Window
 	for round := range rounds {
-		fences := make([]int64, limit)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range limit {
 			wg.Go(func() {
 				<-start
 				c := coords[i%2]
+				sent := time.Since(t0)
 				p, err := c.AcquirePermit(ctx, name, PermitOptions{Limit: limit, AcquireOptions: AcquireOptions{TTL: 5 * time.Second, Wait: 5 * time.Second}})
 				if err != nil {
 					t.Errorf("round %d: acquire %d: %v", round, i, err)
 					return
 				}
-				fences[i] = p.Fence
+				w := checker.Window{ID: fmt.Sprintf("r%d#%d", round, i), Resource: name, Fence: p.Fence, Sent: sent, Start: time.Since(t0)}
 				if err := c.ReleasePermit(ctx, "", name, p.Token); err != nil {
 					t.Errorf("round %d: release %d: %v", round, i, err)
 				}
+				w.End = time.Since(t0) // at most limit holders: the window may reach past the release
+				mu.Lock()
+				ws = append(ws, w)
+				mu.Unlock()
 			})
 		}
 		close(start)
@@ -210,18 +217,11 @@ func TestPermitFencesUnique(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		top := last
-		for _, f := range fences {
-			if r, dup := seen[f]; dup {
-				t.Fatalf("round %d: fencing token %d handed out twice (also in round %d); fences %v", round, f, r, fences)
-			}
-			if f <= last {
-				t.Fatalf("round %d: fencing token %d not above %d, the greatest of the rounds before", round, f, last)
-			}
-			seen[f] = round
-			top = max(top, f)
-		}
-		last = top
+	}
+	// The checker's rules of a semaphore's fences: handed out once, and
+	// greater than those of every grant read before the acquire was sent.
+	if vs, _ := checker.Check(ws, limit); len(vs) > 0 {
+		t.Fatalf("%d violations:\n%s", len(vs), checker.Report(vs, 10))
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/checker"
 )
 
 // acquirePermit sends POST /semaphores/name with body.
@@ -256,25 +258,30 @@ func TestSemaphoreFencesUnique(t *testing.T) {
 	gws := []*Gateway{startGateway(t, nodes, "--node-timeout", "500ms"), startGateway(t, nodes, "--node-timeout", "500ms")}
 	name := resourceName(t)
 	const limit, rounds = 4, 40
-	seen := map[int64]int{} // fence → round
-	var last int64
+	t0 := time.Now()
+	var mu sync.Mutex
+	var ws []checker.Window
 	for round := range rounds {
-		fences := make([]int64, limit)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range limit {
 			wg.Go(func() {
 				<-start
 				g := gws[i%2]
+				sent := time.Since(t0)
 				r, err := g.try(http.MethodPost, "/semaphores/"+name, `{"limit":4,"ttl_ms":5000,"wait_ms":5000}`)
 				if err != nil || r.Status != http.StatusCreated {
 					t.Errorf("round %d: acquire %d: %v %v", round, i, r, err)
 					return
 				}
-				fences[i] = r.num(t, "fencing_token")
+				w := checker.Window{ID: fmt.Sprintf("r%d#%d", round, i), Resource: name, Fence: r.num(t, "fencing_token"), Sent: sent, Start: time.Since(t0)}
 				if r, err := g.try(http.MethodDelete, "/semaphores/"+name, "", "Lock-Token", r.str(t, "token")); err != nil || r.Status != http.StatusNoContent {
 					t.Errorf("round %d: release %d: %v %v", round, i, r, err)
 				}
+				w.End = time.Since(t0) // at most limit holders: the window may reach past the release
+				mu.Lock()
+				ws = append(ws, w)
+				mu.Unlock()
 			})
 		}
 		close(start)
@@ -282,18 +289,11 @@ func TestSemaphoreFencesUnique(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		top := last
-		for _, f := range fences {
-			if r, dup := seen[f]; dup {
-				t.Fatalf("round %d: fencing token %d handed out twice (also in round %d); fences %v", round, f, r, fences)
-			}
-			if f <= last {
-				t.Fatalf("round %d: fencing token %d not above %d, the greatest of the rounds before", round, f, last)
-			}
-			seen[f] = round
-			top = max(top, f)
-		}
-		last = top
+	}
+	// The checker's rules of a semaphore's fences: handed out once, and
+	// greater than those of every grant read before the acquire was sent.
+	if vs, _ := checker.Check(ws, limit); len(vs) > 0 {
+		t.Fatalf("%d violations:\n%s", len(vs), checker.Report(vs, 10))
 	}
 }
 
