@@ -65,6 +65,7 @@ func bearer(key string) []string { return []string{"Authorization", "Bearer " + 
 // lock even with its token, health endpoints stay open, and /metrics needs a
 // key with --metrics-auth on.
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
 	a2 := keygen(t, "svc-a2", "team-a") // a second key of team a
@@ -141,6 +142,7 @@ func TestAuth(t *testing.T) {
 // TestAuthKeysFileErrors checks that a bad keys file stops start-up with
 // exit 64 and a clear message that quotes no key.
 func TestAuthKeysFileErrors(t *testing.T) {
+	t.Parallel()
 	a := keygen(t, "a", "a")
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -173,6 +175,7 @@ func TestAuthKeysFileErrors(t *testing.T) {
 // status and quorum answer every caller) but lists the nodes only for a
 // request with a valid key; a missing or unknown key is no 401 there.
 func TestReadyzNodesNeedKey(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	k := keygen(t, "ops", "ops")
 	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, k))
@@ -203,6 +206,7 @@ func TestReadyzNodesNeedKey(t *testing.T) {
 // or namespace (as the keys file does), and its message and help say so
 // rather than claim the name is outside [A-Za-z0-9._:-].
 func TestKeygenDotNames(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--name", "..", "--namespace", "ns"}, {"--name", "n", "--namespace", "."}} {
 		out, err := exec.Command(binPath, append([]string{"keygen"}, args...)...).CombinedOutput()
 		var ee *exec.ExitError
@@ -220,6 +224,7 @@ func TestKeygenDotNames(t *testing.T) {
 // the list) answers 401 to no key, a wrong key and a second Authorization
 // header, and touches nothing in Redis (docs/operations.md, Security).
 func TestAuthEveryKindNeedsKey(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a := keygen(t, "qa-a", "qa-a")
 	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a))

@@ -38,6 +38,7 @@ type badCase struct {
 // a clear 4xx problem and changes no lock: no key is created, deleted or
 // rewritten on any node, and the held lock is neither released nor extended.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes, "--default-ttl", badInputTTL)
 

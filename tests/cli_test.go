@@ -15,6 +15,7 @@ import (
 // TestHelp checks that `redlockd --help` documents every flag of
 // docs/configuration.md with its environment variable.
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)
 	}
@@ -38,6 +39,7 @@ func TestHelp(t *testing.T) {
 // TestUsageErrors checks that a bad configuration stops redlockd at once
 // with a message and a non-zero status, without serving.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)
 	}
@@ -73,6 +75,7 @@ func TestUsageErrors(t *testing.T) {
 // TestDevMode runs `redlockd` with no subcommand and no --redis: it serves
 // on five embedded nodes and warns that nothing is durable.
 func TestDevMode(t *testing.T) {
+	t.Parallel()
 	g := startProcess(t, nil, "--listen", "127.0.0.1:0")
 	g.waitReady(t)
 	res := resourceName(t)
@@ -89,6 +92,7 @@ func TestDevMode(t *testing.T) {
 
 // TestEnvConfig configures the gateway through REDLOCKD_* variables only.
 func TestEnvConfig(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	g := startProcess(t, []string{
 		"REDLOCKD_LISTEN=127.0.0.1:0",
@@ -119,6 +123,7 @@ func TestEnvConfig(t *testing.T) {
 // typed, a missing duration unit said, one "redlockd:" prefix, and
 // --version beside version.
 func TestCLIFlagMessages(t *testing.T) {
+	t.Parallel()
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)
 	}
@@ -148,6 +153,7 @@ func TestCLIFlagMessages(t *testing.T) {
 // TestCLIDebugListen checks that --debug-listen serves pprof on its own
 // port, and that the API port has no /debug/pprof.
 func TestCLIDebugListen(t *testing.T) {
+	t.Parallel()
 	g := startProcess(t, nil, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0")
 	var debug string
 	for line := range strings.SplitSeq(g.Stderr(), "\n") {
@@ -180,6 +186,7 @@ func TestCLIDebugListen(t *testing.T) {
 // --max-wait 0 is, instead of starting with the library's defaults while the
 // start-up log says 0s.
 func TestZeroTTLFlags(t *testing.T) {
+	t.Parallel()
 	for _, flag := range []string{"--default-ttl", "--max-ttl"} {
 		t.Run(flag, func(t *testing.T) {
 			p := runProc(t, nil, "serve", "--listen", "127.0.0.1:0", flag, "0")

@@ -12,6 +12,7 @@ import (
 // without API keys (REDLOCKD_URL) and one with (REDLOCKD_TESTS_AUTH_URL,
 // REDLOCKD_API_KEY). The package has no runtime dependency: no npm install.
 func TestClientJS(t *testing.T) {
+	t.Parallel()
 	node := needTool(t, "node")
 	_, g, authed, key := clientGateways(t, "js")
 	dir, err := filepath.Abs(filepath.Join("..", "clients", "js"))

@@ -14,6 +14,7 @@ import (
 // (../clients/python/tests) against two live gateways over three real
 // redis-servers: one without API keys and one with an API keys file.
 func TestClientPython(t *testing.T) {
+	t.Parallel()
 	python := needTool(t, "python3")
 	nodes, g, authed, key := clientGateways(t, "python")
 

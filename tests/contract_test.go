@@ -43,6 +43,7 @@ func wantNotHeld(t testing.TB, r *Resp) {
 
 // TestContract runs the contract against one gateway over plain HTTP/1.1.
 func TestContract(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes)
 
@@ -223,6 +224,7 @@ func wantAllow(t *testing.T, c *http.Client, base string, proto int) {
 // TestContractHTTP2 checks HEAD and Allow over HTTP/2 (and HTTP/1.1) on a
 // gateway with an HTTPS listener.
 func TestContractHTTP2(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ca := newTestCA(t)
 	certFile, keyFile := ca.issue(t, "gateway")
@@ -273,6 +275,7 @@ func TestContractHTTP2(t *testing.T) {
 // answered by the API like any other path that names no route: a problem
 // with an X-Request-Id, not net/http's bare 200.
 func TestOptionsAsterisk(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 1))
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(gw.URL, "http://"), 5*time.Second)
 	if err != nil {

@@ -106,6 +106,7 @@ func readDeployment(t *testing.T) (*compose, *dockerfile) {
 // votes at once, not after max TTL. The image's HEALTHCHECK command passes
 // while the gateway runs and fails once it stopped.
 func TestDeployment(t *testing.T) {
+	t.Parallel()
 	c, d := readDeployment(t)
 
 	// The Dockerfile: multi-stage, static, non-root, a health check that is
@@ -271,6 +272,7 @@ func startComposeRedis(t *testing.T, command []string, dir string) string {
 // holds it (.dockerignore keeps .git): the binary reports the commit's
 // version, not "dev", and --build-arg VERSION overrides it.
 func TestDockerBuildVersion(t *testing.T) {
+	t.Parallel()
 	_, d := readDeployment(t)
 	// The build context of the image is a checkout, as this test's is.
 	head, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD").Output()

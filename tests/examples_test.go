@@ -86,6 +86,7 @@ func serverlessEvent(t *testing.T, account, id, journal string, ttl, wait, work 
 // stdlib, Node fetch, a serverless handler) against a live gateway. python3,
 // node and curl are required: a missing one fails the test.
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
 	key := keygen(t, "examples", "examples")
@@ -196,6 +197,7 @@ func TestExamples(t *testing.T) {
 // the event id, so it gets the lock at once with the same fencing token
 // instead of waiting for the TTL; another event does not.
 func TestExamplesServerlessRetry(t *testing.T) {
+	t.Parallel()
 	node := needTool(t, "node")
 	g := startGateway(t, startCluster(t, 3))
 	account, id := resourceName(t), "evt-retried"
@@ -263,6 +265,7 @@ func handlerResult(t testing.TB, p *proc) (int, map[string]any) {
 // fencing token). It is refused, without retry and without taking the lock;
 // two events with ids get two tokens.
 func TestExamplesServerlessEventID(t *testing.T) {
+	t.Parallel()
 	node := needTool(t, "node")
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
@@ -307,6 +310,7 @@ var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
 // milliseconds with 64 before any request (their URL answers nothing, so a
 // request would end in 69).
 func TestExamplesUsage(t *testing.T) {
+	t.Parallel()
 	needTool(t, "curl")
 	url, res := closedURL(t), resourceName(t)
 	for _, v := range [][2]string{{"30000", "abc"}, {"30000", "-1"}, {"1.5", "0"}, {"3s", "0"}} {
@@ -324,6 +328,7 @@ func TestExamplesUsage(t *testing.T) {
 // that out=$(with-lock.sh ...) returns at once; no sleep of its extension
 // loop outlives it holding the output open for up to ttl/3.
 func TestExamplesShellOutputEnds(t *testing.T) {
+	t.Parallel()
 	needTool(t, "curl")
 	g := startGateway(t, startCluster(t, 3))
 	cmd := withURL(exec.Command(examplePath(t, "shell/with-lock.sh"), resourceName(t), "echo", "worked"), g.URL, "LOCK_TTL_MS=30000")

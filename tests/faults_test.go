@@ -32,6 +32,7 @@ func wantFast(t *testing.T, r *Resp) {
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	t.Run("TwoOfFiveDown", func(t *testing.T) {
 		nodes, gw := startFaultGateway(t)
 		nodes[1].Kill()
@@ -286,6 +287,7 @@ func containsLockKey(snap, resource string) bool {
 // live that long on the other nodes): with two other nodes down, its vote
 // decides, so acquires are 503 until then and 201 after.
 func TestRestartQuarantine(t *testing.T) {
+	t.Parallel()
 	const (
 		maxTTL = 3 * time.Second
 		slack  = 200 * time.Millisecond
@@ -396,6 +398,7 @@ func checkQuarantine(t *testing.T, r *Resp, node *RedisNode, since time.Time, ma
 // it down, with why, once a health check times out; after SIGCONT it is up
 // again.
 func TestPausedNodeShownDown(t *testing.T) {
+	t.Parallel()
 	nodes, gw := startFaultGateway(t)
 	nodes[1].Pause()
 	a := acquire(t, gw, resourceName(t), "")
@@ -428,6 +431,7 @@ func TestPausedNodeShownDown(t *testing.T) {
 // one after another: one node timeout per node it skips), and the holders
 // keep their locks.
 func TestPausedMajorityEveryRoute(t *testing.T) {
+	t.Parallel()
 	nodes, gw := startFaultGateway(t)
 	res := resourceName(t)
 	ptok := []string{"Lock-Token", permit(t, gw, res+"-s", `{"limit":2,"ttl_ms":20000}`).str(t, "token")}

@@ -37,6 +37,7 @@ func pauseAll(t *testing.T, nodes ...*RedisNode) (resume func()) {
 // on 2) re-acquires after another holder: it must get a fencing token above
 // that holder's, not its old one.
 func TestReacquireAfterLossNewFence(t *testing.T) {
+	t.Parallel()
 	nodes, gw := startFaultGateway(t)
 	res := resourceName(t)
 	tok := clientToken(t)
@@ -78,6 +79,7 @@ func TestReacquireAfterLossNewFence(t *testing.T) {
 // those records make a quorum; they must not let the next re-acquire keep
 // the first lock's fence, which another holder's has passed since.
 func TestReacquireIgnoresLateSets(t *testing.T) {
+	t.Parallel()
 	nodes, gw := startFaultGateway(t)
 	res := resourceName(t)
 	tok := clientToken(t)
@@ -133,6 +135,7 @@ func TestReacquireIgnoresLateSets(t *testing.T) {
 // 204, also after another client took the lock, which it leaves alone. A
 // token that never held the lock still gets 409.
 func TestReleaseRetried(t *testing.T) {
+	t.Parallel()
 	nodes, gw := startFaultGateway(t)
 	res := resourceName(t)
 	// Every node has run release.lua once: a paused node's late EVALSHA
@@ -177,6 +180,7 @@ func TestReleaseRetried(t *testing.T) {
 // runs out (openapi.yaml, POST /locks/{resource}: token). A stranger is
 // refused with retry_after_ms from the holder's remaining time.
 func TestRetryWhileOthersWait(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
 	for _, k := range lockKinds {
 		t.Run(k.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 // stranger is refused there, the other extends and releases it, and fencing
 // tokens only grow across the gateways, also after one restarts.
 func TestMultiGwKinds(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a, b := startGateway(t, nodes), startGateway(t, nodes)
 	last := map[string]int64{} // the kind's resource → its last fencing token
@@ -84,6 +85,7 @@ func fenceOf(t testing.TB, r *Resp) int64 {
 // own, each hears releases on its own channel, and every key either writes,
 // its health key included, is under its prefix.
 func TestMultiGwPrefixes(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a, b := startGateway(t, nodes), startGateway(t, nodes, "--key-prefix", "other:")
 	res := resourceName(t)
@@ -140,6 +142,7 @@ func TestMultiGwPrefixes(t *testing.T) {
 // gateways with the same order page through one listing together, every
 // lock once.
 func TestMultiGwNodeOrder(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	a, a2 := startGateway(t, nodes), startGateway(t, nodes)
 	b := startGateway(t, []*RedisNode{nodes[4], nodes[3], nodes[2], nodes[1], nodes[0]})
@@ -183,6 +186,7 @@ func TestMultiGwNodeOrder(t *testing.T) {
 // key names it, and namespaces stay apart across gateways (docs/configuration.md,
 // API keys).
 func TestMultiGwNamespaces(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a1, a2, b := keygen(t, "a1", "team-a"), keygen(t, "a2", "team-a"), keygen(t, "b", "team-b")
 	ga := startGateway(t, nodes, "--api-keys-file", keysFile(t, a1))
@@ -210,6 +214,7 @@ func TestMultiGwNamespaces(t *testing.T) {
 // that gateway's default TTL (not beyond its max) and released there, and
 // a retried release through the first still answers 204.
 func TestMultiGwSettings(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a := startGateway(t, nodes)
 	b := startGateway(t, nodes, "--max-ttl", "5s", "--default-ttl", "2s", "--node-timeout", "200ms")
@@ -235,6 +240,7 @@ func TestMultiGwSettings(t *testing.T) {
 // (docs/operations.md); neither can prevent it, but each logs an error
 // naming the node they share, within a few health checks.
 func TestMultiGwSubsetWarns(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	a, b := startGateway(t, nodes), startGateway(t, nodes[:3])
 	for _, g := range []*Gateway{a, b} {
@@ -252,6 +258,7 @@ func TestMultiGwSubsetWarns(t *testing.T) {
 // after its TTL ends, not at the fallback poll (openapi.yaml, wait_ms: a release
 // or expiry wakes a waiter).
 func TestMultiGwExpiryWakes(t *testing.T) {
+	t.Parallel()
 	acrossGateways(t, func(t *testing.T, a, b *Gateway, k, waiter lockKind, res string) {
 		wantStatus(t, k.acquire(t, a, res, `,"ttl_ms":1000`), http.StatusCreated)
 		start := time.Now()
@@ -282,6 +289,7 @@ func acrossGateways(t *testing.T, f func(t *testing.T, a, b *Gateway, k, waiter 
 // TestMultiGwSemaphoreLimit: a semaphore's limit holds across gateways, and
 // so does its limit-mismatch check.
 func TestMultiGwSemaphoreLimit(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gws := []*Gateway{startGateway(t, nodes), startGateway(t, nodes), startGateway(t, nodes)}
 	url := "/semaphores/" + resourceName(t)
@@ -306,6 +314,7 @@ func TestMultiGwSemaphoreLimit(t *testing.T) {
 // (docs/safety.md "When fencing tokens can go backwards"), and a client token retried through the other gateway after its lock
 // expired is a new acquisition with a greater token.
 func TestMultiGwFencingNodeRestart(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	a, b := startGateway(t, nodes), startGateway(t, nodes)
 	res, tok := resourceName(t), clientToken(t)

@@ -102,6 +102,7 @@ func grayCycles(t *testing.T, gw *Gateway, what string) {
 // node timeout, and every answer is right; once they resume, a lock taken
 // meanwhile is on them too (their queued SETs ran).
 func TestGrayPaused(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes, "--node-timeout", grayTimeout.String())
 	grayCycles(t, gw, "healthy") // connections and scripts first
@@ -123,6 +124,7 @@ func TestGrayPaused(t *testing.T) {
 // node timeout, and then above it, cost no request that latency; /readyz
 // shows them slow, and then down.
 func TestGraySlow(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	ps := startProxies(t, nodes)
 	gw := startGatewayAt(t, proxyAddrs(ps), "--node-timeout", grayTimeout.String())
@@ -158,6 +160,7 @@ func TestGraySlow(t *testing.T) {
 // they resume, and, as the attempt failed, are undone: the late grants do
 // not keep the resource busy for their TTL.
 func TestGrayLateUndo(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes, "--node-timeout", grayTimeout.String())
 	res := resourceName(t)
@@ -206,6 +209,7 @@ func TestGrayLateUndo(t *testing.T) {
 // by /readyz without any request: setting up a new connection (HELLO, a
 // round trip of its own) is not counted in the check's node timeout.
 func TestGraySlowReconnect(t *testing.T) {
+	t.Parallel()
 	const timeout = time.Second
 	nodes := startCluster(t, 5)
 	ps := startProxies(t, nodes)

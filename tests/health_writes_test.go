@@ -35,6 +35,7 @@ func redisDo(t *testing.T, n *RedisNode, args ...any) {
 // former replicas, made masters again, are quarantined for max TTL (shown in
 // quarantined_until) and do not vote meanwhile.
 func TestHealthWrites(t *testing.T) {
+	t.Parallel()
 	const maxTTL = 3 * time.Second
 	faults := []writeFault{
 		{name: "READONLY", detail: "3 of 5 nodes refused (READONLY ×3), 0 did not answer in time; quorum is 3",

@@ -32,6 +32,7 @@ func keysWithoutTTL(t testing.TB, nodes []*RedisNode) []string {
 // (docs/safety.md, keys and their lifetimes): every key of every kind, held,
 // waited for, released and refused, fence counters included, has a TTL.
 func TestEveryKeyHasATTL(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes)
 	check := func(when string) {

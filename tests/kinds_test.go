@@ -54,6 +54,7 @@ func (k lockKind) acquire(t testing.TB, g *Gateway, res, more string) *Resp {
 // redlockd_acquisitions_total by outcome (docs/operations.md "Monitoring"):
 // a 201 as acquired, a 409 as held; a listing (GET /locks) is no acquire.
 func TestKindsAcquisitionsMetric(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
 	for _, k := range lockKinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -78,6 +79,7 @@ func TestKindsAcquisitionsMetric(t *testing.T) {
 // kind's acquire is 503 quorum-unavailable with Retry-After (restart
 // quarantine, docs/operations.md "Restarts"), and no lock or reader is left behind.
 func TestKindsQuarantine(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startUnready(t, nodes, "--restart-quarantine", "on")
 	for _, k := range lockKinds {
@@ -99,6 +101,7 @@ func TestKindsQuarantine(t *testing.T) {
 // every node) and the next extension is refused, as with a lock
 // (docs/clients.md "`redlockd run`").
 func TestRunKindsLockLost(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
 	for _, c := range []struct {
@@ -131,6 +134,7 @@ func TestRunKindsLockLost(t *testing.T) {
 // (openapi.yaml, wait_ms). Behind a writer, writers and readers alternate: each
 // is served in its turn, the readers no earlier.
 func TestKindsFIFO(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
 	for _, k := range lockKinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -184,6 +188,7 @@ func TestKindsFIFO(t *testing.T) {
 // the holder's expiry (openapi.yaml, wait_ms). Behind readers waits a writer: the
 // last reader's release wakes it.
 func TestKindsWakeAcrossGateways(t *testing.T) {
+	t.Parallel()
 	acrossGateways(t, func(t *testing.T, a, b *Gateway, k, waiter lockKind, res string) {
 		tok := k.acquire(t, a, res, `,"ttl_ms":30000`)
 		wantStatus(t, tok, http.StatusCreated)

@@ -44,6 +44,7 @@ func settles(t testing.TB, g *Gateway, g0, f0 float64) {
 // connection pools filled), and Redis with no key but the fence counters
 // and the health key once max TTL has passed (docs/safety.md, Keys).
 func TestNoLeaksEveryKind(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes, "--max-ttl", "3s", "--default-ttl", "3s", "--max-wait", "2s")
 	var wg sync.WaitGroup
@@ -118,6 +119,7 @@ func TestNoLeaksEveryKind(t *testing.T) {
 // side: the goroutines of the client's process, and the gateway's
 // goroutines and open files, return to their baseline.
 func TestNoLeaksClientGivesUp(t *testing.T) {
+	// Not parallel: it counts the test process's goroutines.
 	gw := startGateway(t, startCluster(t, 3), "--max-wait", "10s")
 	c, err := client.New(gw.URL, client.Options{})
 	if err != nil {

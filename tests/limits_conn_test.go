@@ -68,6 +68,7 @@ func (c *idleConn) closedByServer() bool {
 // lowered to fit the open-files limit: under `ulimit -n 400`, a gateway
 // without a cap stops accepting once 400 connections are open.
 func TestMaxConnections(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--redis", redisURLs(nodes), "--restart-quarantine", "off"}
 
@@ -138,6 +139,7 @@ func TestMaxConnections(t *testing.T) {
 // /healthz probes (each on a new connection, as a load balancer's) and of
 // another client's authenticated acquires and releases are answered.
 func TestSilentConnectionsDoNotLockOut(t *testing.T) {
+	t.Parallel()
 	const maxConns, attackers, probeFor = 200, 250, 10 * time.Second
 	needOpenFiles(t, 4*attackers)
 	nodes := startCluster(t, 3)

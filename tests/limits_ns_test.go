@@ -14,6 +14,7 @@ import (
 // still gets a slot; a waiting acquire of a free lock needs no slot; the
 // waiters gauge follows and comes back to 0.
 func TestMaxWaitersPerNamespace(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
 	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a, b), "--max-waiters", "4", "--max-wait", "20s")

@@ -19,6 +19,7 @@ import (
 // not limited); and a waiter held longer than the read timeout still gets
 // its answer (the write timeout is above --max-wait).
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes, "--read-header-timeout", "1s", "--max-waiters", "2", "--max-wait", "10s")
 	addr := strings.TrimPrefix(gw.URL, "http://")

@@ -50,6 +50,7 @@ func listAll(t *testing.T, gw *Gateway, key, query string, tokens []string) map[
 // its namespace, tokens never appear, bad parameters are 400, and one node
 // down still lists everything.
 func TestList(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
 	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a, b))

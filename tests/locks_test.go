@@ -22,6 +22,7 @@ var (
 // TestLocks runs the API's happy and expected-failure paths against one
 // gateway over five healthy nodes; every subtest uses its own resource.
 func TestLocks(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes)
 

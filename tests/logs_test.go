@@ -15,6 +15,7 @@ import (
 // of a lock (acquired, extended, held), and no lock token ever, whether the
 // gateway or the client chose it.
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes)
 
@@ -128,6 +129,7 @@ func TestLogs(t *testing.T) {
 // of them shows in any response body or header, /readyz, /metrics, or
 // anything the process printed.
 func TestSecretsHidden(t *testing.T) {
+	t.Parallel()
 	const password = "pw-Zq8sVb3nLk2xYt"
 	const wrongKey = "wrong-key-Hj4kLm9pQr2sTv6wXy"
 	nodes := startClusterPassword(t, 5, password)
@@ -212,6 +214,7 @@ func TestSecretsHidden(t *testing.T) {
 // TestShutdown checks SIGTERM: a request blocked in wait_ms gets a 503
 // problem, not a cut connection, and the process exits 0 promptly.
 func TestShutdown(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes)
 	res := resourceName(t)
@@ -248,6 +251,7 @@ func TestShutdown(t *testing.T) {
 // logged at info level, with one warning when it turns unready and one info
 // line when it is ready again.
 func TestLogsUnready(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes, "--node-timeout", nodeTimeout.String())
 	nodes[0].Kill()

@@ -59,6 +59,7 @@ func (m *metrics) value(name string, labels ...string) float64 {
 // with the requests that feed them, the waiters gauge follows a waiting acquire, node gauges follow
 // a node's death, and no token shows.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes)
 	before := scrapeMetrics(t, gw)
@@ -173,6 +174,7 @@ func TestMetrics(t *testing.T) {
 // redlockd_build_info names the binary's version (as `redlockd version`
 // prints it), VCS revision and Go version.
 func TestMetricsFormats(t *testing.T) {
+	t.Parallel()
 	key := keygen(t, "scraper", "ops")
 	gw := startGateway(t, startCluster(t, 1), "--api-keys-file", keysFile(t, key), "--metrics-auth", "on")
 	wantProblem(t, gw.do(t, http.MethodGet, "/metrics", "", "Accept", "application/openmetrics-text", "Accept-Encoding", "gzip"),
@@ -228,6 +230,7 @@ func TestMetricsFormats(t *testing.T) {
 // (docs/operations.md, monitoring): a tenant that touches many names shows,
 // by the fence counter each leaves for --fence-idle-ttl.
 func TestKeysMetric(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ci, web := keygen(t, "ci", "ci"), keygen(t, "web", "web")
 	keys := keysFile(t, ci, web)

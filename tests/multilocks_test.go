@@ -48,6 +48,7 @@ func multiFences(t testing.TB, r *Resp, resources []string) map[string]int64 {
 // idempotent tokens and bad input. Every request is checked against
 // openapi.yaml.
 func TestMultiLocks(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes)
 
@@ -222,6 +223,7 @@ func TestMultiLocks(t *testing.T) {
 // them out; in their own namespace it does, and a multi-resource lock keeps
 // out a reader there; another namespace's key cannot release them.
 func TestMultiNamespaces(t *testing.T) {
+	t.Parallel()
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
 	gw := startGateway(t, startCluster(t, 3), "--api-keys-file", keysFile(t, a, b))
 	res := resourceName(t)
@@ -244,6 +246,7 @@ func TestMultiNamespaces(t *testing.T) {
 // and releasing locks on several resources answer 503 quorum-unavailable
 // (the outcome cannot be known), at once.
 func TestMultiUnavailable(t *testing.T) {
+	t.Parallel()
 	nodes, gw := startFaultGateway(t)
 	res := resourceName(t)
 	rs := []string{res + "-1", res + "-2"}
@@ -270,6 +273,7 @@ func TestMultiUnavailable(t *testing.T) {
 // token holds the lock: the critical section may not have been exclusive),
 // whatever the place of that resource in the list.
 func TestMultiNotOwnerHeldByOther(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
 	free, held := resourceName(t), resourceName(t)
 	lock(t, gw, held, `{"ttl_ms":20000}`)

@@ -20,6 +20,7 @@ import (
 // one port, or databases /0 and /1 of one server, are one server: serve
 // exits 64 and says so.
 func TestNodeIdentitySameServerTwiceRefusesToStart(t *testing.T) {
+	t.Parallel()
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)
 	}
@@ -54,6 +55,7 @@ func TestNodeIdentitySameServerTwiceRefusesToStart(t *testing.T) {
 // with the reason, and with node 1 down the other two servers are no quorum
 // of 4, although three URLs answer.
 func TestNodeIdentityAliasFoundLaterNeverVotes(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	proxy := startProxies(t, nodes[:1])[0]
 	proxy.Cut()

@@ -165,6 +165,7 @@ func wantWithin(t testing.TB, r *Resp, limit time.Duration) {
 // gateway; each subtest injects network faults between the gateway and some
 // nodes and removes them at its end.
 func TestProxyFaults(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	ps := startProxies(t, nodes)
 	gw := startGatewayAt(t, proxyAddrs(ps), "--node-timeout", nodeTimeout.String())

@@ -41,6 +41,7 @@ func readyQuarantine(t *testing.T, gw *Gateway, n *RedisNode) (string, bool) {
 }
 
 func TestQuarantineAutoDurableNodesVoteAtOnce(t *testing.T) {
+	t.Parallel()
 	renamed := append(append([]string{}, durableArgs...), "--rename-command", "CONFIG", "")
 	nodes := startNodesWith(t, durableArgs, durableArgs, durableArgs, everysecArgs, renamed)
 	// The nodes just started: only the durable ones vote, a quorum.
@@ -165,6 +166,7 @@ func wantQuarantineProblem(t *testing.T, gw *Gateway, r *Resp, quarantined strin
 // started are quarantined; an acquire is refused as not granted until the
 // quorum-th quarantine ends, which Retry-After says.
 func TestQuarantineOnQuarantinesDurableNodes(t *testing.T) {
+	t.Parallel()
 	nodes := startNodesWith(t, durableArgs, durableArgs, durableArgs, durableArgs, durableArgs)
 	gw := startUnready(t, nodes, "--restart-quarantine", "on", "--node-timeout", nodeTimeout.String())
 	for i, n := range nodes {
@@ -184,6 +186,7 @@ func TestQuarantineOnQuarantinesDurableNodes(t *testing.T) {
 // under quarantine on: acquires are 503 "not granted", counting 3 in
 // quarantine, with Retry-After at the end of their quarantine.
 func TestQuarantineRestartOfThreeTellsWhenAQuorumVotes(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startUnready(t, nodes, "--restart-quarantine", "on", "--default-ttl", "1s", "--max-ttl", "6s",
 		"--node-timeout", nodeTimeout.String())
@@ -228,6 +231,7 @@ func wantQuarantined(t *testing.T, gw *Gateway, nodes []*RedisNode, q map[int]bo
 // not count in locked_nodes or held_nodes, get the lock put back by extend,
 // and have it removed by release; once max TTL is over they vote again.
 func TestQuarantineRestartedNodes(t *testing.T) {
+	t.Parallel()
 	// Long enough for the checks below on a loaded machine, which must end
 	// before the quarantine does.
 	const maxTTL = 6 * time.Second
@@ -309,6 +313,7 @@ func TestQuarantineRestartedNodes(t *testing.T) {
 // sync: it is quarantined for max TTL all the same (its master_replid
 // changed), and says so in /readyz and the gauge.
 func TestQuarantineReplicaRoundTrip(t *testing.T) {
+	t.Parallel()
 	const maxTTL = 3 * time.Second
 	nodes := startCluster(t, 5)
 	gw := startUnready(t, nodes, "--restart-quarantine", "on", "--default-ttl", "1s", "--max-ttl", maxTTL.String(),

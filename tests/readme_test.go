@@ -48,6 +48,7 @@ func firstSteps(t *testing.T) string {
 // The free lock's inspect is the 200 {"held":false} answer (openapi.yaml); a
 // gateway that answers 404 for a free lock fails this test.
 func TestReadmeFirstSteps(t *testing.T) {
+	t.Parallel()
 	bash, _ := needTool(t, "bash"), needTool(t, "curl")
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)

@@ -50,6 +50,7 @@ func aclUser(t testing.TB, n *RedisNode, password string, rules []any) string {
 // password, the keys and the tokens appear in no log line (debug level),
 // metrics or /readyz.
 func TestRedisMinimalACL(t *testing.T) {
+	t.Parallel()
 	const password = "Pw@ss/w:rd%acl-secret"
 	acl := docACL(t)
 	nodes := startCluster(t, 3)
@@ -133,6 +134,7 @@ func TestRedisMinimalACL(t *testing.T) {
 // +subscribe) refuses the subscription to release announcements is logged
 // at start-up, by node, without the password: releases wake no waiter then.
 func TestRedisACLSubscribeRefused(t *testing.T) {
+	t.Parallel()
 	const password = "no-subscribe-secret"
 	var acl []any
 	for _, r := range docACL(t) {

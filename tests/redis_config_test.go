@@ -16,6 +16,7 @@ import (
 // breaks mutual exclusion: the gateway warns about each such node, and not
 // about one with noeviction or no maxmemory.
 func TestRedisConfEvictingPolicyWarns(t *testing.T) {
+	t.Parallel()
 	nodes := nodesOf(
 		redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"),
 		redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"),
@@ -53,6 +54,7 @@ func nodeWarning(gw *Gateway, n *RedisNode, what string) string {
 // appendfsync always), a node without an append-only file restarts empty and
 // votes at once: the gateway warns about it, and not about a node with one.
 func TestRedisConfNoAOFWarns(t *testing.T) {
+	t.Parallel()
 	nodes := nodesOf(redistest.Start(t), redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always"), redistest.Start(t))
 	gw := startGateway(t, nodes) // quarantine off
 	eventually(t, 5*time.Second, "a warning about each node without an append-only file", func() bool {
@@ -68,6 +70,7 @@ func TestRedisConfNoAOFWarns(t *testing.T) {
 // to different slots: CROSSSLOT), so it can never vote: /readyz and
 // redlockd_node_up show it down, and say why, from the first check on.
 func TestRedisConfClusterModeNodeDown(t *testing.T) {
+	t.Parallel()
 	plain := startCluster(t, 2)
 	cl := nodesOf(redistest.Start(t, "--cluster-enabled", "yes"))[0]
 	ctx := t.Context()
@@ -101,6 +104,7 @@ func TestRedisConfClusterModeNodeDown(t *testing.T) {
 // is granted by both, each lock's keys are in its own database, and a
 // release through one leaves the other's lock held.
 func TestRedisConfDatabases(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gws := make([]*Gateway, 2)
 	for db := range gws {

@@ -12,6 +12,7 @@ import (
 // release is announced on every node; the fallback poll is 30s and the
 // holder's TTL 30s, so nothing else can wake it in time).
 func TestReplicas(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	a := startGateway(t, nodes)
 	b := startGateway(t, nodes)

@@ -34,6 +34,7 @@ const (
 // TestRun runs `redlockd run` (the built binary) against a gateway over
 // three redis-servers.
 func TestRun(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
 	run := func(t *testing.T, env []string, args ...string) *proc {
 		t.Helper()
@@ -370,6 +371,7 @@ func TestRun(t *testing.T) {
 // succeed, so when the lock's validity ends CMD gets SIGTERM and run exits
 // 76. Then, with the quorum gone, run cannot take a lock: 69.
 func TestRunLockLost(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	g := startGateway(t, nodes)
 	res := resourceName(t)
@@ -403,6 +405,7 @@ func TestRunLockLost(t *testing.T) {
 // the next extension is refused (409): CMD, which ignores SIGTERM, is killed
 // after --grace and run exits 76.
 func TestRunLockLostRefused(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
 	res := resourceName(t)
@@ -444,6 +447,7 @@ func readyCommand(t *testing.T, p *proc) int {
 // it runs any more), CMD gets SIGTERM from the kernel (the parent-death
 // signal), rather than running on without the lock being extended.
 func TestRunKilled(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
 	p := runProc(t, nil, "run", "--url", g.URL, "--resource", resourceName(t), "--", "sh", "-c",
 		`trap 'echo got-TERM; exit 0' TERM; echo "pid $$"; echo ready; while :; do sleep 0.1; done`)
@@ -479,6 +483,7 @@ func wantHeldFor(t *testing.T, g *Gateway, res string, fence int64, d time.Durat
 // interactive shell: CMD gets the terminal, so it can read it (in the
 // background it would be stopped by SIGTTIN), and Ctrl-C reaches it.
 func TestRunTerminal(t *testing.T) {
+	t.Parallel()
 	if buildErr != nil {
 		t.Fatalf("redlockd binary not built: %v", buildErr)
 	}
@@ -570,6 +575,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // gateways answer for paused nodes within the fault tests' nodeTimeout, well
 // inside the lock's validity, which the extensions may not outlive.
 func TestRunUnavailableSaysWhy(t *testing.T) {
+	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "ran")
 	wantAnswer := func(t *testing.T, p *proc) {
 		t.Helper()
@@ -669,6 +675,7 @@ func pause(t *testing.T, nodes []*RedisNode) {
 // its --wait for the lock, and a value that the gateway refuses for another
 // reason is still a usage error.
 func TestRunShortGatewayMaxWait(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, startCluster(t, 3), "--max-wait", "1s")
 	run := func(args ...string) *proc {
 		return runProc(t, nil, append([]string{"run", "--url", g.URL}, args...)...)
@@ -701,6 +708,7 @@ func TestRunShortGatewayMaxWait(t *testing.T) {
 // what the inner run holds only, none left from the outer run that would
 // pair its name with the inner run's token.
 func TestRunNestedEnv(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
 	res, sem := resourceName(t), resourceName(t)+"-sem"
 	show := `echo "resource=${REDLOCKD_RESOURCE-unset} semaphore=${REDLOCKD_SEMAPHORE-unset} permit=${REDLOCKD_PERMIT-unset}"`
@@ -723,6 +731,7 @@ func TestRunNestedEnv(t *testing.T) {
 // --wait lasts, as docs/clients.md says of a 503, and run gets the lock
 // once its holder's expired.
 func TestRunTooManyWaiters(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, startCluster(t, 3), "--max-waiters", "1")
 	busy, res := resourceName(t), resourceName(t)
 	tok := lock(t, g, busy, `{"ttl_ms":30000}`).str(t, "token")
@@ -749,6 +758,7 @@ func TestRunTooManyWaiters(t *testing.T) {
 // that is not a gateway's, as a TLS gateway asked in plain HTTP answers, is
 // a usage error (64), not "unavailable" (69).
 func TestRunRetriesUnreachable(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
 	target, err := url.Parse(g.URL)
 	if err != nil {

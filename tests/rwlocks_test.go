@@ -37,6 +37,7 @@ func wantReaders(t testing.TB, g *Gateway, res string, n, fence int64, token str
 // readers out, bad modes, idempotent readers, extend and release. Every
 // request is checked against openapi.yaml.
 func TestRWLocks(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 5))
 
 	// A token that does not hold a lock held by readers is told that others
@@ -193,6 +194,7 @@ func TestRWLocks(t *testing.T) {
 // TestRWNamespaces: a reader in one namespace does not keep out a writer of
 // the same resource in another; in its own namespace it does.
 func TestRWNamespaces(t *testing.T) {
+	t.Parallel()
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
 	gw := startGateway(t, startCluster(t, 3), "--api-keys-file", keysFile(t, a, b))
 	res := resourceName(t)
@@ -219,6 +221,7 @@ func TestRWNamespaces(t *testing.T) {
 // a new reader gets the lock at once, not when the writer's wait would have
 // ended; so for a writer of several resources.
 func TestRWWriterGoneLetsReadersIn(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
 	for _, multi := range []bool{false, true} {
 		res := resourceName(t)
@@ -246,6 +249,7 @@ func TestRWWriterGoneLetsReadersIn(t *testing.T) {
 // the writer, must not put it back and keep new readers out for the rest of
 // its wait.
 func TestRWCancelledWriterLetsReadersIn(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3), "--max-wait", "10s")
 	res := resourceName(t)
 	lock(t, gw, res, `{"mode":"read","ttl_ms":30000}`)

@@ -32,6 +32,7 @@ func timed(f func() *Resp) (*Resp, time.Time) {
 // a minority only, and nobody else gets it before the holder's validity is
 // over, because the restarted nodes do not vote for max TTL.
 func TestKillMinorityThenMajority(t *testing.T) {
+	t.Parallel()
 	const maxTTL = 2 * time.Second
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes, "--restart-quarantine", "on", "--max-ttl", maxTTL.String(),
@@ -111,6 +112,7 @@ func TestKillMinorityThenMajority(t *testing.T) {
 // cost each request at most about the node timeout, never a wrong answer;
 // with a majority paused every call is 503; after SIGCONT the lock is intact.
 func TestPausedNodes(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes, "--node-timeout", nodeTimeout.String())
 	res := resourceName(t)
@@ -182,6 +184,7 @@ func TestPausedNodes(t *testing.T) {
 // in locked_nodes) and the
 // fencing tokens handed out keep increasing.
 func TestRestartSamePort(t *testing.T) {
+	t.Parallel()
 	// Time is the subject: the quarantine must be seen before it ends.
 	const maxTTL = 3 * time.Second
 	nodes := startCluster(t, 5)
@@ -236,6 +239,7 @@ func TestRestartSamePort(t *testing.T) {
 // it: two clients hold the same lock (the subtest that shows the test can
 // fail).
 func TestSeedScenario(t *testing.T) {
+	t.Parallel()
 	const maxTTL = 2 * time.Second
 	// Both clusters start now: the "on" nodes age while "off" runs, which
 	// shortens the fresh-cluster quarantine "on" has to wait for.
@@ -249,6 +253,17 @@ func TestSeedScenario(t *testing.T) {
 		gw = startGatewayAt(t, proxyAddrs(ps), "--restart-quarantine", quarantine,
 			"--max-ttl", maxTTL.String(), "--default-ttl", maxTTL.String(), "--node-timeout", nodeTimeout.String())
 		gw.waitReady(t)
+		// Ready is a quorum voting; the scenario needs all three (with
+		// quarantine on, a node started less than max TTL ago does not vote).
+		eventually(t, 10*maxTTL, "every node votes", func() bool {
+			list, _ := gw.do(t, http.MethodGet, "/readyz", "").JSON["nodes"].([]any)
+			for _, e := range list {
+				if m, _ := e.(map[string]any); m["quarantined_until"] != nil {
+					return false
+				}
+			}
+			return len(list) == len(nodes)
+		})
 		res := resourceName(t)
 
 		ps[0].Cut()

@@ -57,6 +57,7 @@ func permitsHeld(t testing.TB, g *Gateway, name string, hdr ...string) []any {
 // by a release, limit mismatch, idempotent tokens, extension, release and
 // inspection. Every request is checked against openapi.yaml.
 func TestSemaphores(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes)
 
@@ -179,6 +180,7 @@ func TestSemaphores(t *testing.T) {
 
 // TestSemaphoreBadInput: malformed requests are 400 and change nothing.
 func TestSemaphoreBadInput(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes)
 	before := keySnapshot(t, nodes)
@@ -200,6 +202,7 @@ func TestSemaphoreBadInput(t *testing.T) {
 // TestSemaphoreNamespaces: the same semaphore name under two API keys of
 // two namespaces is two semaphores; a request without a key is 401.
 func TestSemaphoreNamespaces(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
 	gw := startGateway(t, nodes, "--api-keys-file", keysFile(t, a, b))
@@ -221,6 +224,7 @@ func TestSemaphoreNamespaces(t *testing.T) {
 // gets the semaphore and its permit, a full semaphore is 75, and another
 // limit is a usage error.
 func TestRunSemaphore(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
 	name, gt := resourceName(t), newGate(t)
 	run := func(env []string, args ...string) *proc {
@@ -253,6 +257,7 @@ func TestRunSemaphore(t *testing.T) {
 // sent after another's 201 was read gets a greater one (docs/semaphores.md,
 // fencing tokens).
 func TestSemaphoreFencesUnique(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 5)
 	// A generous node timeout: the subject is fences, on a busy machine too.
 	gws := []*Gateway{startGateway(t, nodes, "--node-timeout", "500ms"), startGateway(t, nodes, "--node-timeout", "500ms")}
@@ -302,6 +307,7 @@ func TestSemaphoreFencesUnique(t *testing.T) {
 // most one waiter that came before it is still waiting, even while every
 // served waiter releases at once (docs/semaphores.md).
 func TestSemaphoreFIFOLimit(t *testing.T) {
+	t.Parallel()
 	const limit, n = 2, 8
 	gw := startGateway(t, startCluster(t, 3))
 	url := "/semaphores/" + resourceName(t)

@@ -23,6 +23,7 @@ import (
 // certificate. A bad keys file or certificate then keeps the old ones and
 // is logged as an error, without key material.
 func TestSIGHUPReload(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	ca := newTestCA(t)
 	certFile, keyFile := ca.issue(t, "gateway-1")
@@ -215,6 +216,7 @@ func waitLogWhere(t *testing.T, g *Gateway, what string, match func(map[string]a
 // another is a warning. Variables of the other commands and the tests are
 // not reported.
 func TestUnknownEnv(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	const value = "/etc/redlockd/value-not-shown.json"
 
@@ -275,6 +277,7 @@ func TestUnknownEnv(t *testing.T) {
 // --api-key-file wins over it, and it wins over REDLOCKD_API_KEY_FILE. The
 // key shows nowhere.
 func TestRunAPIKeyEnv(t *testing.T) {
+	t.Parallel()
 	key := keygen(t, "ci", "ci")
 	g := startGateway(t, startCluster(t, 3), "--api-keys-file", keysFile(t, key))
 	wrong := t.TempDir() + "/wrong-key"
@@ -312,6 +315,7 @@ func TestRunAPIKeyEnv(t *testing.T) {
 // "quorum unavailable" line, and counted as such. So is an acquire whose
 // client goes away while the nodes do not answer yet.
 func TestClientGoneLogged(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes, "--node-timeout", "5s")
 	res := resourceName(t)

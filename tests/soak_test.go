@@ -757,6 +757,7 @@ func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Du
 // TestMutualExclusion: 12 clients on 5 locks in the soak (safeRun); no two
 // holders may overlap and fencing tokens must increase.
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
 	safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second))
 }
 
@@ -765,6 +766,7 @@ func TestMutualExclusion(t *testing.T) {
 // two): at no instant more than limit holders, fences ordered, and the limit
 // reached (the run exercises concurrent holders).
 func TestSemaphoreExclusion(t *testing.T) {
+	t.Parallel()
 	seed, d := soakSeed(t), soakDuration(t, 20*time.Second)/2
 	for _, limit := range []int{2, 3} {
 		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
@@ -814,11 +816,17 @@ func catchUnsafe(t *testing.T, clients, resources, limit int, set ...func(*conte
 }
 
 // TestCheckerCatchesUnsafeConfig: catchUnsafe with 6 clients on 2 locks.
-func TestCheckerCatchesUnsafeConfig(t *testing.T) { catchUnsafe(t, 6, 2, 0) }
+func TestCheckerCatchesUnsafeConfig(t *testing.T) {
+	t.Parallel()
+	catchUnsafe(t, 6, 2, 0)
+}
 
 // TestCheckerCatchesUnsafeSemaphore: catchUnsafe with 8 clients on 2
 // semaphores of limit 2.
-func TestCheckerCatchesUnsafeSemaphore(t *testing.T) { catchUnsafe(t, 8, 2, 2) }
+func TestCheckerCatchesUnsafeSemaphore(t *testing.T) {
+	t.Parallel()
+	catchUnsafe(t, 8, 2, 2)
+}
 
 // rw makes a contention run's clients take read-write locks.
 func rw(c *contention) { c.RW = true }
@@ -831,6 +839,7 @@ func multi(c *contention) { c.Multi = true }
 // of a resource overlap, whether they took it alone or with others, and
 // each resource's fences increase.
 func TestMultiExclusion(t *testing.T) {
+	t.Parallel()
 	c := safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second), multi)
 	if c.stats["acquired several"] == 0 || c.stats["acquired several"] == c.stats["acquired"] {
 		t.Errorf("%d of %d acquires took several locks: the run did not mix them", c.stats["acquired several"], c.stats["acquired"])
@@ -839,12 +848,16 @@ func TestMultiExclusion(t *testing.T) {
 
 // TestCheckerCatchesUnsafeMulti: catchUnsafe with 8 clients on 3 locks,
 // taken alone or several at once.
-func TestCheckerCatchesUnsafeMulti(t *testing.T) { catchUnsafe(t, 8, 3, 0, multi) }
+func TestCheckerCatchesUnsafeMulti(t *testing.T) {
+	t.Parallel()
+	catchUnsafe(t, 8, 3, 0, multi)
+}
 
 // TestRWExclusion: 12 clients on 3 read-write locks in the soak (safeRun),
 // each acquire a reader's (one in three) or a writer's: no writer overlaps
 // anyone, fences are ordered, and readers did hold a lock together.
 func TestRWExclusion(t *testing.T) {
+	t.Parallel()
 	// Longer waits than the soak's locks: a writer that waits keeps new
 	// readers out, but those holding (TTLs up to 800ms) keep a short waiter
 	// out too, and readers would take most windows.
@@ -858,4 +871,7 @@ func TestRWExclusion(t *testing.T) {
 
 // TestCheckerCatchesUnsafeRW: catchUnsafe with 8 clients on 2 read-write
 // locks.
-func TestCheckerCatchesUnsafeRW(t *testing.T) { catchUnsafe(t, 8, 2, 0, rw) }
+func TestCheckerCatchesUnsafeRW(t *testing.T) {
+	t.Parallel()
+	catchUnsafe(t, 8, 2, 0, rw)
+}

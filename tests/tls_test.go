@@ -163,6 +163,7 @@ func waitReadyWith(t testing.TB, c *http.Client, base string, g *Gateway) {
 // CA given through SSL_CERT_FILE instead, and no CA at all (every node is
 // down: its certificate is not trusted).
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	ca := newTestCA(t)
 	nodes := []*RedisNode{
 		startTLSRedis(t, ca, "", ""),

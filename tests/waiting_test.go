@@ -20,6 +20,7 @@ import (
 // measurement of memory and idle Redis commands with 10,000 waiters is in
 // bench/ (docs/measuring.md).
 func TestManyWaiters(t *testing.T) {
+	t.Parallel()
 	const resources, waiters, short = 20, 400, 40
 	gw := startGateway(t, startCluster(t, 5))
 	holders := make([]string, resources)
@@ -74,6 +75,7 @@ func TestManyWaiters(t *testing.T) {
 // release), and the fencing tokens grow in the order of the holds. The
 // hand-off latency and fairness are measured in bench/.
 func TestContendedWaiters(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, startCluster(t, 5))
 	type hold struct {
 		acquired, releasing time.Time
@@ -122,6 +124,7 @@ func TestContendedWaiters(t *testing.T) {
 // vain tells the holder's remaining TTL at its end (plus jitter), not the
 // TTL seen when the wait began; for a lock and for a semaphore's permit.
 func TestRetryAfterAfterWait(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes)
 	const ttl, wait = 10000, 2500
