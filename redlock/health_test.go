@@ -176,6 +176,9 @@ func writeFaults(t *testing.T) []writeFault {
 // again; a replica made master again is quarantined for max TTL and does not
 // vote meanwhile.
 func TestHealthWriteRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: skipped under -short; bash scripts/test.sh runs it")
+	}
 	const interval = 50 * time.Millisecond
 	const maxTTL = shortMaxTTL
 	faults := writeFaults(t)

@@ -13,6 +13,7 @@ import (
 // REDLOCKD_API_KEY). The package has no runtime dependency: no npm install.
 func TestClientJS(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	node := needTool(t, "node")
 	_, g, authed, key := clientGateways(t, "js")
 	dir, err := filepath.Abs(filepath.Join("..", "clients", "js"))

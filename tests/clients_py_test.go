@@ -15,6 +15,7 @@ import (
 // redis-servers: one without API keys and one with an API keys file.
 func TestClientPython(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	python := needTool(t, "python3")
 	nodes, g, authed, key := clientGateways(t, "python")
 

@@ -273,6 +273,7 @@ func startComposeRedis(t *testing.T, command []string, dir string) string {
 // version, not "dev", and --build-arg VERSION overrides it.
 func TestDockerBuildVersion(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	_, d := readDeployment(t)
 	// The build context of the image is a checkout, as this test's is.
 	head, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD").Output()

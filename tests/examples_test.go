@@ -87,6 +87,7 @@ func serverlessEvent(t *testing.T, account, id, journal string, ttl, wait, work 
 // node and curl are required: a missing one fails the test.
 func TestExamples(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
 	key := keygen(t, "examples", "examples")

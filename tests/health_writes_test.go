@@ -36,6 +36,7 @@ func redisDo(t *testing.T, n *RedisNode, args ...any) {
 // quarantined_until) and do not vote meanwhile.
 func TestHealthWrites(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	const maxTTL = 3 * time.Second
 	faults := []writeFault{
 		{name: "READONLY", detail: "3 of 5 nodes refused (READONLY ×3), 0 did not answer in time; quorum is 3",

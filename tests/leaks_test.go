@@ -45,6 +45,7 @@ func settles(t testing.TB, g *Gateway, g0, f0 float64) {
 // and the health key once max TTL has passed (docs/safety.md, Keys).
 func TestNoLeaksEveryKind(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes, "--max-ttl", "3s", "--default-ttl", "3s", "--max-wait", "2s")
 	var wg sync.WaitGroup

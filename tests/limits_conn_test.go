@@ -140,6 +140,7 @@ func TestMaxConnections(t *testing.T) {
 // another client's authenticated acquires and releases are answered.
 func TestSilentConnectionsDoNotLockOut(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	const maxConns, attackers, probeFor = 200, 250, 10 * time.Second
 	needOpenFiles(t, 4*attackers)
 	nodes := startCluster(t, 3)

@@ -232,6 +232,7 @@ func wantQuarantined(t *testing.T, gw *Gateway, nodes []*RedisNode, q map[int]bo
 // and have it removed by release; once max TTL is over they vote again.
 func TestQuarantineRestartedNodes(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	// Long enough for the checks below on a loaded machine, which must end
 	// before the quarantine does.
 	const maxTTL = 6 * time.Second

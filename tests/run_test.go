@@ -35,6 +35,7 @@ const (
 // three redis-servers.
 func TestRun(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	g := startGateway(t, startCluster(t, 3))
 	run := func(t *testing.T, env []string, args ...string) *proc {
 		t.Helper()
@@ -576,6 +577,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // inside the lock's validity, which the extensions may not outlive.
 func TestRunUnavailableSaysWhy(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	wantAnswer := func(t *testing.T, p *proc) {
 		t.Helper()

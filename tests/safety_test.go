@@ -185,6 +185,7 @@ func TestPausedNodes(t *testing.T) {
 // fencing tokens handed out keep increasing.
 func TestRestartSamePort(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	// Time is the subject: the quarantine must be seen before it ends.
 	const maxTTL = 3 * time.Second
 	nodes := startCluster(t, 5)

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -305,7 +306,9 @@ func TestSemaphoreFencesUnique(t *testing.T) {
 // TestSemaphoreFIFOLimit: with limit 2, waiters are served first come,
 // first served up to the two that try at once: when a waiter is served, at
 // most one waiter that came before it is still waiting, even while every
-// served waiter releases at once (docs/semaphores.md).
+// served waiter releases at once (docs/semaphores.md). The order of service
+// is the order of the grants' fencing tokens (unique and increasing), not
+// the order their answers reach the test's goroutines.
 func TestSemaphoreFIFOLimit(t *testing.T) {
 	t.Parallel()
 	const limit, n = 2, 8
@@ -317,18 +320,17 @@ func TestSemaphoreFIFOLimit(t *testing.T) {
 		wantStatus(t, r, http.StatusCreated)
 		holders = append(holders, r.str(t, "token"))
 	}
-	served := make(chan int, n)
+	fences := make([]int64, n) // by waiter, in the order they queued
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	for i := range n {
 		wg.Go(func() {
 			r, err := gw.try(http.MethodPost, url, `{"limit":2,"ttl_ms":20000,"wait_ms":20000}`)
 			if err != nil || r.Status != http.StatusCreated {
 				t.Errorf("waiter %d: %v %v", i, r, err)
-				served <- -1
 				return
 			}
-			served <- i
+			fence, _ := r.JSON["fencing_token"].(json.Number)
+			fences[i], _ = fence.Int64()
 			token, _ := r.JSON["token"].(string)
 			if r, err = gw.try(http.MethodDelete, url, "", "Lock-Token", token); err != nil || r.Status != http.StatusNoContent {
 				t.Errorf("waiter %d: release: %v %v", i, r, err)
@@ -341,26 +343,19 @@ func TestSemaphoreFIFOLimit(t *testing.T) {
 	for _, tok := range holders {
 		wantStatus(t, gw.do(t, http.MethodDelete, url, "", "Lock-Token", tok), http.StatusNoContent)
 	}
-	done := map[int]bool{}
-	for range n {
-		var got int
-		select {
-		case got = <-served:
-		case <-time.After(15 * time.Second):
-			t.Fatalf("served %v, not all", done)
-		}
-		if got < 0 {
-			t.FailNow()
-		}
-		earlier := 0
-		for j := range got {
-			if !done[j] {
-				earlier++
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for i := range n {
+		var waiting []int // came before i, served after it
+		for j := range i {
+			if fences[j] > fences[i] {
+				waiting = append(waiting, j)
 			}
 		}
-		if earlier > limit-1 {
-			t.Fatalf("waiter %d served while %d waiters before it wait (served before it: %v)", got, earlier, done)
+		if len(waiting) > limit-1 {
+			t.Errorf("waiter %d served while waiters %v, who came before it, waited (fencing tokens by waiter %v)", i, waiting, fences)
 		}
-		done[got] = true
 	}
 }

@@ -758,6 +758,7 @@ func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Du
 // holders may overlap and fencing tokens must increase.
 func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second))
 }
 
@@ -767,6 +768,7 @@ func TestMutualExclusion(t *testing.T) {
 // reached (the run exercises concurrent holders).
 func TestSemaphoreExclusion(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	seed, d := soakSeed(t), soakDuration(t, 20*time.Second)/2
 	for _, limit := range []int{2, 3} {
 		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
@@ -818,6 +820,7 @@ func catchUnsafe(t *testing.T, clients, resources, limit int, set ...func(*conte
 // TestCheckerCatchesUnsafeConfig: catchUnsafe with 6 clients on 2 locks.
 func TestCheckerCatchesUnsafeConfig(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	catchUnsafe(t, 6, 2, 0)
 }
 
@@ -825,6 +828,7 @@ func TestCheckerCatchesUnsafeConfig(t *testing.T) {
 // semaphores of limit 2.
 func TestCheckerCatchesUnsafeSemaphore(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	catchUnsafe(t, 8, 2, 2)
 }
 
@@ -840,6 +844,7 @@ func multi(c *contention) { c.Multi = true }
 // each resource's fences increase.
 func TestMultiExclusion(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	c := safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second), multi)
 	if c.stats["acquired several"] == 0 || c.stats["acquired several"] == c.stats["acquired"] {
 		t.Errorf("%d of %d acquires took several locks: the run did not mix them", c.stats["acquired several"], c.stats["acquired"])
@@ -850,6 +855,7 @@ func TestMultiExclusion(t *testing.T) {
 // taken alone or several at once.
 func TestCheckerCatchesUnsafeMulti(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	catchUnsafe(t, 8, 3, 0, multi)
 }
 
@@ -858,6 +864,7 @@ func TestCheckerCatchesUnsafeMulti(t *testing.T) {
 // anyone, fences are ordered, and readers did hold a lock together.
 func TestRWExclusion(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	// Longer waits than the soak's locks: a writer that waits keeps new
 	// readers out, but those holding (TTLs up to 800ms) keep a short waiter
 	// out too, and readers would take most windows.
@@ -873,5 +880,6 @@ func TestRWExclusion(t *testing.T) {
 // locks.
 func TestCheckerCatchesUnsafeRW(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	catchUnsafe(t, 8, 2, 0, rw)
 }
