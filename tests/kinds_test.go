@@ -12,27 +12,32 @@ import (
 // lockKind is one of the four lock-like things (openapi.yaml: a lock, a
 // read lock, the locks of several resources, a semaphore's permit): the URL
 // that acquires it on a name res (POST with body(res, more), where more adds
-// members such as `,"wait_ms":5000`) and the URL that extends and releases
-// it. lockKinds is the one table every rule that holds for each kind
-// iterates.
+// members such as `,"wait_ms":5000`), the URL that extends and releases it,
+// and the flags with which `redlockd run` holds it. lockKinds is the one
+// table every rule that holds for each kind iterates.
 type lockKind struct {
 	name       string
 	acquireURL func(res string) string
 	body       func(res, more string) string
 	url        func(res string) string
+	runArgs    func(res string) []string
 }
 
 func lockURL(res string) string { return "/locks/" + res }
 
 var lockKinds = []lockKind{
-	{"lock", lockURL, func(_, more string) string { return `{"owner":"w"` + more + `}` }, lockURL},
-	{"read", lockURL, func(_, more string) string { return `{"mode":"read"` + more + `}` }, lockURL},
+	{"lock", lockURL, func(_, more string) string { return `{"owner":"w"` + more + `}` }, lockURL,
+		func(res string) []string { return []string{"--resource", res} }},
+	{"read", lockURL, func(_, more string) string { return `{"mode":"read"` + more + `}` }, lockURL,
+		func(res string) []string { return []string{"--resource", res, "--read"} }},
 	{"multi", func(string) string { return "/locks" },
 		func(res, more string) string { return multiBody([]string{res, res + ".b"}, more) },
-		func(res string) string { return multiPath([]string{res, res + ".b"}) }},
+		func(res string) string { return multiPath([]string{res, res + ".b"}) },
+		func(res string) []string { return []string{"--resource", res, "--resource", res + ".b"} }},
 	{"semaphore", func(res string) string { return "/semaphores/" + res },
 		func(_, more string) string { return `{"limit":1` + more + `}` },
-		func(res string) string { return "/semaphores/" + res }},
+		func(res string) string { return "/semaphores/" + res },
+		func(res string) []string { return []string{"--semaphore", res, "--limit", "1"} }},
 }
 
 // keptOut is the kind of acquire that a holder of k keeps waiting: k
@@ -96,24 +101,17 @@ func TestKindsQuarantine(t *testing.T) {
 	}
 }
 
-// TestRunKindsLockLost: `redlockd run` holding a read lock, the locks of
-// two resources or a permit exits 76 when its keys vanish (FLUSHALL on
-// every node) and the next extension is refused, as with a lock
+// TestRunKindsLockLost: `redlockd run` holding any kind exits 76 when its
+// keys vanish (FLUSHALL on every node) and the next extension is refused
 // (docs/clients.md "`redlockd run`").
 func TestRunKindsLockLost(t *testing.T) {
 	t.Parallel()
-	nodes := startCluster(t, 3)
-	g := startGateway(t, nodes)
-	for _, c := range []struct {
-		name string
-		args []string
-	}{
-		{"read", []string{"--resource", "r", "--read"}},
-		{"multi", []string{"--resource", "m1", "--resource", "m2"}},
-		{"semaphore", []string{"--semaphore", "s", "--limit", "2"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			args := append([]string{"run", "--url", g.URL, "--ttl", "1s", "--grace", "1s"}, c.args...)
+	for _, k := range lockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			nodes := startCluster(t, 3) // flushed: the kinds do not share it
+			g := startGateway(t, nodes)
+			args := append([]string{"run", "--url", g.URL, "--ttl", "1s", "--grace", "1s"}, k.runArgs(resourceName(t))...)
 			p := runProc(t, nil, append(args, "--", "sh", "-c", `echo ready; while :; do sleep 0.1; done`)...)
 			p.waitLine("ready", 30*time.Second)
 			for _, n := range nodes {

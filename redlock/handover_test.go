@@ -1,3 +1,5 @@
+// Hand-over of a released permit to a waiting acquire (docs/semaphores.md).
+
 package redlock
 
 import (
