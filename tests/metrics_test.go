@@ -54,10 +54,11 @@ func (m *metrics) value(name string, labels ...string) float64 {
 	return v
 }
 
-// TestMetrics scrapes /metrics of a gateway over three nodes: every metric
-// of docs/operations.md "Monitoring" is there, counters and histograms move
-// with the requests that feed them, the waiters gauge follows a waiting acquire, node gauges follow
-// a node's death, and no token shows.
+// TestMetrics: /metrics has the lock, wait, node and HTTP metrics of
+// docs/operations.md "Monitoring"; counters and histograms move with the
+// requests that feed them, the waiters gauge follows a waiting acquire, the
+// node gauges follow a node's death, and no token shows (docs/operations.md
+// "Security").
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -169,10 +170,11 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestMetricsFormats: behind --metrics-auth, /metrics speaks OpenMetrics to
-// a scraper that asks for it and gzip to one that accepts it, and
-// redlockd_build_info names the binary's version (as `redlockd version`
-// prints it), VCS revision and Go version.
+// TestMetricsFormats: behind --metrics-auth, /metrics needs a key, speaks
+// OpenMetrics to a scraper that asks for it and gzip to one that accepts it,
+// and redlockd_build_info names the binary's version (as `redlockd version`
+// prints it), VCS revision and Go version (docs/operations.md "Monitoring";
+// openapi.yaml /metrics).
 func TestMetricsFormats(t *testing.T) {
 	t.Parallel()
 	key := keygen(t, "scraper", "ops")
@@ -226,9 +228,9 @@ func TestMetricsFormats(t *testing.T) {
 	}
 }
 
-// TestKeysMetric: redlockd_keys counts each namespace's keys on a node
-// (docs/operations.md, monitoring): a tenant that touches many names shows,
-// by the fence counter each leaves for --fence-idle-ttl.
+// TestKeysMetric: redlockd_keys counts each namespace's keys on a node, so a
+// tenant that touches many names shows, by the fence counter each leaves for
+// --fence-idle-ttl (docs/operations.md "Monitoring").
 func TestKeysMetric(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

@@ -42,11 +42,13 @@ func multiFences(t testing.TB, r *Resp, resources []string) map[string]int64 {
 	return fences
 }
 
-// TestMultiLocks runs locks on several resources over HTTP: all or none,
-// a fencing token per resource in that resource's order, conflicts with
-// single locks, extend and release with the one token, waiting and wake-up,
-// idempotent tokens and bad input. Every request is checked against
-// openapi.yaml.
+// TestMultiLocks: locks on several resources are taken all or none with one
+// token, each resource with a fencing token in that resource's order; they
+// conflict with single locks, are extended and released (idempotently) with
+// the one token, wait and are woken by a release, never deadlock, take a
+// client token idempotently and refuse bad input with 400 (docs/safety.md
+// "Locks on several resources"; openapi.yaml /locks). Every request is
+// checked against openapi.yaml.
 func TestMultiLocks(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -102,8 +104,9 @@ func TestMultiLocks(t *testing.T) {
 		wantProblem(t, gw.do(t, http.MethodPatch, multiPath(rs), "", "Lock-Token", token), http.StatusConflict, "not-owner")
 	})
 
-	// docs/safety.md: each resource is a writer's lock held with the token,
-	// so one resource's path releases it alone.
+	// docs/safety.md "Locks on several resources": each resource is a
+	// writer's lock held with the token, so one resource's path releases it
+	// alone.
 	t.Run("ReleaseOne", func(t *testing.T) {
 		res := resourceName(t)
 		rs := []string{res + "-a", res + "-b"}
@@ -221,7 +224,9 @@ func TestMultiLocks(t *testing.T) {
 // TestMultiNamespaces: locks on several resources live in the caller's
 // namespace: a reader of one of them in another namespace does not keep
 // them out; in their own namespace it does, and a multi-resource lock keeps
-// out a reader there; another namespace's key cannot release them.
+// out a reader there; another namespace's key cannot release them, even
+// with the token, and no key is 401 (openapi.yaml "Authentication and
+// namespaces").
 func TestMultiNamespaces(t *testing.T) {
 	t.Parallel()
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
@@ -244,7 +249,8 @@ func TestMultiNamespaces(t *testing.T) {
 
 // TestMultiUnavailable: with a majority of nodes down, acquiring, extending
 // and releasing locks on several resources answer 503 quorum-unavailable
-// (the outcome cannot be known), at once.
+// (the outcome cannot be known) within about the node timeout
+// (docs/safety.md "What happens in each fault").
 func TestMultiUnavailable(t *testing.T) {
 	t.Parallel()
 	nodes, gw := startFaultGateway(t)
@@ -271,7 +277,8 @@ func TestMultiUnavailable(t *testing.T) {
 // resources with a token that holds none of them, while another token holds
 // one of them, are 409 not-owner with lock_state held-by-other (another
 // token holds the lock: the critical section may not have been exclusive),
-// whatever the place of that resource in the list.
+// also when that resource is not the first of the list (docs/safety.md
+// "Guarantees and limits, in plain words"; openapi.yaml Problem.lock_state).
 func TestMultiNotOwnerHeldByOther(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))

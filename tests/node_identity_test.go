@@ -10,15 +10,16 @@ import (
 	"time"
 )
 
-// Node identity (docs/safety.md, "One server, one vote"): a node is its
-// Redis server's run_id, not its URL. Two URLs of one server would cast two
-// votes, so serve refuses them at start (exit 64), and a node that could not
-// be reached at start and then turns out to be another node's server never
-// votes.
+// Node identity (docs/safety.md "Guarantees and limits, in plain words",
+// One server, one vote): a node is its Redis server's run_id, not its URL.
+// Two URLs of one server would cast two votes, so serve refuses them at
+// start (exit 64), and a node that could not be reached at start and then
+// turns out to be another node's server never votes.
 
-// TestNodeIdentitySameServerTwiceRefusesToStart: 127.0.0.1 and localhost of
-// one port, or databases /0 and /1 of one server, are one server: serve
-// exits 64 and says so.
+// TestNodeIdentitySameServerTwiceRefusesToStart: two URLs of one server
+// (127.0.0.1 and localhost of one port, or databases /0 and /1) are one
+// node, so serve refuses them: it exits 64 and says so (docs/safety.md
+// "Guarantees and limits, in plain words", One server, one vote).
 func TestNodeIdentitySameServerTwiceRefusesToStart(t *testing.T) {
 	t.Parallel()
 	if buildErr != nil {
@@ -49,11 +50,13 @@ func TestNodeIdentitySameServerTwiceRefusesToStart(t *testing.T) {
 	}
 }
 
-// TestNodeIdentityAliasFoundLaterNeverVotes: the fourth URL reaches node 0's
-// server through a proxy that refuses connections while the gateway starts.
-// Once it answers it is found to be node 0's server: /readyz shows it down
-// with the reason, and with node 1 down the other two servers are no quorum
-// of 4, although three URLs answer.
+// TestNodeIdentityAliasFoundLaterNeverVotes: a node unreachable at start
+// that turns out, once it answers, to reach another node's server never
+// votes: /readyz shows it down with the reason, and the log says so
+// (docs/safety.md "Guarantees and limits, in plain words", One server, one
+// vote). Here the fourth URL reaches node 0's server through a proxy that
+// refuses connections while the gateway starts; with node 1 down the other
+// two servers are no quorum of 4, although three URLs answer.
 func TestNodeIdentityAliasFoundLaterNeverVotes(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

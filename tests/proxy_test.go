@@ -161,9 +161,14 @@ func wantWithin(t testing.TB, r *Resp, limit time.Duration) {
 	}
 }
 
-// TestProxyFaults runs one 5-node cluster behind fault proxies and one
-// gateway; each subtest injects network faults between the gateway and some
-// nodes and removes them at its end.
+// TestProxyFaults: network faults between the gateway and a minority of
+// nodes (latency below and above the node timeout, thin bandwidth, cut
+// connections, a silent partition) cost a request nothing and never give a
+// wrong answer; on a majority every call is 503 quorum-unavailable within
+// about the node timeout, and the locks are intact once the fault heals
+// (docs/safety.md "What happens in each fault"). One 5-node cluster behind
+// fault proxies and one gateway; each subtest injects its faults and
+// removes them at its end.
 func TestProxyFaults(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)

@@ -11,10 +11,11 @@ import (
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
-// Restart quarantine auto (docs/safety.md, "Restart quarantine"): a node
-// whose configuration keeps every acknowledged write across a restart
-// (appendonly yes, appendfsync always) votes at once after one; another is
-// quarantined for max TTL, and /readyz says why for each node.
+// Restart quarantine auto (docs/safety.md "Guarantees and limits, in plain
+// words", Restart quarantine): a node whose configuration keeps every
+// acknowledged write across a restart (appendonly yes, appendfsync always)
+// votes at once after one; another is quarantined for max TTL, and /readyz
+// says why for each node.
 
 var (
 	durableArgs  = []string{"--appendonly", "yes", "--appendfsync", "always"}
@@ -40,6 +41,13 @@ func readyQuarantine(t *testing.T, gw *Gateway, n *RedisNode) (string, bool) {
 	return why, m["quarantined_until"] != nil
 }
 
+// TestQuarantineAutoDurableNodesVoteAtOnce: under --restart-quarantine auto,
+// a node that keeps every acknowledged write (appendonly yes, appendfsync
+// always) votes at once after a restart, with its lock keys and fence
+// counters; a node that does not, one that refuses CONFIG, and one switched
+// to everysec at runtime before its restart are quarantined, and /readyz
+// says why for each (docs/safety.md "Guarantees and limits, in plain
+// words", Restart quarantine).
 func TestQuarantineAutoDurableNodesVoteAtOnce(t *testing.T) {
 	t.Parallel()
 	renamed := append(append([]string{}, durableArgs...), "--rename-command", "CONFIG", "")
@@ -162,9 +170,11 @@ func wantQuarantineProblem(t *testing.T, gw *Gateway, r *Resp, quarantined strin
 	}
 }
 
-// TestQuarantineOnQuarantinesDurableNodes: with on, even durable nodes just
-// started are quarantined; an acquire is refused as not granted until the
-// quorum-th quarantine ends, which Retry-After says.
+// TestQuarantineOnQuarantinesDurableNodes: with --restart-quarantine on,
+// even durable nodes just started are quarantined (docs/safety.md
+// "Guarantees and limits, in plain words", Restart quarantine); an acquire
+// is 503 "not granted" until the quorum-th quarantine ends, which
+// Retry-After says (docs/safety.md "What is guaranteed").
 func TestQuarantineOnQuarantinesDurableNodes(t *testing.T) {
 	t.Parallel()
 	nodes := startNodesWith(t, durableArgs, durableArgs, durableArgs, durableArgs, durableArgs)
@@ -182,9 +192,11 @@ func TestQuarantineOnQuarantinesDurableNodes(t *testing.T) {
 	}
 }
 
-// TestQuarantineRestartOfThreeTellsWhenAQuorumVotes: 3 of 5 nodes restart
-// under quarantine on: acquires are 503 "not granted", counting 3 in
-// quarantine, with Retry-After at the end of their quarantine.
+// TestQuarantineRestartOfThreeTellsWhenAQuorumVotes: while 3 of 5 nodes are
+// quarantined after a restart, acquires are 503 "not granted", counting 3
+// in quarantine, with Retry-After at the end of their quarantine, when a
+// quorum votes again (docs/safety.md "What is guaranteed"; openapi.yaml
+// "Behaviour where the specification is silent").
 func TestQuarantineRestartOfThreeTellsWhenAQuorumVotes(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -225,11 +237,13 @@ func wantQuarantined(t *testing.T, gw *Gateway, nodes []*RedisNode, q map[int]bo
 	}
 }
 
-// TestQuarantineRestartedNodes: two nodes restart while a lock is held, one empty
-// after a crash and one after a clean SHUTDOWN with its data on disk
-// (appendfsync always): both are quarantined (/readyz and the gauge), do
-// not count in locked_nodes or held_nodes, get the lock put back by extend,
-// and have it removed by release; once max TTL is over they vote again.
+// TestQuarantineRestartedNodes: a node restarted while a lock is held, empty
+// after a crash or after a clean SHUTDOWN with its data on disk, is
+// quarantined (/readyz and redlockd_node_quarantined), does not count in
+// locked_nodes or held_nodes, gets the lock put back by extend and removed
+// by release, and votes again once max TTL is over (docs/safety.md "What
+// happens in each fault", Node restarted empty; docs/operations.md
+// "Restarts").
 func TestQuarantineRestartedNodes(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -309,10 +323,11 @@ func TestQuarantineRestartedNodes(t *testing.T) {
 	lock(t, gw, resourceName(t), "")
 }
 
-// TestQuarantineReplicaRoundTrip: a node made a replica and a master again between
-// two health checks (no request in between) may have lost its keys to the
-// sync: it is quarantined for max TTL all the same (its master_replid
-// changed), and says so in /readyz and the gauge.
+// TestQuarantineReplicaRoundTrip: a node made a replica and a master again
+// between two health checks (no request in between) may have lost its keys
+// to the sync: it is quarantined for max TTL all the same (its
+// master_replid changed), and says so in /readyz and the gauge
+// (docs/safety.md "What happens in each fault", Replica made master again).
 func TestQuarantineReplicaRoundTrip(t *testing.T) {
 	t.Parallel()
 	const maxTTL = 3 * time.Second

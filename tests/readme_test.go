@@ -36,17 +36,18 @@ func firstSteps(t *testing.T) string {
 	return script.String()
 }
 
-// TestReadmeFirstSteps pastes the README's first steps, in order, into bash
-// against a live gateway (its address in place of localhost:8080, the built
-// redlockd on PATH, the repository as working directory) and checks what
-// each step prints: the status it promises, the token captured from the
-// acquire used by the extend and release, the exit statuses of
-// `redlockd run` and with-lock.sh. No step waits: every acquire is decided
-// in its first round (an acquire that waited for a lock still held would
-// send more rounds, up to its whole wait_ms).
+// TestReadmeFirstSteps: the README's first steps (README.md "Using it"),
+// pasted in order into bash against a live gateway (its address in place of
+// localhost:8080, the built redlockd on PATH, the repository as working
+// directory), print what each step promises: the status, the token
+// captured from the acquire used by the extend and release, the exit
+// statuses of `redlockd run` and with-lock.sh. No step waits: every acquire
+// is decided in its first round (an acquire that waited for a lock still
+// held would send more rounds, up to its whole wait_ms).
 //
-// The free lock's inspect is the 200 {"held":false} answer (openapi.yaml); a
-// gateway that answers 404 for a free lock fails this test.
+// The free lock's inspect is the 200 {"held":false} answer (openapi.yaml
+// GET /locks/{resource}); a gateway that answers 404 for a free lock fails
+// this test.
 func TestReadmeFirstSteps(t *testing.T) {
 	t.Parallel()
 	bash, _ := needTool(t, "bash"), needTool(t, "curl")

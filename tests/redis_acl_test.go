@@ -42,13 +42,15 @@ func aclUser(t testing.TB, n *RedisNode, password string, rules []any) string {
 	return (&url.URL{Scheme: "redis", User: url.UserPassword("redlockd", password), Host: n.Addr}).String()
 }
 
-// TestRedisMinimalACL: the Redis ACL of docs/safety.md, given to a user whose
-// password needs percent-encoding, runs every kind of lock (acquire, inspect,
-// extend, release, a waiting acquire woken by the release), GET /locks and
-// /readyz. Two API keys of two namespaces each take the same names and do
-// not see, extend or release each other's locks, even with the token. The
-// password, the keys and the tokens appear in no log line (debug level),
-// metrics or /readyz.
+// TestRedisMinimalACL: the smallest Redis ACL of docs/safety.md ("Guarantees
+// and limits, in plain words", Keys), given to a user whose password needs
+// percent-encoding, runs every kind of lock (acquire, inspect, extend,
+// release, a waiting acquire woken by the release), GET /locks and /readyz.
+// Two API keys of two namespaces each take the same names and do not see,
+// extend or release each other's locks, even with the token (openapi.yaml
+// "Authentication and namespaces"). The password, the keys and the tokens
+// appear in no log line (debug level), metrics or /readyz
+// (docs/operations.md "Security").
 func TestRedisMinimalACL(t *testing.T) {
 	t.Parallel()
 	const password = "Pw@ss/w:rd%acl-secret"
@@ -132,7 +134,9 @@ func TestRedisMinimalACL(t *testing.T) {
 
 // TestRedisACLSubscribeRefused: a node whose ACL (docs/safety.md's without
 // +subscribe) refuses the subscription to release announcements is logged
-// at start-up, by node, without the password: releases wake no waiter then.
+// at start-up, by node, without the password, since releases then wake no
+// waiter through it (docs/safety.md "Guarantees and limits, in plain
+// words", Keys).
 func TestRedisACLSubscribeRefused(t *testing.T) {
 	t.Parallel()
 	const password = "no-subscribe-secret"

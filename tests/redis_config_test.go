@@ -14,7 +14,8 @@ import (
 // TestRedisConfEvictingPolicyWarns: a node at a maxmemory with an evicting
 // maxmemory-policy (allkeys-lru, volatile-ttl) may evict lock keys, which
 // breaks mutual exclusion: the gateway warns about each such node, and not
-// about one with noeviction or no maxmemory.
+// about one with noeviction or no maxmemory (docs/operations.md "Redis
+// configuration").
 func TestRedisConfEvictingPolicyWarns(t *testing.T) {
 	t.Parallel()
 	nodes := nodesOf(
@@ -52,7 +53,8 @@ func nodeWarning(gw *Gateway, n *RedisNode, what string) string {
 
 // TestRedisConfNoAOFWarns: with the restart quarantine off (safe only with
 // appendfsync always), a node without an append-only file restarts empty and
-// votes at once: the gateway warns about it, and not about a node with one.
+// votes at once: the gateway warns about it, and not about a node with one
+// (docs/operations.md "Redis configuration").
 func TestRedisConfNoAOFWarns(t *testing.T) {
 	t.Parallel()
 	nodes := nodesOf(redistest.Start(t), redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always"), redistest.Start(t))
@@ -68,7 +70,8 @@ func TestRedisConfNoAOFWarns(t *testing.T) {
 // TestRedisConfClusterModeNodeDown: a redis-server in cluster mode, even
 // one serving every hash slot, refuses every lock (the scripts' keys hash
 // to different slots: CROSSSLOT), so it can never vote: /readyz and
-// redlockd_node_up show it down, and say why, from the first check on.
+// redlockd_node_up show it down, and say why, from the first check on
+// (docs/operations.md "Redis configuration").
 func TestRedisConfClusterModeNodeDown(t *testing.T) {
 	t.Parallel()
 	plain := startCluster(t, 2)
@@ -102,7 +105,8 @@ func TestRedisConfClusterModeNodeDown(t *testing.T) {
 // TestRedisConfDatabases: two gateways on database 0 and database 1 of
 // the same servers (/N in the URLs) hold separate locks: the same resource
 // is granted by both, each lock's keys are in its own database, and a
-// release through one leaves the other's lock held.
+// release through one leaves the other's lock held (docs/operations.md
+// "Redis configuration").
 func TestRedisConfDatabases(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

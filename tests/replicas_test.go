@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// TestReplicas runs two gateway processes against the same five nodes: they
-// share no state but Redis, so a lock taken through one is held for the
-// other, and a release through one wakes a waiter on the other at once (the
-// release is announced on every node; the fallback poll is 30s and the
-// holder's TTL 30s, so nothing else can wake it in time).
+// TestReplicas: two gateways on the same five nodes share no state but
+// Redis, so a lock taken through one is held for the other, and a release
+// through one wakes a waiter on the other at once (docs/operations.md
+// "Scaling the gateway horizontally"; docs/safety.md "Guarantees and limits,
+// in plain words", Waiting): the release is announced on every node, and
+// the fallback poll (30s) and the holder's TTL (30s) come too late to wake
+// it in time.
 func TestReplicas(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)

@@ -23,7 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The exit statuses of `redlockd run` (docs/clients.md "`redlockd run`").
+// The exit statuses of `redlockd run`
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 const (
 	runUsage       = 64
 	runUnavailable = 69
@@ -31,8 +32,12 @@ const (
 	runLockLost    = 76
 )
 
-// TestRun runs `redlockd run` (the built binary) against a gateway over
-// three redis-servers.
+// TestRun: `redlockd run` holds a lock around CMD: CMD's exit status is
+// run's, CMD gets the lock's variables, the lock is extended while CMD runs
+// and released when it exits, signals are forwarded, a held lock is 75 and
+// a bad flag or URL 64 (docs/clients.md "`redlockd run` (shell scripts, cron
+// jobs)"). It runs the built binary against a gateway over three
+// redis-servers.
 func TestRun(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -368,9 +373,11 @@ func TestRun(t *testing.T) {
 	})
 }
 
-// TestRunLockLost kills 3 of 5 nodes while CMD runs: no extension can
-// succeed, so when the lock's validity ends CMD gets SIGTERM and run exits
-// 76. Then, with the quorum gone, run cannot take a lock: 69.
+// TestRunLockLost: when no extension can succeed (3 of 5 nodes killed while
+// CMD runs), CMD gets SIGTERM once the lock's validity ends and run exits
+// 76; with the quorum gone, run cannot take a lock: 69, after trying again
+// while --wait lasts (docs/clients.md "`redlockd run` (shell scripts, cron
+// jobs)").
 func TestRunLockLost(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -402,9 +409,10 @@ func TestRunLockLost(t *testing.T) {
 	wantNoFile(t, marker, "quorum unavailable")
 }
 
-// TestRunLockLostRefused: the lock's keys vanish (FLUSHALL on every node), so
-// the next extension is refused (409): CMD, which ignores SIGTERM, is killed
-// after --grace and run exits 76.
+// TestRunLockLostRefused: an extension refused with 409 (the lock's keys
+// vanished: FLUSHALL on every node) means the lock is lost: CMD, which
+// ignores SIGTERM, is killed after --grace and run exits 76
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 func TestRunLockLostRefused(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -446,7 +454,8 @@ func readyCommand(t *testing.T, p *proc) int {
 
 // TestRunKilled: when `redlockd run` itself is killed (SIGKILL, nothing of
 // it runs any more), CMD gets SIGTERM from the kernel (the parent-death
-// signal), rather than running on without the lock being extended.
+// signal) rather than running on without the lock being extended
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 func TestRunKilled(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
@@ -480,9 +489,10 @@ func wantHeldFor(t *testing.T, g *Gateway, res string, fence int64, d time.Durat
 	t.Logf("lock held with fence %d across %d checks over %v", fence, checks, d)
 }
 
-// TestRunTerminal runs `redlockd run` on a pseudo-terminal, as from an
-// interactive shell: CMD gets the terminal, so it can read it (in the
-// background it would be stopped by SIGTTIN), and Ctrl-C reaches it.
+// TestRunTerminal: `redlockd run` on a terminal, as from an interactive
+// shell, gives CMD the terminal, so it can read it (in the background it
+// would be stopped by SIGTTIN), and Ctrl-C reaches it (docs/clients.md
+// "`redlockd run` (shell scripts, cron jobs)").
 func TestRunTerminal(t *testing.T) {
 	t.Parallel()
 	if buildErr != nil {
@@ -572,9 +582,11 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // gives the gateway's last answer (its problem detail), not "unreachable",
 // whether the acquire was refused (69), the extension right after a slow
 // acquire was (69), or the extensions while CMD ran were (76); when the
-// gateway itself does not answer, it says so. Time is the subject: the
-// gateways answer for paused nodes within the fault tests' nodeTimeout, well
-// inside the lock's validity, which the extensions may not outlive.
+// gateway itself does not answer, it says so
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)"). Time is
+// the subject: the gateways answer for paused nodes within the fault tests'
+// nodeTimeout, well inside the lock's validity, which the extensions may
+// not outlive.
 func TestRunUnavailableSaysWhy(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -671,11 +683,12 @@ func pause(t *testing.T, nodes []*RedisNode) {
 	}
 }
 
-// TestRunShortGatewayMaxWait runs `redlockd run` against a gateway whose
-// --max-wait (1s) is below run's --wait, as docs/operations.md advises
-// behind a load balancer with a short idle timeout: run still waits up to
-// its --wait for the lock, and a value that the gateway refuses for another
-// reason is still a usage error.
+// TestRunShortGatewayMaxWait: `redlockd run` waits up to its own --wait for
+// the lock against a gateway whose --max-wait (1s) is shorter, as
+// docs/operations.md "Scaling the gateway horizontally" advises behind a
+// load balancer with a short idle timeout; a value that the gateway refuses
+// for another reason is still a usage error
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 func TestRunShortGatewayMaxWait(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, startCluster(t, 3), "--max-wait", "1s")
@@ -705,10 +718,11 @@ func TestRunShortGatewayMaxWait(t *testing.T) {
 	}
 }
 
-// TestRunNestedEnv runs `redlockd run --semaphore` inside `redlockd run
-// --resource` and the other way round: the inner CMD gets the variables of
-// what the inner run holds only, none left from the outer run that would
-// pair its name with the inner run's token.
+// TestRunNestedEnv: the CMD of `redlockd run` gets the variables of what that
+// run holds (docs/clients.md "`redlockd run` (shell scripts, cron jobs)"),
+// and only those: a run inside another (--semaphore in --resource, and the
+// other way round) leaves none of the outer run's that would pair its name
+// with the inner run's token.
 func TestRunNestedEnv(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
@@ -728,10 +742,10 @@ func TestRunNestedEnv(t *testing.T) {
 	}
 }
 
-// TestRunTooManyWaiters runs `redlockd run --wait` while every waiting slot
-// of the gateway is taken: the 503 too-many-waiters is tried again while
-// --wait lasts, as docs/clients.md says of a 503, and run gets the lock
-// once its holder's expired.
+// TestRunTooManyWaiters: `redlockd run --wait` tries a 503 too-many-waiters
+// (every waiting slot of the gateway taken) again while --wait lasts, as
+// any 503, and gets the lock once its holder's expired
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 func TestRunTooManyWaiters(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, startCluster(t, 3), "--max-waiters", "1")
@@ -758,7 +772,8 @@ func TestRunTooManyWaiters(t *testing.T) {
 // when the gateway does not answer, as behind a proxy that answers 502
 // while the gateway restarts (no problem body), and says so once; a 4xx
 // that is not a gateway's, as a TLS gateway asked in plain HTTP answers, is
-// a usage error (64), not "unavailable" (69).
+// a usage error (64), not "unavailable" (69)
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 func TestRunRetriesUnreachable(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))

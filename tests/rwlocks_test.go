@@ -31,11 +31,13 @@ func wantReaders(t testing.TB, g *Gateway, res string, n, fence int64, token str
 	wantNoSecret(t, info, token)
 }
 
-// TestRWLocks runs read-write locks over HTTP against one gateway over five
-// nodes: readers share and get the last writer's fence, a writer is refused
-// while they hold and woken by the last release, a waiting writer keeps new
-// readers out, bad modes, idempotent readers, extend and release. Every
-// request is checked against openapi.yaml.
+// TestRWLocks: readers share a lock and get the last writer's fence, a
+// writer is refused while they hold it and woken by the last release, a
+// waiting writer keeps new readers out, a bad mode is 400, a reader's
+// client token is idempotent, and extend and release find the token as a
+// reader (docs/safety.md "Read-write locks"; openapi.yaml
+// /locks/{resource}). One gateway over five nodes; every request is checked
+// against openapi.yaml.
 func TestRWLocks(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 5))
@@ -192,7 +194,9 @@ func TestRWLocks(t *testing.T) {
 }
 
 // TestRWNamespaces: a reader in one namespace does not keep out a writer of
-// the same resource in another; in its own namespace it does.
+// the same resource in another; in its own namespace it does, and another
+// namespace's key cannot release it (openapi.yaml "Authentication and
+// namespaces").
 func TestRWNamespaces(t *testing.T) {
 	t.Parallel()
 	a, b := keygen(t, "svc-a", "team-a"), keygen(t, "svc-b", "team-b")
@@ -217,9 +221,9 @@ func TestRWNamespaces(t *testing.T) {
 }
 
 // TestRWWriterGoneLetsReadersIn: a writer that waits behind readers keeps new
-// readers out (docs/safety.md "Read-write locks"), but only while it waits: once its client is gone,
-// a new reader gets the lock at once, not when the writer's wait would have
-// ended; so for a writer of several resources.
+// readers out only while it waits: once its client is gone, a new reader
+// gets the lock at once, not when the writer's wait would have ended; so for
+// a writer of several resources (docs/safety.md "Read-write locks").
 func TestRWWriterGoneLetsReadersIn(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
@@ -243,11 +247,11 @@ func TestRWWriterGoneLetsReadersIn(t *testing.T) {
 	}
 }
 
-// TestRWCancelledWriterLetsReadersIn: a writer waiting behind a reader
-// whose client leaves in the middle of one of its rounds leaves the wwait
-// sets for good: the round's refusals, answered after the gateway removed
-// the writer, must not put it back and keep new readers out for the rest of
-// its wait.
+// TestRWCancelledWriterLetsReadersIn: a waiting writer whose client leaves
+// in the middle of one of its rounds leaves the wwait sets for good: the
+// round's refusals, answered after the gateway removed the writer, must not
+// put it back and keep new readers out for the rest of its wait
+// (docs/safety.md "Read-write locks").
 func TestRWCancelledWriterLetsReadersIn(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3), "--max-wait", "10s")

@@ -30,7 +30,8 @@ func timed(f func() *Resp) (*Resp, time.Time) {
 // rest); with a majority dead every call is 503 within about the node
 // timeout; when the majority comes back empty at once, the lock survives on
 // a minority only, and nobody else gets it before the holder's validity is
-// over, because the restarted nodes do not vote for max TTL.
+// over, because the restarted nodes do not vote for max TTL
+// (docs/safety.md "What happens in each fault").
 func TestKillMinorityThenMajority(t *testing.T) {
 	t.Parallel()
 	const maxTTL = 2 * time.Second
@@ -110,7 +111,8 @@ func TestKillMinorityThenMajority(t *testing.T) {
 
 // TestPausedNodes: SIGSTOPped nodes (their sockets accept, nothing answers)
 // cost each request at most about the node timeout, never a wrong answer;
-// with a majority paused every call is 503; after SIGCONT the lock is intact.
+// with a majority paused every call is 503; after SIGCONT the lock is intact
+// (docs/safety.md "What happens in each fault").
 func TestPausedNodes(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -178,11 +180,12 @@ func TestPausedNodes(t *testing.T) {
 	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
 }
 
-// TestRestartSamePort: with quarantine on, each node in turn is killed and
-// restarted empty on the same port at once. The restarted node is
-// quarantined (shown in /readyz until max TTL after its start, not counted
-// in locked_nodes) and the
-// fencing tokens handed out keep increasing.
+// TestRestartSamePort: with quarantine on, a node killed and restarted empty
+// on the same port is quarantined (shown in /readyz until max TTL after its
+// start, not counted in locked_nodes), and the fencing tokens handed out
+// keep increasing, as each node in turn restarts (docs/safety.md "What
+// happens in each fault"; docs/safety.md "When fencing tokens can go
+// backwards").
 func TestRestartSamePort(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -232,13 +235,15 @@ func TestRestartSamePort(t *testing.T) {
 	}
 }
 
-// TestSeedScenario is the hazard restart quarantine exists for. Three nodes
-// r0, r1, r2 behind fault proxies; client A takes the lock while r0 is cut
-// off, so A holds it on r1 and r2 only; r1 crashes and restarts empty at
-// once; client B tries while A's lock is still valid. With quarantine on,
-// r1 does not vote and B must not get the lock. With quarantine off, B gets
-// it: two clients hold the same lock (the subtest that shows the test can
-// fail).
+// TestSeedScenario: with restart quarantine on, a node that restarts empty
+// does not vote, so a lock held on a bare quorum cannot go to a second
+// client while it is valid (docs/safety.md "What happens in each fault",
+// Node restarted empty); with it off it can, and the fencing tokens still
+// order the two (docs/safety.md "When fencing tokens can go backwards").
+// Three nodes r0, r1, r2 behind fault proxies; client A takes the lock
+// while r0 is cut off, so A holds it on r1 and r2 only; r1 crashes and
+// restarts empty at once; client B tries while A's lock is still valid.
+// The subtest with quarantine off shows that the test can fail.
 func TestSeedScenario(t *testing.T) {
 	t.Parallel()
 	const maxTTL = 2 * time.Second

@@ -53,10 +53,12 @@ func permitsHeld(t testing.TB, g *Gateway, name string, hdr ...string) []any {
 	return ps
 }
 
-// TestSemaphores runs the semaphore API against one gateway over five
-// nodes: permits 0 and 1 of a limit of 2, the third refused and then served
-// by a release, limit mismatch, idempotent tokens, extension, release and
-// inspection. Every request is checked against openapi.yaml.
+// TestSemaphores: a semaphore of limit 2 grants permits 0 and 1, refuses a
+// third until a release serves it, refuses another limit (limit-mismatch)
+// while permits are held, and takes client tokens idempotently, extends,
+// releases and is inspected as docs/semaphores.md "The API" says
+// (openapi.yaml /semaphores/{name}). One gateway over five nodes; every
+// request is checked against openapi.yaml.
 func TestSemaphores(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -179,7 +181,11 @@ func TestSemaphores(t *testing.T) {
 	})
 }
 
-// TestSemaphoreBadInput: malformed requests are 400 and change nothing.
+// TestSemaphoreBadInput: malformed requests (a limit missing, outside
+// 1..256 or not an integer, unknown or null members, a TTL out of range, a
+// bad name or token) are 400, an unknown method 405, and none changes
+// anything on the nodes (docs/semaphores.md "The API"; openapi.yaml
+// "Request bodies").
 func TestSemaphoreBadInput(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -201,7 +207,9 @@ func TestSemaphoreBadInput(t *testing.T) {
 }
 
 // TestSemaphoreNamespaces: the same semaphore name under two API keys of
-// two namespaces is two semaphores; a request without a key is 401.
+// two namespaces is two semaphores, and a request without a key is 401
+// (docs/semaphores.md "The API"; openapi.yaml "Authentication and
+// namespaces").
 func TestSemaphoreNamespaces(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -221,9 +229,10 @@ func TestSemaphoreNamespaces(t *testing.T) {
 	wantStatus(t, releasePermit(t, gw, name, pb.str(t, "token"), bearer(b.Key)...), http.StatusNoContent)
 }
 
-// TestRunSemaphore runs `redlockd run --semaphore` (the built binary): CMD
-// gets the semaphore and its permit, a full semaphore is 75, and another
-// limit is a usage error.
+// TestRunSemaphore: `redlockd run --semaphore` gives CMD the semaphore and
+// its permit, exits 75 when every permit is held and 64 when the permits
+// are held with another limit (docs/clients.md "`redlockd run` (shell
+// scripts, cron jobs)"; docs/semaphores.md "The API").
 func TestRunSemaphore(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, startCluster(t, 3))
@@ -255,8 +264,8 @@ func TestRunSemaphore(t *testing.T) {
 
 // TestSemaphoreFencesUnique: acquires of one semaphore's permits sent
 // together through two gateways never get the same fencing token, and one
-// sent after another's 201 was read gets a greater one (docs/semaphores.md,
-// fencing tokens).
+// sent after another's 201 was read gets a greater one (docs/semaphores.md
+// "Fencing tokens across permits").
 func TestSemaphoreFencesUnique(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -306,9 +315,10 @@ func TestSemaphoreFencesUnique(t *testing.T) {
 // TestSemaphoreFIFOLimit: with limit 2, waiters are served first come,
 // first served up to the two that try at once: when a waiter is served, at
 // most one waiter that came before it is still waiting, even while every
-// served waiter releases at once (docs/semaphores.md). The order of service
-// is the order of the grants' fencing tokens (unique and increasing), not
-// the order their answers reach the test's goroutines.
+// served waiter releases at once (docs/semaphores.md "The API", Waiting).
+// The order of service is the order of the grants' fencing tokens (unique
+// and increasing), not the order their answers reach the test's
+// goroutines.
 func TestSemaphoreFIFOLimit(t *testing.T) {
 	t.Parallel()
 	const limit, n = 2, 8

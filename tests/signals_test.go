@@ -21,7 +21,8 @@ import (
 // completes, an idle keep-alive connection carries on, the new key works and
 // the revoked one gets 401, and a new TLS handshake sees the new
 // certificate. A bad keys file or certificate then keeps the old ones and
-// is logged as an error, without key material.
+// is logged as an error, without key material (docs/configuration.md
+// "Configuration", SIGHUP; docs/operations.md "Security").
 func TestSIGHUPReload(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -214,7 +215,7 @@ func waitLogWhere(t *testing.T, g *Gateway, what string, match func(map[string]a
 // to. One that looks like a missing security setting (a misspelt
 // REDLOCKD_API_KEYS_FILE would run without API keys) stops serve with 64;
 // another is a warning. Variables of the other commands and the tests are
-// not reported.
+// not reported (docs/configuration.md "Configuration", Unknown variables).
 func TestUnknownEnv(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -275,7 +276,8 @@ func TestUnknownEnv(t *testing.T) {
 
 // TestRunAPIKeyEnv: `redlockd run` takes its API key from REDLOCKD_API_KEY;
 // --api-key-file wins over it, and it wins over REDLOCKD_API_KEY_FILE. The
-// key shows nowhere.
+// key shows nowhere (docs/clients.md "`redlockd run` (shell scripts, cron
+// jobs)").
 func TestRunAPIKeyEnv(t *testing.T) {
 	t.Parallel()
 	key := keygen(t, "ci", "ci")
@@ -310,10 +312,11 @@ func TestRunAPIKeyEnv(t *testing.T) {
 }
 
 // TestClientGoneLogged: a waiting acquire whose client goes away (at the
-// head of the queue, and behind it) is logged with outcome
-// client_gone and status 499 at info level, with no node errors and no
-// "quorum unavailable" line, and counted as such. So is an acquire whose
-// client goes away while the nodes do not answer yet.
+// head of the queue, and behind it) is logged with outcome client_gone and
+// status 499 at info level, with no node errors and no "quorum
+// unavailable" line, and counted as such; so is an acquire whose client
+// goes away while the nodes do not answer yet (docs/configuration.md
+// "Configuration", the last paragraph; docs/operations.md "Logs").
 func TestClientGoneLogged(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

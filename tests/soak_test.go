@@ -754,18 +754,22 @@ func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Du
 	return c
 }
 
-// TestMutualExclusion: 12 clients on 5 locks in the soak (safeRun); no two
-// holders may overlap and fencing tokens must increase.
+// TestMutualExclusion: under a seeded schedule of node and network faults,
+// no two holders' safe windows of one lock overlap and fencing tokens
+// increase in window order (docs/safety.md "What is guaranteed"): 12
+// clients on 5 locks in the soak (safeRun).
 func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
 	slow(t)
 	safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second))
 }
 
-// TestSemaphoreExclusion: 14 clients on 3 semaphores of limit 2, then of
-// limit 3, in the soak (safeRun; REDLOCKD_SOAK_DURATION is shared between the
-// two): at no instant more than limit holders, fences ordered, and the limit
-// reached (the run exercises concurrent holders).
+// TestSemaphoreExclusion: at no instant are more than limit holders of a
+// semaphore inside their safe windows, and fences are ordered
+// (docs/safety.md "Semaphores"): 14 clients on 3 semaphores of limit 2,
+// then of limit 3, in the soak (safeRun; REDLOCKD_SOAK_DURATION is shared
+// between the two), and the limit reached (the run exercises concurrent
+// holders).
 func TestSemaphoreExclusion(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -817,15 +821,19 @@ func catchUnsafe(t *testing.T, clients, resources, limit int, set ...func(*conte
 	t.Fatal("the checker found no violation in an unsafe configuration: it cannot fail")
 }
 
-// TestCheckerCatchesUnsafeConfig: catchUnsafe with 6 clients on 2 locks.
+// TestCheckerCatchesUnsafeConfig: with the restart quarantine off, nodes
+// restarting empty break mutual exclusion (docs/safety.md "Assumptions"),
+// and the soak's checker reports it (docs/safety.md "How it is tested"):
+// catchUnsafe with 6 clients on 2 locks.
 func TestCheckerCatchesUnsafeConfig(t *testing.T) {
 	t.Parallel()
 	slow(t)
 	catchUnsafe(t, 6, 2, 0)
 }
 
-// TestCheckerCatchesUnsafeSemaphore: catchUnsafe with 8 clients on 2
-// semaphores of limit 2.
+// TestCheckerCatchesUnsafeSemaphore: the checker reports the broken limit
+// of semaphores under the unsafe configuration (docs/safety.md
+// "Semaphores"): catchUnsafe with 8 clients on 2 semaphores of limit 2.
 func TestCheckerCatchesUnsafeSemaphore(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -838,10 +846,11 @@ func rw(c *contention) { c.RW = true }
 // multi makes half the acquires of a contention take several locks at once.
 func multi(c *contention) { c.Multi = true }
 
-// TestMultiExclusion: 12 clients on 5 locks in the soak (safeRun), half of
-// the acquires taking 2 or 3 of them at once (all or none): no two holders
-// of a resource overlap, whether they took it alone or with others, and
-// each resource's fences increase.
+// TestMultiExclusion: no two holders of a resource overlap, whether they
+// took it alone or with others, and each resource's fences increase
+// (docs/safety.md "Locks on several resources"): 12 clients on 5 locks in
+// the soak (safeRun), half of the acquires taking 2 or 3 of them at once
+// (all or none).
 func TestMultiExclusion(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -851,17 +860,20 @@ func TestMultiExclusion(t *testing.T) {
 	}
 }
 
-// TestCheckerCatchesUnsafeMulti: catchUnsafe with 8 clients on 3 locks,
-// taken alone or several at once.
+// TestCheckerCatchesUnsafeMulti: the checker reports the broken exclusion
+// of locks on several resources under the unsafe configuration
+// (docs/safety.md "Locks on several resources"): catchUnsafe with 8 clients
+// on 3 locks, taken alone or several at once.
 func TestCheckerCatchesUnsafeMulti(t *testing.T) {
 	t.Parallel()
 	slow(t)
 	catchUnsafe(t, 8, 3, 0, multi)
 }
 
-// TestRWExclusion: 12 clients on 3 read-write locks in the soak (safeRun),
-// each acquire a reader's (one in three) or a writer's: no writer overlaps
-// anyone, fences are ordered, and readers did hold a lock together.
+// TestRWExclusion: no writer's safe window overlaps any other of its
+// resource, fences are ordered, and readers do hold a lock together
+// (docs/safety.md "Read-write locks"): 12 clients on 3 read-write locks in
+// the soak (safeRun), each acquire a reader's (one in three) or a writer's.
 func TestRWExclusion(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -876,8 +888,9 @@ func TestRWExclusion(t *testing.T) {
 	}
 }
 
-// TestCheckerCatchesUnsafeRW: catchUnsafe with 8 clients on 2 read-write
-// locks.
+// TestCheckerCatchesUnsafeRW: the checker reports the broken exclusion of
+// read-write locks under the unsafe configuration (docs/safety.md
+// "Read-write locks"): catchUnsafe with 8 clients on 2 read-write locks.
 func TestCheckerCatchesUnsafeRW(t *testing.T) {
 	t.Parallel()
 	slow(t)

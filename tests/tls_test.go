@@ -155,13 +155,13 @@ func waitReadyWith(t testing.TB, c *http.Client, base string, g *Gateway) {
 
 // ---------------------------------------------------------------------------
 
-// TestTLS runs the gateway with an HTTPS listener against three TLS-only
-// redis-servers (rediss://): one open, one with requirepass, one with an ACL
-// user and password, all trusting a CA made here and given with
-// --redis-ca-file. Locks go through HTTPS and land on every node; plain
-// HTTP to the HTTPS port is refused; the passwords show nowhere. Then the
-// CA given through SSL_CERT_FILE instead, and no CA at all (every node is
-// down: its certificate is not trusted).
+// TestTLS: the gateway serves HTTPS with --tls-cert and reaches TLS-only
+// redis-servers (rediss://: one open, one with requirepass, one with an ACL
+// user and password) verified against --redis-ca-file, or the CA of
+// SSL_CERT_FILE; a node whose certificate is not trusted is down
+// (docs/operations.md "Topology", Redis settings). Locks go through HTTPS
+// and land on every node, plain HTTP to the HTTPS port gets no lock, and
+// the passwords show nowhere (docs/operations.md "Security").
 func TestTLS(t *testing.T) {
 	t.Parallel()
 	ca := newTestCA(t)

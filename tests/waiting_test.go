@@ -12,13 +12,14 @@ import (
 	"time"
 )
 
-// TestManyWaiters: 400 waiting acquires on 20 held locks (20 per lock), 40
-// of them with a 2s wait. Those time out with 409 (or 503, when the last
-// round before the end of the wait found the nodes too slow: both say "not
-// acquired"), not before their wait; no other is served while the holders
-// hold; once they release, every other waiter is served in turn. The
+// TestManyWaiters: a waiting acquire is served only once the holder
+// releases, in turn, or times out with 409 (or 503, when the last round
+// before the end of the wait found the nodes too slow: both say "not
+// acquired"), not before its wait (docs/safety.md "Guarantees and limits,
+// in plain words", Waiting; openapi.yaml POST /locks/{resource}): 400
+// waiting acquires on 20 held locks, 40 of them with a 2s wait. The
 // measurement of memory and idle Redis commands with 10,000 waiters is in
-// bench/ (docs/measuring.md).
+// bench/ (docs/measuring.md "The floors").
 func TestManyWaiters(t *testing.T) {
 	t.Parallel()
 	const resources, waiters, short = 20, 400, 40
@@ -69,11 +70,12 @@ func TestManyWaiters(t *testing.T) {
 	}
 }
 
-// TestContendedWaiters: 16 clients take turns on one lock, asking with
-// wait_ms, holding it 1ms and asking again. Every acquisition is served; no
-// two holds overlap (each 201 comes after the previous holder sent its
-// release), and the fencing tokens grow in the order of the holds. The
-// hand-off latency and fairness are measured in bench/.
+// TestContendedWaiters: clients that take turns on one lock with wait_ms
+// are all served, no two holds overlap (each 201 comes after the previous
+// holder sent its release), and the fencing tokens grow in the order of
+// the holds (docs/safety.md "Guarantees and limits, in plain words",
+// Waiting and Fencing tokens): 16 clients, each holding it 1ms and asking
+// again. The hand-off latency and fairness are measured in bench/.
 func TestContendedWaiters(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 5))
@@ -122,7 +124,9 @@ func TestContendedWaiters(t *testing.T) {
 
 // TestRetryAfterAfterWait: the 409 lock-held of an acquire that waited in
 // vain tells the holder's remaining TTL at its end (plus jitter), not the
-// TTL seen when the wait began; for a lock and for a semaphore's permit.
+// TTL seen when the wait began, for a lock and for a semaphore's permit
+// (docs/design.md "Decisions where the spec is silent"; openapi.yaml
+// "Behaviour where the specification is silent").
 func TestRetryAfterAfterWait(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
