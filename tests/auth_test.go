@@ -58,12 +58,15 @@ func keysFile(t testing.TB, keys ...apiKey) string {
 // bearer returns the Authorization header pair of key.
 func bearer(key string) []string { return []string{"Authorization", "Bearer " + key} }
 
-// TestAuth runs the gateway with an API keys file made with `redlockd
-// keygen`: no key and a bad key get 401 and touch nothing, a good key works,
-// the same resource name under two keys of two namespaces is two independent
-// locks (in Redis too), a key cannot release or see another namespace's
-// lock even with its token, health endpoints stay open, and /metrics needs a
-// key with --metrics-auth on.
+// TestAuth: with an API keys file made by `redlockd keygen`, a missing or bad
+// key gets 401 and touches nothing, a good key works, the same resource name
+// under keys of two namespaces is two independent locks (in Redis too), a key
+// cannot release or see another namespace's lock even with its token while
+// another key of the same namespace can, /healthz, /readyz, /openapi.yaml and
+// /metrics stay open, /metrics needs a key with --metrics-auth on, and the
+// access log names the key, never the key itself (openapi.yaml
+// info.description "Authentication and namespaces"; docs/operations.md
+// "Security").
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -139,8 +142,10 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-// TestAuthKeysFileErrors checks that a bad keys file stops start-up with
-// exit 64 and a clear message that quotes no key.
+// TestAuthKeysFileErrors: a keys file that is missing, empty, holds a key
+// instead of its hash or one entry twice stops start-up with exit 64 and a
+// message that says why without quoting the key (docs/configuration.md
+// "Configuration": --api-keys-file; docs/operations.md "Security").
 func TestAuthKeysFileErrors(t *testing.T) {
 	t.Parallel()
 	a := keygen(t, "a", "a")
@@ -171,9 +176,10 @@ func TestAuthKeysFileErrors(t *testing.T) {
 	}
 }
 
-// TestReadyzNodesNeedKey: with --api-keys-file, /readyz stays open (its
-// status and quorum answer every caller) but lists the nodes only for a
-// request with a valid key; a missing or unknown key is no 401 there.
+// TestReadyzNodesNeedKey: with --api-keys-file, /readyz needs no key (its
+// status and quorum answer every caller; a missing or unknown key is no 401
+// there) but lists the nodes only to a request with a valid key (openapi.yaml
+// GET /readyz).
 func TestReadyzNodesNeedKey(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -202,9 +208,10 @@ func TestReadyzNodesNeedKey(t *testing.T) {
 	}
 }
 
-// TestKeygenDotNames: `redlockd keygen` refuses "." and ".." as a name
-// or namespace (as the keys file does), and its message and help say so
-// rather than claim the name is outside [A-Za-z0-9._:-].
+// TestKeygenDotNames: `redlockd keygen` (docs/configuration.md
+// "Configuration": Subcommands) refuses "." and ".." as a name or namespace
+// with exit 64, as the keys file does, and its message and help say so rather
+// than claim the name is outside [A-Za-z0-9._:-].
 func TestKeygenDotNames(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--name", "..", "--namespace", "ns"}, {"--name", "n", "--namespace", "."}} {
@@ -220,9 +227,10 @@ func TestKeygenDotNames(t *testing.T) {
 	}
 }
 
-// TestAuthEveryKindNeedsKey: with API keys, every route of every kind (and
-// the list) answers 401 to no key, a wrong key and a second Authorization
-// header, and touches nothing in Redis (docs/operations.md, Security).
+// TestAuthEveryKindNeedsKey: with API keys, every route of every kind (lock,
+// read lock, several resources, semaphore, and the listing) answers 401 to no
+// key, a wrong key and a key given twice, and touches nothing in Redis
+// (openapi.yaml info.description "Authentication and namespaces").
 func TestAuthEveryKindNeedsKey(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

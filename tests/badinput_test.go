@@ -34,9 +34,13 @@ type badCase struct {
 	want         []outcome // any of these
 }
 
-// TestBadInput sends malformed requests (openapi.yaml: 400, 413, 431) and checks that each gets
-// a clear 4xx problem and changes no lock: no key is created, deleted or
-// rewritten on any node, and the held lock is neither released nor extended.
+// TestBadInput: a malformed request (a bad body, resource name or Lock-Token,
+// a body over 16 KiB, headers far over the limit, an unknown path or method)
+// gets its 4xx problem (400 invalid-request, 413, 404, 405 with Allow, 431)
+// and changes no lock: no key is created, deleted or rewritten on any node,
+// and the held lock is neither released nor extended (openapi.yaml
+// info.description "Conventions", "Request bodies" and
+// "Behaviour where the specification is silent").
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)

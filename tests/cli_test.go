@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// TestHelp checks that `redlockd --help` documents every flag of
-// docs/configuration.md with its environment variable.
+// TestHelp: `redlockd --help` lists the server's flags, each with its
+// environment variable (docs/configuration.md "Configuration").
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	if buildErr != nil {
@@ -36,8 +36,10 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestUsageErrors checks that a bad configuration stops redlockd at once
-// with a message and a non-zero status, without serving.
+// TestUsageErrors: a bad configuration (an unknown flag or subcommand, a bad
+// duration, quarantine mode or Redis URL, a default TTL above the max) stops
+// redlockd at once with a message and exit 64, without serving
+// (docs/configuration.md "Configuration": exit statuses).
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	if buildErr != nil {
@@ -72,8 +74,9 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// TestDevMode runs `redlockd` with no subcommand and no --redis: it serves
-// on five embedded nodes and warns that nothing is durable.
+// TestDevMode: `redlockd` with no subcommand and no --redis serves on five
+// embedded nodes and warns that nothing is durable (README.md
+// "Two commands").
 func TestDevMode(t *testing.T) {
 	t.Parallel()
 	g := startProcess(t, nil, "--listen", "127.0.0.1:0")
@@ -90,7 +93,10 @@ func TestDevMode(t *testing.T) {
 	}
 }
 
-// TestEnvConfig configures the gateway through REDLOCKD_* variables only.
+// TestEnvConfig: every flag has an environment twin: a gateway configured
+// through REDLOCKD_* variables alone (listen address, nodes, quarantine, key
+// prefix, default TTL) applies each of them (docs/configuration.md
+// "Configuration").
 func TestEnvConfig(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -119,9 +125,11 @@ func TestEnvConfig(t *testing.T) {
 	}
 }
 
-// TestCLIFlagMessages checks the binary's messages for bad flags: named as
-// typed, a missing duration unit said, one "redlockd:" prefix, and
-// --version beside version.
+// TestCLIFlagMessages: a bad flag is named as typed, a duration without a
+// unit is refused with `--max-ttl 5: missing unit, e.g. 5s`, an on/off
+// setting lists the spellings it takes, each message has one "redlockd:"
+// prefix, and --version works as version does (docs/configuration.md
+// "Configuration").
 func TestCLIFlagMessages(t *testing.T) {
 	t.Parallel()
 	if buildErr != nil {
@@ -150,8 +158,9 @@ func TestCLIFlagMessages(t *testing.T) {
 	}
 }
 
-// TestCLIDebugListen checks that --debug-listen serves pprof on its own
-// port, and that the API port has no /debug/pprof.
+// TestCLIDebugListen: --debug-listen serves pprof on a port of its own that
+// serves nothing else, and the API port has no /debug/pprof
+// (docs/configuration.md "Configuration": Profiling).
 func TestCLIDebugListen(t *testing.T) {
 	t.Parallel()
 	g := startProcess(t, nil, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0")
@@ -182,9 +191,10 @@ func TestCLIDebugListen(t *testing.T) {
 	}
 }
 
-// TestZeroTTLFlags: --default-ttl 0 and --max-ttl 0 are refused (exit 64), as
-// --max-wait 0 is, instead of starting with the library's defaults while the
-// start-up log says 0s.
+// TestZeroTTLFlags: --default-ttl 0 and --max-ttl 0 are refused with exit 64,
+// as --max-wait 0 is (docs/design.md "Decisions where the spec is silent"),
+// instead of starting with the library's defaults while the start-up log says
+// 0s.
 func TestZeroTTLFlags(t *testing.T) {
 	t.Parallel()
 	for _, flag := range []string{"--default-ttl", "--max-ttl"} {

@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// TestClientJS runs the tests of the JavaScript client (clients/js, Node's
-// built-in runner) against two live gateways over 3 redis-servers: one
-// without API keys (REDLOCKD_URL) and one with (REDLOCKD_TESTS_AUTH_URL,
-// REDLOCKD_API_KEY). The package has no runtime dependency: no npm install.
+// TestClientJS: the JavaScript client's own tests (clients/js/test, Node's
+// built-in runner; no npm install, as the package has no runtime dependency)
+// pass against two live gateways over 3 redis-servers, one without API keys
+// (REDLOCKD_URL) and one with (REDLOCKD_TESTS_AUTH_URL, REDLOCKD_API_KEY)
+// (docs/clients.md "JavaScript/TypeScript: `clients/js`").
 func TestClientJS(t *testing.T) {
 	t.Parallel()
 	slow(t)

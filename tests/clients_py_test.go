@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// TestClientPython runs the unittest suite of the Python client package
-// (../clients/python/tests) against two live gateways over three real
-// redis-servers: one without API keys and one with an API keys file.
+// TestClientPython: the Python client's unittest suite (clients/python/tests)
+// passes, none skipped, against two live gateways over three real
+// redis-servers, one without API keys and one with an API keys file
+// (docs/clients.md "Python: `clients/python`").
 func TestClientPython(t *testing.T) {
 	t.Parallel()
 	slow(t)

@@ -41,7 +41,13 @@ func wantNotHeld(t testing.TB, r *Resp) {
 	}
 }
 
-// TestContract runs the contract against one gateway over plain HTTP/1.1.
+// TestContract: over HTTP/1.1, a free lock is 200 with held false, and 404
+// not-found means only that the path names no route (the Go client reports a
+// wrong base URL as ErrNotFound, never as a free lock); every GET route
+// answers HEAD with the GET's status and headers and no body; a 405 lists the
+// path's methods in Allow; "." and ".." (encoded or not) are 400 on every
+// method and change nothing (openapi.yaml info.description "Conventions" and
+// "Behaviour where the specification is silent", GET /locks/{resource}).
 func TestContract(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -221,8 +227,9 @@ func wantAllow(t *testing.T, c *http.Client, base string, proto int) {
 	}
 }
 
-// TestContractHTTP2 checks HEAD and Allow over HTTP/2 (and HTTP/1.1) on a
-// gateway with an HTTPS listener.
+// TestContractHTTP2: on a gateway serving HTTPS, HEAD and the Allow of a 405
+// behave over HTTP/2 as over HTTP/1.1 (openapi.yaml info.description
+// "Behaviour where the specification is silent").
 func TestContractHTTP2(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -272,8 +279,9 @@ func TestContractHTTP2(t *testing.T) {
 }
 
 // TestOptionsAsterisk: `OPTIONS *` (a request for the server as a whole) is
-// answered by the API like any other path that names no route: a problem
-// with an X-Request-Id, not net/http's bare 200.
+// answered as any request whose path names no route: a 4xx problem with an
+// X-Request-Id, not net/http's bare 200 (openapi.yaml info.description
+// "Conventions").
 func TestOptionsAsterisk(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 1))

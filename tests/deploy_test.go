@@ -96,15 +96,16 @@ func readDeployment(t *testing.T) (*compose, *dockerfile) {
 	return &c, d
 }
 
-// TestDeployment reads docker-compose.yml and the Dockerfile against the
-// binary (there is no Docker engine here), then runs the same topology with
-// processes: 5 independent redis-servers started with the compose file's
-// command, each in its own directory (its volume), and the gateway started
-// with the image's entrypoint and the compose file's environment (only
-// addresses changed), restart quarantine auto: the nodes write every write
-// to their append-only file before acknowledging it, so a fresh cluster
-// votes at once, not after max TTL. The image's HEALTHCHECK command passes
-// while the gateway runs and fails once it stopped.
+// TestDeployment: docker-compose.yml and the Dockerfile deploy the topology
+// that their comments and docs/operations.md "Topology" describe, and a fresh
+// cluster of its durable nodes votes at once under restart quarantine auto
+// (docs/operations.md "Restarts"); the image's HEALTHCHECK command passes
+// while the gateway runs and fails once it stopped. There is no Docker engine
+// here: the test reads both files against the binary, then runs the topology
+// with processes: 5 independent redis-servers started with the compose file's
+// command, each in its own directory as its volume, and the gateway started
+// with the image's entrypoint and the compose file's environment, only
+// addresses changed.
 func TestDeployment(t *testing.T) {
 	t.Parallel()
 	c, d := readDeployment(t)
@@ -267,10 +268,11 @@ func startComposeRedis(t *testing.T, command []string, dir string) string {
 	return redistest.StartWith(t, redistest.Config{Dir: dir, Args: command[1:]}).Addr()
 }
 
-// TestDockerBuildVersion runs the Dockerfile's build command (there is no
-// Docker engine here) in a clone of this repository, as the build context
-// holds it (.dockerignore keeps .git): the binary reports the commit's
-// version, not "dev", and --build-arg VERSION overrides it.
+// TestDockerBuildVersion: the image's binary reports the version of the
+// commit it was built from, not "dev", and --build-arg VERSION overrides it
+// (Dockerfile, the build stage's comment). The test runs the Dockerfile's
+// build command (there is no Docker engine here) in a clone of this
+// repository, as the build context holds it (.dockerignore keeps .git).
 func TestDockerBuildVersion(t *testing.T) {
 	t.Parallel()
 	slow(t)

@@ -82,9 +82,15 @@ func serverlessEvent(t *testing.T, account, id, journal string, ttl, wait, work 
 	return string(b)
 }
 
-// TestExamples runs each example of ../examples (shell + curl, Python
-// stdlib, Node fetch, a serverless handler) against a live gateway. python3,
-// node and curl are required: a missing one fails the test.
+// TestExamples: each example of ../examples (shell + curl, Python, Node, a
+// serverless handler) holds the lock safely and exits with the statuses of
+// `redlockd run`: two instances take turns, never both inside, each
+// extending; 75 while another owner holds the lock; 76 when the lock is lost
+// during the work, which stops; 64 for a name the gateway refuses or a wrong
+// API key; 69 when the gateway is unreachable; a right API key works
+// (docs/clients.md "Using redlockd from shell, Python, Node, Go and
+// serverless functions"). python3, node and curl are required: a missing one
+// fails the test.
 func TestExamples(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -193,10 +199,11 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// TestExamplesServerlessRetry: a platform retries an event whose first
-// invocation died holding the lock. The retry derives the same token from
-// the event id, so it gets the lock at once with the same fencing token
-// instead of waiting for the TTL; another event does not.
+// TestExamplesServerlessRetry: when a platform retries an event whose first
+// invocation died holding the lock, the retry derives the same token from the
+// event id, so it gets the lock at once with the same fencing token instead
+// of waiting for the TTL; another event does not get it (docs/clients.md
+// "Serverless functions").
 func TestExamplesServerlessRetry(t *testing.T) {
 	t.Parallel()
 	node := needTool(t, "node")
@@ -260,11 +267,11 @@ func handlerResult(t testing.TB, p *proc) (int, map[string]any) {
 	return out.StatusCode, body
 }
 
-// TestExamplesServerlessEventID: the handler derives its lock token from the
-// event id, so an event without one would share a token with every other
-// such event (the second would "re-acquire" the first's lock with the same
-// fencing token). It is refused, without retry and without taking the lock;
-// two events with ids get two tokens.
+// TestExamplesServerlessEventID: an event without an id is refused (400,
+// retry false) without taking the lock: the handler derives its lock token
+// from the id, so two such events would share one token (the second would
+// "re-acquire" the first's lock with the same fencing token); two events with
+// ids get two tokens (docs/clients.md "Serverless functions").
 func TestExamplesServerlessEventID(t *testing.T) {
 	t.Parallel()
 	node := needTool(t, "node")
@@ -308,8 +315,9 @@ func TestExamplesServerlessEventID(t *testing.T) {
 var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
 
 // TestExamplesUsage: the demos refuse a TTL or wait that is not whole
-// milliseconds with 64 before any request (their URL answers nothing, so a
-// request would end in 69).
+// milliseconds with 64, the usage error of `redlockd run`'s statuses, before
+// any request (their URL answers nothing, so a request would end in 69)
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 func TestExamplesUsage(t *testing.T) {
 	t.Parallel()
 	needTool(t, "curl")
@@ -325,9 +333,10 @@ func TestExamplesUsage(t *testing.T) {
 	}
 }
 
-// TestExamplesShellOutputEnds: with-lock.sh's output ends when it exits, so
-// that out=$(with-lock.sh ...) returns at once; no sleep of its extension
-// loop outlives it holding the output open for up to ttl/3.
+// TestExamplesShellOutputEnds: the output of examples/shell/with-lock.sh
+// (docs/clients.md "Shell with curl") ends when it exits, so that
+// out=$(with-lock.sh ...) returns at once: no sleep of its extension loop
+// outlives it holding the output open for up to ttl/3.
 func TestExamplesShellOutputEnds(t *testing.T) {
 	t.Parallel()
 	needTool(t, "curl")

@@ -31,6 +31,17 @@ func wantFast(t *testing.T, r *Resp) {
 	}
 }
 
+// TestFaults: with nodes down, paused or restarted, every answer is right and
+// takes about the node timeout at most. With 2 of 5 down a lock is acquired,
+// inspected, extended and released, a stranger's release is 409, and /readyz
+// stays 200 showing them down; with 3 of 5 down every call is 503
+// quorum-unavailable (an inspect, extend or release that cannot tell is 503,
+// never held:false or 409), also with wait_ms, /readyz is 503 and /healthz
+// 200; a paused node holds up no request or waiter and votes again once
+// resumed; an extend puts the lock back on a restarted node but never
+// resurrects a lock lost on a quorum; fencing tokens grow across single
+// restarts (docs/safety.md "What is guaranteed" and
+// "What happens in each fault"; openapi.yaml DELETE /locks/{resource}).
 func TestFaults(t *testing.T) {
 	t.Parallel()
 	t.Run("TwoOfFiveDown", func(t *testing.T) {
@@ -280,12 +291,13 @@ func containsLockKey(snap, resource string) bool {
 	return strings.Contains(snap, `"`+lockKey(resource)+`"`)
 }
 
-// TestRestartQuarantine runs with quarantine on and a 3 s max TTL: a fresh
-// cluster grants nothing until its nodes have been up for max TTL, /readyz
-// says when each quarantine ends, and a node restarted later does not vote
-// until it has been up for max TTL (a lock taken just before the crash may
-// live that long on the other nodes): with two other nodes down, its vote
-// decides, so acquires are 503 until then and 201 after.
+// TestRestartQuarantine: with quarantine on, a fresh cluster grants nothing
+// until its nodes have been up for max TTL, and /readyz says when each
+// quarantine ends; a node restarted later does not vote until it has been up
+// for max TTL from its restart (a lock taken just before the crash may live
+// that long on the other nodes): with two other nodes down its vote decides,
+// so acquires are 503 until then and 201 after (docs/operations.md
+// "Restarts"; docs/safety.md "What happens in each fault").
 func TestRestartQuarantine(t *testing.T) {
 	t.Parallel()
 	const (
@@ -396,7 +408,8 @@ func checkQuarantine(t *testing.T, r *Resp, node *RedisNode, since time.Time, ma
 // answers) costs no request, its timeouts count in
 // redlockd_node_command_errors_total, and /readyz and redlockd_node_up show
 // it down, with why, once a health check times out; after SIGCONT it is up
-// again.
+// again (docs/safety.md "What happens in each fault"; docs/operations.md
+// "Monitoring").
 func TestPausedNodeShownDown(t *testing.T) {
 	t.Parallel()
 	nodes, gw := startFaultGateway(t)
@@ -424,12 +437,12 @@ func TestPausedNodeShownDown(t *testing.T) {
 	eventually(t, 3*time.Second, "/readyz and the gauge show the resumed node up", func() bool { return nodeUp(true) })
 }
 
-// TestPausedMajorityEveryRoute: with 3 of 5 nodes paused, the routes
-// that TestPausedNodes and TestMultiUnavailable do not try — semaphores,
-// read locks, HEAD and the listing — answer 503 quorum-unavailable with
-// Retry-After, within about the node timeout (the listing asks the nodes
-// one after another: one node timeout per node it skips), and the holders
-// keep their locks.
+// TestPausedMajorityEveryRoute: with 3 of 5 nodes paused, the routes that
+// TestPausedNodes and TestMultiUnavailable do not try (semaphores, read
+// locks, HEAD and the listing) answer 503 quorum-unavailable with Retry-After
+// within about the node timeout (the listing asks the nodes one after
+// another: one node timeout per node it skips), and the holders keep their
+// locks (docs/safety.md "What happens in each fault": majority paused).
 func TestPausedMajorityEveryRoute(t *testing.T) {
 	t.Parallel()
 	nodes, gw := startFaultGateway(t)

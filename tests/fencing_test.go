@@ -32,10 +32,11 @@ func pauseAll(t *testing.T, nodes ...*RedisNode) (resume func()) {
 	return resume
 }
 
-// TestReacquireAfterLossNewFence is the reproduction: a client's
-// token that lost the lock (its key expired on 3 of 5 paused nodes and lives
-// on 2) re-acquires after another holder: it must get a fencing token above
-// that holder's, not its old one.
+// TestReacquireAfterLossNewFence: a client token that lost its lock (its key
+// expired on 3 of 5 paused nodes and lives on 2) and re-acquires after
+// another holder gets a fencing token above that holder's, not its old one
+// (docs/safety.md "When fencing tokens can go backwards": idempotent
+// re-acquire).
 func TestReacquireAfterLossNewFence(t *testing.T) {
 	t.Parallel()
 	nodes, gw := startFaultGateway(t)
@@ -73,11 +74,12 @@ func TestReacquireAfterLossNewFence(t *testing.T) {
 	wantCount(t, again, "locked_nodes", 3, 5)
 }
 
-// TestReacquireIgnoresLateSets: a re-acquire with the client's token whose
-// attempt failed while 3 nodes were paused leaves SETs that land late, when
-// the nodes resume. With the one node still holding the token's first lock,
-// those records make a quorum; they must not let the next re-acquire keep
-// the first lock's fence, which another holder's has passed since.
+// TestReacquireIgnoresLateSets: the SETs of a client token's failed
+// re-acquire that land late, when 3 paused nodes resume, do not let its next
+// re-acquire keep its first lock's fence, which another holder's has passed
+// since, although with the one node still holding that lock they make a
+// quorum (docs/safety.md "When fencing tokens can go backwards": idempotent
+// re-acquire).
 func TestReacquireIgnoresLateSets(t *testing.T) {
 	t.Parallel()
 	nodes, gw := startFaultGateway(t)
@@ -130,10 +132,11 @@ func TestReacquireIgnoresLateSets(t *testing.T) {
 	}
 }
 
-// TestReleaseRetried: a release whose answer the client never saw (503
-// while a majority was paused; the deletes ran late) is retried and answers
-// 204, also after another client took the lock, which it leaves alone. A
-// token that never held the lock still gets 409.
+// TestReleaseRetried: a release whose answer the client never saw (503 while
+// a majority was paused; the deletes ran late) answers 204 when retried, also
+// after another client took the lock, which it leaves alone; a token that
+// never held the lock still gets 409 (openapi.yaml DELETE /locks/{resource};
+// docs/safety.md "Guarantees and limits, in plain words").
 func TestReleaseRetried(t *testing.T) {
 	t.Parallel()
 	nodes, gw := startFaultGateway(t)
@@ -173,12 +176,14 @@ func TestReleaseRetried(t *testing.T) {
 }
 
 // TestRetryWhileOthersWait: a retried acquire with the client token that
-// holds the lock (its answer was lost) is the idempotent success, with the
-// same fencing token, for every kind, with or without wait_ms, although
-// another client waits for the lock on the same gateway: it is neither
-// refused because others wait nor queued behind them while its own lock
-// runs out (openapi.yaml, POST /locks/{resource}: token). A stranger is
-// refused with retry_after_ms from the holder's remaining time.
+// holds the lock (its answer was lost) is the idempotent success with the
+// same fencing token, for every kind, with or without wait_ms, while another
+// client waits for the lock on the same gateway: it is neither refused
+// because others wait nor queued behind them while its own lock runs out; a
+// stranger is refused with retry_after_ms from the holder's remaining time
+// (openapi.yaml POST /locks/{resource}, and info.description
+// "Behaviour where the specification is silent"; docs/semaphores.md
+// "The API": client tokens).
 func TestRetryWhileOthersWait(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))

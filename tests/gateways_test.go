@@ -11,12 +11,12 @@ import (
 )
 
 // TestMultiGwKinds: with two gateways on the same nodes, every kind taken
-// through one is one lock for both (docs/operations.md "Scaling the gateway
-// horizontally", "Every
-// gateway gets the same configuration"): a retry of the acquire with the
-// same client token through the other gets the same fencing token, a
-// stranger is refused there, the other extends and releases it, and fencing
-// tokens only grow across the gateways, also after one restarts.
+// through one is one lock for both: a retry of the acquire with the same
+// client token through the other gets the same fencing token, a stranger is
+// refused there, the other extends and releases it, and fencing tokens only
+// grow across the gateways, also after one restarts (docs/operations.md
+// "Topology": every gateway gets the same configuration; docs/safety.md
+// "Guarantees and limits, in plain words").
 func TestMultiGwKinds(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -80,10 +80,10 @@ func fenceOf(t testing.TB, r *Resp) int64 {
 }
 
 // TestMultiGwPrefixes: two deployments with different --key-prefix on the
-// same nodes are fully separate (docs/safety.md "Keys"): the same names
-// are locked in each, with fencing tokens of their own, each lists only its
-// own, each hears releases on its own channel, and every key either writes,
-// its health key included, is under its prefix.
+// same nodes are fully apart: the same names are locked in each, each lists
+// only its own, each hears releases on its own channel, and every key either
+// writes, its health key included, is under its prefix (docs/operations.md
+// "Topology").
 func TestMultiGwPrefixes(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -135,12 +135,12 @@ func TestMultiGwPrefixes(t *testing.T) {
 	}
 }
 
-// TestMultiGwNodeOrder: a gateway given the same nodes in another order
-// holds the same locks, but a listing's cursor names a node by its position:
-// passed to it from a gateway with the other order, the listing would skip
-// locks without a word (here q, on nodes 2-4 only), so it is 400 instead;
-// gateways with the same order page through one listing together, every
-// lock once.
+// TestMultiGwNodeOrder: a gateway given the same nodes in another order holds
+// the same locks, but answers 400 to a listing cursor from a gateway with the
+// other order (a cursor names a node by its place: followed, the listing
+// would skip locks without a word, here q, on nodes 2-4 only); gateways with
+// the same order page through one listing together, every lock once
+// (docs/operations.md "Topology"; openapi.yaml GET /locks: cursor).
 func TestMultiGwNodeOrder(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -181,10 +181,11 @@ func TestMultiGwNodeOrder(t *testing.T) {
 	}
 }
 
-// TestMultiGwNamespaces: one deployment (one prefix) whose gateways have
-// different keys files: a namespace is the same on every gateway, whichever
-// key names it, and namespaces stay apart across gateways (docs/configuration.md,
-// API keys).
+// TestMultiGwNamespaces: in one deployment (one prefix) whose gateways have
+// different keys files, a namespace is the same on every gateway, whichever
+// key names it, namespaces stay apart across gateways, and a key a gateway
+// does not know is 401 there (openapi.yaml info.description
+// "Authentication and namespaces").
 func TestMultiGwNamespaces(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -207,12 +208,12 @@ func TestMultiGwNamespaces(t *testing.T) {
 	wantStatus(t, gb.do(t, http.MethodDelete, res, "", append(bearer(a2.Key), "Lock-Token", tok)...), http.StatusNoContent)
 }
 
-// TestMultiGwSettings: gateways with different TTL limits and node
-// timeouts on the same nodes share the locks, and each applies its own
-// limits to the requests it serves (docs/operations.md): a lock taken for
-// longer than the other's --max-ttl is held there too, extended there with
-// that gateway's default TTL (not beyond its max) and released there, and
-// a retried release through the first still answers 204.
+// TestMultiGwSettings: gateways with different TTL limits and node timeouts
+// on the same nodes share the locks, and each applies its own limits to the
+// requests it serves: a lock taken for longer than the other's --max-ttl is
+// held there too, extended there with that gateway's default TTL (a TTL above
+// its max is 400 there) and released there, and a retried release through the
+// first still answers 204 (docs/operations.md "Topology").
 func TestMultiGwSettings(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -235,10 +236,11 @@ func TestMultiGwSettings(t *testing.T) {
 	wantStatus(t, release(t, a, res, tok), http.StatusNoContent)
 }
 
-// TestMultiGwSubsetWarns: a gateway given 3 of the 5 nodes of another has
-// a quorum of 2 where the other's is 3, so that both can hold the same lock
-// (docs/operations.md); neither can prevent it, but each logs an error
-// naming the node they share, within a few health checks.
+// TestMultiGwSubsetWarns: a gateway given 3 of the 5 nodes of another has a
+// quorum of 2 where the other's is 3, so that both can hold the same lock;
+// neither can prevent it, but each logs an error naming a node they share and
+// both numbers of nodes, within a few health checks (docs/operations.md
+// "Topology").
 func TestMultiGwSubsetWarns(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -253,10 +255,10 @@ func TestMultiGwSubsetWarns(t *testing.T) {
 	}
 }
 
-// TestMultiGwExpiryWakes: a holder through one gateway that never releases
-// (a crashed client) lets a waiter of every kind on another gateway in soon
-// after its TTL ends, not at the fallback poll (openapi.yaml, wait_ms: a release
-// or expiry wakes a waiter).
+// TestMultiGwExpiryWakes: a holder through one gateway that never releases (a
+// crashed client) lets a waiter of every kind on another gateway in soon
+// after its TTL ends, not at the fallback poll (docs/safety.md
+// "Guarantees and limits, in plain words": waiting).
 func TestMultiGwExpiryWakes(t *testing.T) {
 	t.Parallel()
 	acrossGateways(t, func(t *testing.T, a, b *Gateway, k, waiter lockKind, res string) {
@@ -287,7 +289,10 @@ func acrossGateways(t *testing.T, f func(t *testing.T, a, b *Gateway, k, waiter 
 }
 
 // TestMultiGwSemaphoreLimit: a semaphore's limit holds across gateways, and
-// so does its limit-mismatch check.
+// so does its limit-mismatch check: with both permits taken through two
+// gateways, a third refuses another acquire with 409 lock-held, one with
+// another limit with 409 limit-mismatch, and shows both permits held
+// (docs/semaphores.md "The API").
 func TestMultiGwSemaphoreLimit(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -309,10 +314,12 @@ func TestMultiGwSemaphoreLimit(t *testing.T) {
 	}
 }
 
-// TestMultiGwFencingNodeRestart: fencing tokens handed out by one gateway
-// and then another only grow when a node restarts empty in between
-// (docs/safety.md "When fencing tokens can go backwards"), and a client token retried through the other gateway after its lock
-// expired is a new acquisition with a greater token.
+// TestMultiGwFencingNodeRestart: fencing tokens handed out by one gateway and
+// then another only grow when a node restarts empty in between, and a client
+// token retried through the other gateway after its lock expired is a new
+// acquisition with a greater token (docs/safety.md
+// "When fencing tokens can go backwards", and
+// "Guarantees and limits, in plain words": idempotent acquire).
 func TestMultiGwFencingNodeRestart(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)

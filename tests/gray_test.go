@@ -98,9 +98,10 @@ func grayCycles(t *testing.T, gw *Gateway, what string) {
 	}
 }
 
-// TestGrayPaused: 1 and then 2 of 5 nodes SIGSTOPped cost no request the
-// node timeout, and every answer is right; once they resume, a lock taken
-// meanwhile is on them too (their queued SETs ran).
+// TestGrayPaused: 1 and then 2 of 5 nodes SIGSTOPped cost no request the node
+// timeout, and every answer is right; once they resume, a lock taken
+// meanwhile is on them too (their queued SETs ran) (docs/safety.md
+// "What happens in each fault": node paused).
 func TestGrayPaused(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -120,9 +121,10 @@ func TestGrayPaused(t *testing.T) {
 	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
 }
 
-// TestGraySlow: 1 and then 2 of 5 nodes behind a latency just below the
-// node timeout, and then above it, cost no request that latency; /readyz
-// shows them slow, and then down.
+// TestGraySlow: 1 and then 2 of 5 nodes behind a latency just below the node
+// timeout, and then above it, cost no request that latency, and every answer
+// is right; /readyz shows them slow, and then down (docs/safety.md
+// "What happens in each fault": slow).
 func TestGraySlow(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -155,10 +157,11 @@ func TestGraySlow(t *testing.T) {
 	}
 }
 
-// TestGrayLateUndo: an acquire refused by a quorum while a minority is
-// paused answers 409 at once; its SETs queued on the paused nodes run when
-// they resume, and, as the attempt failed, are undone: the late grants do
-// not keep the resource busy for their TTL.
+// TestGrayLateUndo: an acquire refused by a quorum while a minority is paused
+// answers 409 at once; its SETs queued on the paused nodes run when they
+// resume and, as the attempt failed, are undone: the late grants do not keep
+// the resource busy for their TTL (docs/design.md
+// "Decisions where the spec is silent": stragglers finish in the background).
 func TestGrayLateUndo(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -204,10 +207,11 @@ func TestGrayLateUndo(t *testing.T) {
 	wantStatus(t, release(t, gw, res, tok), http.StatusNoContent)
 }
 
-// TestGraySlowReconnect: a node whose round trip is most of the node
-// timeout, and whose connections are all dropped, is seen up and slow again
-// by /readyz without any request: setting up a new connection (HELLO, a
-// round trip of its own) is not counted in the check's node timeout.
+// TestGraySlowReconnect: a node whose round trip is most of the node timeout,
+// and whose connections are all dropped, is seen up and slow again by /readyz
+// without any request: setting up a new connection (HELLO, a round trip of
+// its own) is not counted in the health check's node timeout (docs/safety.md
+// "What happens in each fault": the health loop).
 func TestGraySlowReconnect(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second

@@ -25,15 +25,17 @@ func redisDo(t *testing.T, n *RedisNode, args ...any) {
 	}
 }
 
-// TestHealthWrites: with 3 of 5 nodes that answer PING but refuse writes —
-// replicas (READONLY), at maxmemory with noeviction (OOM), or under CLIENT
-// PAUSE WRITE (a write blocks: a timeout) — /readyz says 503 within a few
-// health intervals and stays 503 across several (no flapping back up between
-// them, while acquires and inspects run), with each refusing node down and
-// why, redlockd_node_up 0, and every acquire's 503 detail names the
-// refusals or the timeouts. Once writes work again the nodes are up again;
-// former replicas, made masters again, are quarantined for max TTL (shown in
-// quarantined_until) and do not vote meanwhile.
+// TestHealthWrites: with 3 of 5 nodes that answer PING but refuse writes
+// (replicas: READONLY; at maxmemory with noeviction: OOM; under CLIENT PAUSE
+// WRITE: a write blocks, a timeout), /readyz says 503 within a few health
+// intervals and stays 503 across several (no flapping back up between them,
+// while acquires and inspects run), with each refusing node down and why,
+// redlockd_node_up 0, and every acquire's 503 detail names the refusals or
+// the timeouts. Once writes work again the nodes are up again; former
+// replicas, made masters again, are quarantined for max TTL (shown in
+// quarantined_until) and do not vote meanwhile (docs/safety.md
+// "What happens in each fault": node refuses writes, replica made master
+// again).
 func TestHealthWrites(t *testing.T) {
 	t.Parallel()
 	slow(t)

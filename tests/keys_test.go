@@ -28,9 +28,10 @@ func keysWithoutTTL(t testing.TB, nodes []*RedisNode) []string {
 	return out
 }
 
-// TestEveryKeyHasATTL: no key that a request creates lives forever
-// (docs/safety.md, keys and their lifetimes): every key of every kind, held,
-// waited for, released and refused, fence counters included, has a TTL.
+// TestEveryKeyHasATTL: no key that a request creates lives forever: every key
+// of every kind, held, waited for, released and refused, fence counters
+// included, has a TTL (docs/safety.md
+// "Guarantees and limits, in plain words": Keys).
 func TestEveryKeyHasATTL(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

@@ -56,8 +56,9 @@ func (k lockKind) acquire(t testing.TB, g *Gateway, res, more string) *Resp {
 }
 
 // TestKindsAcquisitionsMetric: every kind's acquire counts in
-// redlockd_acquisitions_total by outcome (docs/operations.md "Monitoring"):
-// a 201 as acquired, a 409 as held; a listing (GET /locks) is no acquire.
+// redlockd_acquisitions_total by outcome, a 201 as acquired and a 409 as
+// held; a listing (GET /locks) is no acquire (docs/operations.md
+// "Monitoring").
 func TestKindsAcquisitionsMetric(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
@@ -81,8 +82,8 @@ func TestKindsAcquisitionsMetric(t *testing.T) {
 }
 
 // TestKindsQuarantine: on a cluster whose nodes all just started, every
-// kind's acquire is 503 quorum-unavailable with Retry-After (restart
-// quarantine, docs/operations.md "Restarts"), and no lock or reader is left behind.
+// kind's acquire is 503 quorum-unavailable with Retry-After, and no lock or
+// reader is left behind (docs/operations.md "Restarts": restart quarantine).
 func TestKindsQuarantine(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -103,7 +104,7 @@ func TestKindsQuarantine(t *testing.T) {
 
 // TestRunKindsLockLost: `redlockd run` holding any kind exits 76 when its
 // keys vanish (FLUSHALL on every node) and the next extension is refused
-// (docs/clients.md "`redlockd run`").
+// (docs/clients.md "`redlockd run` (shell scripts, cron jobs)").
 func TestRunKindsLockLost(t *testing.T) {
 	t.Parallel()
 	for _, k := range lockKinds {
@@ -127,10 +128,12 @@ func TestRunKindsLockLost(t *testing.T) {
 	}
 }
 
-// TestKindsFIFO: on one gateway, waiters of every kind are served first
-// come, first served, and one that does not wait does not jump the queue
-// (openapi.yaml, wait_ms). Behind a writer, writers and readers alternate: each
-// is served in its turn, the readers no earlier.
+// TestKindsFIFO: on one gateway, waiters of every kind are served first come,
+// first served, and an acquire that does not wait does not jump the queue;
+// behind a writer, waiting writers and readers are each served in their turn,
+// the readers no earlier (docs/safety.md
+// "Guarantees and limits, in plain words": waiting, and "Read-write locks";
+// docs/semaphores.md "The API").
 func TestKindsFIFO(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
@@ -182,9 +185,10 @@ func TestKindsFIFO(t *testing.T) {
 }
 
 // TestKindsWakeAcrossGateways: a release through one gateway wakes a waiter
-// of every kind on another at once, not at the fallback poll (30 s) nor at
-// the holder's expiry (openapi.yaml, wait_ms). Behind readers waits a writer: the
-// last reader's release wakes it.
+// of every kind on another at once, not at the fallback poll nor at the
+// holder's expiry; behind readers waits a writer, which the last reader's
+// release wakes (docs/operations.md "Scaling the gateway horizontally":
+// waiters; docs/safety.md "Read-write locks").
 func TestKindsWakeAcrossGateways(t *testing.T) {
 	t.Parallel()
 	acrossGateways(t, func(t *testing.T, a, b *Gateway, k, waiter lockKind, res string) {

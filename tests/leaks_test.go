@@ -40,9 +40,10 @@ func settles(t testing.TB, g *Gateway, g0, f0 float64) {
 
 // TestNoLeaksEveryKind: acquire/release cycles of every kind, and waits that
 // time out, that the client cancels and that are woken, leave the gateway's
-// goroutines and open files where a first round left them (its
-// connection pools filled), and Redis with no key but the fence counters
-// and the health key once max TTL has passed (docs/safety.md, Keys).
+// goroutines and open files where a first round left them (its connection
+// pools filled), and Redis with no key but the fence counters and the health
+// key once max TTL has passed (docs/safety.md
+// "Guarantees and limits, in plain words": Keys).
 func TestNoLeaksEveryKind(t *testing.T) {
 	t.Parallel()
 	slow(t)
@@ -116,9 +117,12 @@ func TestNoLeaksEveryKind(t *testing.T) {
 }
 
 // TestNoLeaksClientGivesUp: a Go client's Acquire that times out or is
-// cancelled while the gateway waits leaves no connection open on either
-// side: the goroutines of the client's process, and the gateway's
-// goroutines and open files, return to their baseline.
+// cancelled while the gateway waits returns the context's error and leaves no
+// connection open on either side: the goroutines of the client's process, and
+// the gateway's goroutines and open files, return to their baseline
+// (docs/clients.md "Go"; docs/safety.md
+// "Guarantees and limits, in plain words": a waiter whose client disconnects
+// leaves the queue).
 func TestNoLeaksClientGivesUp(t *testing.T) {
 	// Not parallel: it counts the test process's goroutines.
 	gw := startGateway(t, startCluster(t, 3), "--max-wait", "10s")

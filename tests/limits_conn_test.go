@@ -59,14 +59,16 @@ func (c *idleConn) closedByServer() bool {
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
-// TestMaxConnections checks that idle keep-alive connections cannot take
-// the gateway off the air: with more of them open than the cap on client
-// connections, a new client's /healthz and acquire are answered at once,
-// the connections idle the longest having been closed to make room, and
-// reaching the cap is logged once (not net/http's "Accept error: too many
-// open files" every second). The cap is --max-connections, or, by default,
-// lowered to fit the open-files limit: under `ulimit -n 400`, a gateway
-// without a cap stops accepting once 400 connections are open.
+// TestMaxConnections: idle keep-alive connections cannot take the gateway off
+// the air: with more of them open than the cap on client connections, a new
+// client's /healthz and acquire are answered at once, the connections idle
+// the longest having been closed to make room, and reaching the cap is logged
+// once (not net/http's "Accept error: too many open files" every second). The
+// cap is --max-connections or, by default, lowered to fit the open-files
+// limit: under `ulimit -n 400`, a gateway without a cap would stop accepting
+// once 400 connections are open (docs/configuration.md "Configuration":
+// --max-connections; docs/operations.md "Scaling the gateway horizontally":
+// connections).
 func TestMaxConnections(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
@@ -131,13 +133,13 @@ func TestMaxConnections(t *testing.T) {
 	}
 }
 
-// TestSilentConnectionsDoNotLockOut checks that connections that never
-// finish a request cannot keep others out (see docs/operations.md,
-// Connections): while an attacker keeps more connections open than
+// TestSilentConnectionsDoNotLockOut: connections that never finish a request
+// cannot keep others out: while an attacker keeps more connections open than
 // --max-connections, silent ones and ones that sent one byte of a request
 // line, re-opening each as the gateway closes it, at least 95 % of the
 // /healthz probes (each on a new connection, as a load balancer's) and of
-// another client's authenticated acquires and releases are answered.
+// another client's authenticated acquires and releases are answered
+// (docs/operations.md "Scaling the gateway horizontally": connections).
 func TestSilentConnectionsDoNotLockOut(t *testing.T) {
 	t.Parallel()
 	slow(t)

@@ -7,12 +7,14 @@ import (
 	"time"
 )
 
-// TestMaxWaitersPerNamespace runs the gateway with two API keys of two
-// namespaces and --max-waiters 4: key A, asking for every waiting slot, gets
-// its share (a quarter by default) and its other waiting acquires get 503
-// too-many-waiters at once, saying that the namespace's limit was hit; key B
-// still gets a slot; a waiting acquire of a free lock needs no slot; the
-// waiters gauge follows and comes back to 0.
+// TestMaxWaitersPerNamespace: with API keys, a namespace gets at most its
+// share of --max-waiters (a quarter by default): with --max-waiters 4, key A
+// asking for every waiting slot gets one and its other waiting acquires get
+// 503 too-many-waiters at once, saying that the namespace's limit was hit;
+// key B of another namespace still gets a slot; a waiting acquire of a free
+// lock needs no slot; the waiters gauge follows and comes back to 0
+// (docs/configuration.md "Configuration": --max-waiters-per-namespace;
+// docs/operations.md "Scaling the gateway horizontally": waiters).
 func TestMaxWaitersPerNamespace(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

@@ -11,13 +11,15 @@ import (
 	"time"
 )
 
-// TestLimits checks each limit of the HTTP server on the real binary:
-// a client sending its headers slowly is cut off after
-// --read-header-timeout; headers over 16 KiB get 431 while 8 KiB pass;
-// a body over 16 KiB gets 413; --max-waiters bounds the acquires waiting at
-// once (503 too-many-waiters with Retry-After, acquires that do not wait are
-// not limited); and a waiter held longer than the read timeout still gets
-// its answer (the write timeout is above --max-wait).
+// TestLimits: each limit of the HTTP server holds on the real binary: a
+// client sending its headers slowly is cut off after --read-header-timeout;
+// headers of 8 KiB pass and headers well over 16 KiB get 431; a body over 16
+// KiB gets 413; --max-waiters bounds the acquires waiting at once (503
+// too-many-waiters with Retry-After; acquires that do not wait are not
+// limited); and a waiter held longer than the read timeout still gets its
+// answer, the write timeout being above --max-wait (docs/configuration.md
+// "Configuration": fixed limits, --max-waiters; docs/operations.md
+// "Scaling the gateway horizontally").
 func TestLimits(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)

@@ -44,11 +44,12 @@ func listAll(t *testing.T, gw *Gateway, key, query string, tokens []string) map[
 	return nil
 }
 
-// TestList lists the locks held through GET /locks: over several pages of
-// small limits every lock held is listed exactly once, released ones and
-// one held on a minority of nodes are not, prefixes filter, a key sees only
-// its namespace, tokens never appear, bad parameters are 400, and one node
-// down still lists everything.
+// TestList: GET /locks lists the locks held: over several pages of small
+// limits every lock held is listed exactly once, released ones and one held
+// on a minority of nodes are not, prefixes filter, a key sees only its
+// namespace, tokens never appear, bad parameters are 400, and one node down
+// still lists everything (docs/operations.md
+// "Who holds what: listing the locks"; openapi.yaml GET /locks).
 func TestList(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)

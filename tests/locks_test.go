@@ -19,8 +19,14 @@ var (
 	defaultTTL = int64(30000)
 )
 
-// TestLocks runs the API's happy and expected-failure paths against one
-// gateway over five healthy nodes; every subtest uses its own resource.
+// TestLocks: a lock's calls answer as the contract says, on one gateway over
+// five healthy nodes: acquire (201, defaults for an empty body, 409 lock-held
+// with Retry-After while held), waiting with wait_ms (served at a release or
+// expiry, first come first served, no busy polling, 409 when the wait ends),
+// idempotent acquire with a client token, increasing fencing tokens, release
+// (204, again when retried, 409 not-owner), extend, inspect, /healthz,
+// /readyz, /openapi.yaml and request ids; every subtest uses its own resource
+// (openapi.yaml /locks/{resource}; README.md "Using it").
 func TestLocks(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)

@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// TestLogs checks the access log: one JSON line per request carrying its
-// request id, remote address and user agent, the fencing token on the answers
-// of a lock (acquired, extended, held), and no lock token ever, whether the
-// gateway or the client chose it.
+// TestLogs: the access log has one JSON line per request carrying its request
+// id, remote address and user agent, the fencing token on the answers of a
+// lock (acquired, extended, held), and never a lock token, whether the
+// gateway or the client chose it (docs/operations.md "Logs").
 func TestLogs(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -121,13 +121,14 @@ func TestLogs(t *testing.T) {
 	}
 }
 
-// TestSecretsHidden runs the gateway at debug level with an API keys file
-// against password-protected nodes, calls every endpoint with every kind of
+// TestSecretsHidden: API keys, lock tokens and Redis passwords never show in
+// a response body or header, /readyz, /metrics or anything the process
+// prints, even at debug level: the gateway runs with an API keys file against
+// password-protected nodes, and every endpoint is called with every kind of
 // answer (created, held, invalid, unauthorized with a wrong key, not owner,
 // released, free, not found, method not allowed, too large) carrying a
-// recognisable API key, lock tokens and Redis password, and checks that none
-// of them shows in any response body or header, /readyz, /metrics, or
-// anything the process printed.
+// recognisable key, tokens and password (docs/operations.md "Security";
+// openapi.yaml info.description "Conventions").
 func TestSecretsHidden(t *testing.T) {
 	t.Parallel()
 	const password = "pw-Zq8sVb3nLk2xYt"
@@ -211,8 +212,10 @@ func TestSecretsHidden(t *testing.T) {
 	}
 }
 
-// TestShutdown checks SIGTERM: a request blocked in wait_ms gets a 503
-// problem, not a cut connection, and the process exits 0 promptly.
+// TestShutdown: on SIGTERM, a request waiting with wait_ms gets a 503
+// shutting-down problem, not a cut connection, and the process exits 0
+// promptly (docs/operations.md "Restarts": gateways; openapi.yaml
+// info.description "Behaviour where the specification is silent").
 func TestShutdown(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)
@@ -247,9 +250,9 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
-// TestLogsUnready checks that /readyz answering 503 probe after probe is
-// logged at info level, with one warning when it turns unready and one info
-// line when it is ready again.
+// TestLogsUnready: /readyz answering 503 probe after probe is logged at info
+// level, with one warning when it turns unready and one info line when it is
+// ready again (docs/operations.md "Logs": readiness is logged by change).
 func TestLogsUnready(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
