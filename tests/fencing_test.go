@@ -220,7 +220,7 @@ func TestRetryWhileOthersWait(t *testing.T) {
 				stranger = acquire(t, gw, res, "") // a writer
 			}
 			wantProblem(t, stranger, http.StatusConflict, "lock-held")
-			// The holder has about 20 s left; the hint is jittered in [d/2, 3d/2).
+			// The holder has about 20 s left; the hint adds up to 10% plus 100 ms.
 			if ms := stranger.num(t, "retry_after_ms"); ms < 5000 {
 				t.Errorf("retry_after_ms = %d, want about the holder's remaining 20 s", ms)
 			}
