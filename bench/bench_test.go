@@ -29,8 +29,10 @@ func TestSmoke(t *testing.T) {
 	// One node timeout for every gateway and library, the gray one too:
 	// only the injected faults (a paused node, or one slow by twice the
 	// node timeout) time a node out, not a loaded machine.
+	// Each mode runs 1s: long enough for cycles to end within it on a
+	// machine whose load average is several times its cores.
 	const nodeTimeout = time.Second
-	c, err := parse([]string{"-c", "4", "--duration", "300ms", "--waiters", "200", "--names", "50", "--node-timeout", nodeTimeout.String()})
+	c, err := parse([]string{"-c", "4", "--duration", "1s", "--waiters", "200", "--names", "50", "--node-timeout", nodeTimeout.String()})
 	if err != nil {
 		t.Fatal(err)
 	}

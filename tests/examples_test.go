@@ -102,11 +102,13 @@ func TestExamples(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// Two instances at once, each working longer than the TTL: they
 			// take turns (one waits), never both inside, and each extends.
+			// TTL 3 s: an extension every second, and a starved shell still
+			// gets one through within the validity.
 			t.Run("Contention", func(t *testing.T) {
 				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
 				var ps []*proc
 				for range 2 {
-					ps = append(ps, startProc(t, c.cmd(t, g.URL, res, journal, 1500, 30000, 2000)))
+					ps = append(ps, startProc(t, c.cmd(t, g.URL, res, journal, 3000, 30000, 4000)))
 				}
 				for _, p := range ps {
 					p.wantExit(0, 60*time.Second)
@@ -133,7 +135,7 @@ func TestExamples(t *testing.T) {
 			// extension is refused, the work stops, the exit status is 76.
 			t.Run("Lost", func(t *testing.T) {
 				res, journal := "account-"+resourceName(t), filepath.Join(t.TempDir(), "journal")
-				p := startProc(t, c.cmd(t, g.URL, res, journal, 1500, 0, 20000))
+				p := startProc(t, c.cmd(t, g.URL, res, journal, 3000, 0, 20000))
 				p.waitLinePrefix(c.holding, 30*time.Second)
 				for _, n := range nodes {
 					if err := n.Client().FlushAll(context.Background()).Err(); err != nil {
