@@ -151,9 +151,9 @@ type pyFault struct {
 }
 
 // startPyFaults starts n gateways over nodes on fixed ports and the HTTP
-// endpoint that takes faults: POST /restart?n=I (gateway I), /pause?n=K
-// (the first K nodes), /resume (every paused node), /kill?n=I, /revive?n=I
-// (node I, restarted empty on its port).
+// endpoint that takes faults: POST /restart?n=I, /stop?n=I, /start?n=I
+// (gateway I, on its port), /pause?n=K (the first K nodes), /resume (every
+// paused node), /kill?n=I, /revive?n=I (node I, restarted empty on its port).
 func startPyFaults(t *testing.T, nodes []*RedisNode, n int) *pyFaults {
 	t.Helper()
 	f := &pyFaults{t: t, nodes: nodes, ops: make(chan pyFault)}
@@ -226,6 +226,10 @@ func (f *pyFaults) do(op pyFault) error {
 	switch {
 	case op.op == "restart" && op.n >= 0 && op.n < len(f.gateways):
 		f.gateways[op.n].Stop() // SIGTERM: in-flight requests end, new ones get 503 or a refused connection
+		f.gateways[op.n] = startGateway(t, f.nodes, "--listen", f.listen[op.n])
+	case op.op == "stop" && op.n >= 0 && op.n < len(f.gateways):
+		f.gateways[op.n].Stop()
+	case op.op == "start" && op.n >= 0 && op.n < len(f.gateways):
 		f.gateways[op.n] = startGateway(t, f.nodes, "--listen", f.listen[op.n])
 	case op.op == "pause" && op.n > 0 && op.n <= len(f.nodes):
 		for _, n := range f.nodes[:op.n] {

@@ -59,8 +59,8 @@ needs_faults = unittest.skipUnless(FAULTS and len(GATEWAYS) == 2 and len(REDIS) 
 def fault(op: str, n: int = 0) -> None:
     """Has the Go test carry out a fault, and returns once it is done:
     "restart" gateway GATEWAYS[n] (SIGTERM, then a new one on its port),
-    "pause" the first n nodes, "resume" them, "kill" node n, "revive" it
-    (restarted with empty memory)."""
+    "stop" it, "start" it again; "pause" the first n nodes, "resume" them,
+    "kill" node n, "revive" it (restarted with empty memory)."""
     req = urllib.request.Request(f"{FAULTS}/{op}?n={n}", data=b"", method="POST")
     with urllib.request.urlopen(req, timeout=120) as res:
         res.read()

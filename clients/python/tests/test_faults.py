@@ -1,7 +1,8 @@
 """The hold helper for several resources under faults, with the gateways and
-nodes of tests/clients_py_test.go: (a) gateways restarted (and nodes paused,
-killed and restarted) under holds, behind a client-side list of two URLs,
-cost no failed operation within the wait; (b) a majority of nodes paused for
+nodes of tests/clients_py_test.go: (a) gateways restarted or stopped for
+longer than the validity (and nodes paused, killed and restarted) under
+holds, behind a client-side list of two URLs, cost no failed operation
+within the wait; (b) a majority of nodes paused for
 longer than the validity makes the hold report its loss; (c) an acquire
 retried after its answer was lost keeps the fence, for every kind."""
 
@@ -12,6 +13,7 @@ import random
 import threading
 import time
 import unittest
+import urllib.request
 from typing import Callable, Dict, List, Set, Union
 
 from support import GATEWAYS, URL, Proxy, eventually, fault, needs_faults, resource
@@ -79,12 +81,19 @@ class FaultTest(unittest.TestCase):
             w.start()
         try:
             progress("the start")
-            for step, n in (("restart", 0), ("restart", 1), ("pause", 1), ("resume", 0), ("kill", 2),
-                            ("revive", 2)):
+            # Each step waits for transfers after it: while a gateway is
+            # stopped, longer than the validity, they go through the other.
+            for step, n in (("restart", 0), ("restart", 1), ("stop", 0), ("start", 0), ("stop", 1), ("start", 1),
+                            ("pause", 1), ("resume", 0), ("kill", 2), ("revive", 2)):
                 fault(step, n)
                 progress(f"{step} {n}", 6)
         finally:
             fault("resume")
+            for i in range(len(GATEWAYS)):  # a gateway a failed step left stopped
+                try:
+                    urllib.request.urlopen(GATEWAYS[i] + "/healthz", timeout=5).close()
+                except OSError:
+                    fault("start", i)
             done.set()
             for w in workers:
                 w.join(60)
@@ -92,7 +101,7 @@ class FaultTest(unittest.TestCase):
         self.assertGreaterEqual(client.failovers, 2, "no request met a restarting gateway")
         for a, fs in fences.items():
             self.assertEqual(fs, sorted(set(fs)), f"{a}: fences not strictly increasing")
-        print(f"\nfault run: {ops[0]} transfers, 2 gateways restarted, nodes paused, killed and restarted, "
+        print(f"\nfault run: {ops[0]} transfers, 2 gateways restarted and stopped, nodes paused, killed and restarted, "
               f"{client.failovers} answers lost or 5xx, {len(failures)} failed operations", flush=True)
 
     def test_b_majority_paused_reports_loss(self) -> None:
