@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import unittest
+from typing import Callable, Dict
 
 from support import API_KEY, AUTH_URL, URL, closed_url, needs_gateway, resource
 
@@ -93,11 +94,12 @@ class ClientTest(unittest.TestCase):
         self.client.release(self.res, lock.token)
 
     def test_config_errors(self) -> None:
-        for name, call in {
+        calls: Dict[str, Callable[[], object]] = {
             "bad resource": lambda: self.client.acquire("bad resource!", ttl=1),
             "ttl too small": lambda: self.client.acquire(self.res, ttl=0.01),
             "bad token": lambda: self.client.release(self.res, "short"),
-        }.items():
+        }
+        for name, call in calls.items():
             with self.subTest(name), self.assertRaises(ConfigError) as e:
                 call()
             self.assertEqual(e.exception.status, 400)

@@ -4,12 +4,11 @@ release on exit."""
 
 from __future__ import annotations
 
-import threading
 import time
 import unittest
 from typing import List, Tuple
 
-from support import REDIS, URL, Proxy, closed_url, eventually, flush_nodes, needs_gateway, resource
+from support import REDIS, URL, Proxy, closed_url, eventually, flush_nodes, in_threads, needs_gateway, resource
 
 from redlockd_client import Client, LockHeldError, LockLostError, NotOwnerError, UnavailableError
 
@@ -57,29 +56,20 @@ class LockTest(unittest.TestCase):
         # for the other; never both inside; the second's fence is higher.
         inside: List[int] = []
         turns: List[Tuple[int, float, float]] = []
-        errors: List[BaseException] = []
 
         def work() -> None:
-            try:
-                with self.client.lock(self.res, ttl=1, wait=15) as held:
-                    inside.append(1)
-                    self.assertEqual(len(inside), 1, "two holders at once")
-                    start = time.monotonic()
-                    while time.monotonic() < start + 1.5:
-                        held.check()
-                        time.sleep(0.05)
-                    inside.pop()
-                    assert held.fencing_token is not None
-                    turns.append((held.fencing_token, start, time.monotonic()))
-            except BaseException as e:  # reported by the main thread
-                errors.append(e)
+            with self.client.lock(self.res, ttl=1, wait=15) as held:
+                inside.append(1)
+                self.assertEqual(len(inside), 1, "two holders at once")
+                start = time.monotonic()
+                while time.monotonic() < start + 1.5:
+                    held.check()
+                    time.sleep(0.05)
+                inside.pop()
+                assert held.fencing_token is not None
+                turns.append((held.fencing_token, start, time.monotonic()))
 
-        threads = [threading.Thread(target=work) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        self.assertEqual(errors, [])
+        self.assertEqual(in_threads(2, work), [])
         self.assertEqual(len(turns), 2)
         (f1, _, end1), (f2, start2, _) = turns
         self.assertGreater(f2, f1)

@@ -8,15 +8,19 @@
             held.check()                                 # raises LockLostError once the lock is lost
             db.write(row, fence=held.fencing_token)      # the storage refuses stale fences
 
-docs/clients.md explains the four rules this applies.
+``client.lock(resources=["a", "b"])`` holds the locks of several resources and
+``client.permit("partner-api", limit=3)`` a semaphore's permit, the same way.
+docs/clients.md explains the four rules they apply.
 """
 
-from .client import Client, ListedLock, Lock, LockInfo, LockPage, MultiLock
-from .errors import (ConfigError, LockHeldError, LockLostError, NotOwnerError, RedlockdError,
+from .client import Client
+from .errors import (ConfigError, LimitMismatchError, LockHeldError, LockLostError, NotOwnerError, RedlockdError,
                      UnavailableError)
-from .held import HeldLock
+from .held import HeldLock, HeldLocks, HeldPermit, Hold
+from .results import (ListedLock, Lock, LockInfo, LockPage, MultiLock, Permit, PermitInfo, SemaphoreInfo)
 
 __all__ = [
-    "Client", "ConfigError", "HeldLock", "ListedLock", "Lock", "LockHeldError", "LockInfo", "LockLostError",
-    "LockPage", "MultiLock", "NotOwnerError", "RedlockdError", "UnavailableError",
+    "Client", "ConfigError", "HeldLock", "HeldLocks", "HeldPermit", "Hold", "LimitMismatchError", "ListedLock",
+    "Lock", "LockHeldError", "LockInfo", "LockLostError", "LockPage", "MultiLock", "NotOwnerError", "Permit",
+    "PermitInfo", "RedlockdError", "SemaphoreInfo", "UnavailableError",
 ]

@@ -60,3 +60,12 @@ class UnavailableError(RedlockdError):
 class ConfigError(RedlockdError):
     """A 4xx other than 409 (400 a bad value, 401 a missing or wrong API key,
     404 a wrong URL, 413): a configuration error that no retry fixes."""
+
+
+class LimitMismatchError(ConfigError):
+    """409 ``limit-mismatch``: the semaphore's permits held now have another
+    limit, ``limit``; every holder must ask for the same one. Nothing changed."""
+
+    def __init__(self, message: str, *, limit: Optional[int] = None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.limit = limit
