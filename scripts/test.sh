@@ -43,6 +43,14 @@ need_npm() {
   fi
 }
 
+# The Python client's tests install it into fresh venvs (python3 -m venv with
+# pip: Debian's python3-venv).
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  step "installing python3 and python3-venv (apt-get)"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3 python3-venv >/dev/null
+fi
+
 step "go generate leaves no diff (api/ is generated from openapi.yaml)"
 go generate ./...
 if [ -d .git ] && [ -n "$(git status --porcelain -- api client openapi.yaml)" ]; then
