@@ -77,8 +77,8 @@ type Hold struct {
 // It may return the errors of the target's acquire once o.Wait is over
 // (ErrLockHeld, ErrQuorumUnavailable, ErrUnreachable, ErrLimitMismatch, ...),
 // or ErrNotOwner when the extension right after a slow acquire found the
-// target lost. When the outcome is unknown it releases the target before
-// returning, so that nothing stays held.
+// target lost. When the outcome is unknown, or ctx ended, it releases the
+// target before returning, so that nothing stays held.
 func (c *Client) Hold(ctx context.Context, target Target, o HoldOptions) (*Hold, error) {
 	if target == nil {
 		return nil, invalid("no target")
@@ -94,7 +94,7 @@ func (c *Client) Hold(ctx context.Context, target Target, o HoldOptions) (*Hold,
 	}
 	l, err := h.acquire(ctx, o)
 	if err != nil {
-		if unknownOutcome(err) {
+		if unknownOutcome(err) || ctx.Err() != nil {
 			_ = h.cleanup(ctx)
 		}
 		return nil, err
