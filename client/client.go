@@ -19,7 +19,12 @@
 //     section may not have been exclusive.
 package client
 
-//go:generate go tool oapi-codegen -config cfg.yaml ../openapi.yaml
+// The generator is the repository's tool (its go.mod's tool line), so that
+// this module's graph stays small; internal/valid is the repository's
+// internal/valid (the rules of names and tokens), copied.
+//
+//go:generate go tool -C .. oapi-codegen -config client/cfg.yaml openapi.yaml
+//go:generate sh -c "{ echo '// Code generated from ../internal/valid/valid.go by go generate. DO NOT EDIT.'; echo; cat ../internal/valid/valid.go; } > internal/valid/valid.go"
 
 import (
 	"cmp"
@@ -36,7 +41,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlockd/redlockd/internal/valid"
+	"github.com/redlockd/redlockd/client/internal/valid"
 )
 
 // Sentinel errors. The gateway's answers come as a *ProblemError that
