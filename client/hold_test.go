@@ -233,15 +233,16 @@ func TestHoldLostMajorityPaused(t *testing.T) {
 
 // TestHoldGatewayRestart (fault a): workers hold several resources (in
 // either order) through a client with two gateways' URLs while the first
-// gateway restarts, twice: no operation fails within the wait — the acquire
-// retries, the extensions and the releases move to the other gateway
-// (docs/clients.md "Go").
+// gateway restarts, twice, down for longer than a validity: no operation
+// fails within the wait — the acquire retries, the extensions and the
+// releases move to the other gateway (docs/clients.md "Go").
 func TestHoldGatewayRestart(t *testing.T) {
 	nodes := startNodes(t, 3)
 	g1, g2 := startGatewayProc(t, nodes, 0), startGatewayProc(t, nodes, 0)
 	c := newClient(t, g1.URL, client.Options{OtherURLs: []string{g2.URL}})
 	ctx := context.Background()
 	a, b := resourceName(t), resourceName(t)
+	const ttl = 2 * time.Second
 
 	var ops, failed atomic.Int64
 	var mu sync.Mutex
@@ -267,14 +268,14 @@ func TestHoldGatewayRestart(t *testing.T) {
 				default:
 				}
 				ops.Add(1)
-				h, err := c.Hold(ctx, client.Locks{Resources: resources}, client.HoldOptions{TTL: 3 * time.Second, Wait: 30 * time.Second})
+				h, err := c.Hold(ctx, client.Locks{Resources: resources}, client.HoldOptions{TTL: ttl, Wait: 30 * time.Second})
 				if err != nil {
 					fail("Hold: %v", err)
 					continue
 				}
 				select {
 				case <-h.Done():
-				case <-time.After(100 * time.Millisecond): // the work
+				case <-time.After(ttl): // the work, long enough to be extended
 				}
 				if err := h.Release(ctx); err != nil {
 					fail("Release: %v", err)
@@ -285,7 +286,7 @@ func TestHoldGatewayRestart(t *testing.T) {
 	for range 2 {
 		time.Sleep(time.Second)
 		g1.Stop()
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(2 * ttl) // down longer than a validity: only the other gateway can extend
 		g1 = startGatewayProc(t, nodes, g1.port)
 	}
 	time.Sleep(time.Second)
