@@ -12,6 +12,7 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+COPY client/go.mod client/go.sum ./client/
 RUN go mod download
 COPY . .
 # The build context has .git (see .dockerignore), so the go command stamps

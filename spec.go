@@ -5,6 +5,11 @@ package redlockd
 
 import _ "embed"
 
+// The Go client (client/) is a module of its own, which go generate ./...
+// here does not reach: generate it too.
+//
+//go:generate go generate -C client ./...
+
 // OpenAPI is openapi.yaml, the API contract that api/ is generated from. It is
 // served at GET /openapi.yaml.
 //

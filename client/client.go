@@ -19,7 +19,12 @@
 //     section may not have been exclusive.
 package client
 
-//go:generate go tool oapi-codegen -config cfg.yaml ../openapi.yaml
+// The generator is the repository's tool (its go.mod's tool line), so that
+// this module's graph stays small; internal/valid is the repository's
+// internal/valid (the rules of names and tokens), copied.
+//
+//go:generate go tool -C .. oapi-codegen -config client/cfg.yaml openapi.yaml
+//go:generate sh -c "{ echo '// Code generated from ../internal/valid/valid.go by go generate. DO NOT EDIT.'; echo; cat ../internal/valid/valid.go; } > internal/valid/valid.go"
 
 import (
 	"cmp"
@@ -36,7 +41,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlockd/redlockd/internal/valid"
+	"github.com/redlockd/redlockd/client/internal/valid"
 )
 
 // Sentinel errors. The gateway's answers come as a *ProblemError that
@@ -90,6 +95,15 @@ var (
 	// prefix) is wrong, or a proxy in front of the gateway does not forward
 	// the path. It never means that a lock is free (see Inspect).
 	ErrNotFound = errors.New("client: no such path (check the base URL)")
+
+	// ErrLost means a Hold ended without being released: an extension or
+	// the release was answered 409 not-owner, or the validity ended without
+	// a successful extension. The work it protected may not have been
+	// exclusive. It comes joined with its cause.
+	ErrLost = errors.New("client: hold lost")
+
+	// ErrReleased is the Err of a Hold released before it was lost.
+	ErrReleased = errors.New("client: hold released")
 )
 
 // HeldError is Acquire's ErrLockHeld: another owner holds the lock.
@@ -118,6 +132,11 @@ type Options struct {
 	// Timeout bounds each call whose context has no deadline, on top of the
 	// call's wait. Default: DefaultTimeout (30s).
 	Timeout time.Duration
+	// OtherURLs are the base URLs of more gateways of the same nodes. Each
+	// call goes to one gateway; one that does not answer, or answers 502,
+	// 503 or 504, hands the next calls (a retry) to the next gateway, in
+	// turn. Default: none, only the base URL given to New.
+	OtherURLs []string
 }
 
 // Client calls a redlockd gateway. It is safe for concurrent use.
@@ -127,17 +146,11 @@ type Client struct {
 }
 
 // New returns a Client of the gateway at baseURL (http:// or https://, with
-// an optional path prefix). It sends no request.
+// an optional path prefix), and of those at o.OtherURLs. It sends no request.
 func New(baseURL string, o Options) (*Client, error) {
-	u, err := url.Parse(baseURL)
+	u, err := parseBase(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("client: base URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("client: base URL %q: want http://host[:port] or https://host[:port]", baseURL)
-	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("client: base URL %q: no user, query or fragment allowed", u.Redacted())
+		return nil, err
 	}
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("client: negative timeout %v", o.Timeout)
@@ -147,7 +160,19 @@ func New(baseURL string, o Options) (*Client, error) {
 	if strings.ContainsFunc(o.APIKey, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
 		return nil, errors.New("client: the API key holds control characters that an HTTP header cannot carry")
 	}
-	opts := []ClientOption{WithHTTPClient(cmp.Or(o.HTTPClient, http.DefaultClient))}
+	var doer HttpRequestDoer = cmp.Or(o.HTTPClient, http.DefaultClient)
+	if len(o.OtherURLs) > 0 {
+		g := &gateways{doer: doer, first: u, bases: []*url.URL{u}}
+		for _, other := range o.OtherURLs {
+			b, err := parseBase(other)
+			if err != nil {
+				return nil, err
+			}
+			g.bases = append(g.bases, b)
+		}
+		doer = g
+	}
+	opts := []ClientOption{WithHTTPClient(doer)}
 	if o.APIKey != "" {
 		auth := "Bearer " + o.APIKey
 		opts = append(opts, WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
@@ -160,6 +185,21 @@ func New(baseURL string, o Options) (*Client, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	return &Client{raw: raw, timeout: cmp.Or(o.Timeout, DefaultTimeout)}, nil
+}
+
+// parseBase parses and checks a gateway's base URL.
+func parseBase(baseURL string) (*url.URL, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("client: base URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: base URL %q: want http://host[:port] or https://host[:port]", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("client: base URL %q: no user, query or fragment allowed", u.Redacted())
+	}
+	return u, nil
 }
 
 // AcquireOptions are the options of one Acquire. The zero value of each

@@ -12,50 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlockd/redlockd/client"
-	"github.com/redlockd/redlockd/internal/redistest"
-	"github.com/redlockd/redlockd/redlock"
-	"github.com/redlockd/redlockd/server"
 )
-
-// gateway is an in-process redlockd: server.New over redlock.New over real
-// redis-server processes, served by httptest.
-type gateway struct {
-	URL   string
-	Nodes []*redistest.Server
-	Srv   *server.Server
-}
-
-// testNodeTimeout is the node timeout of the tests' gateways: one their
-// nodes meet on a loaded machine (no test here is about slow nodes).
-const testNodeTimeout = 2 * time.Second
-
-// startGateway starts n redis-servers and a gateway over them. wrap, if not
-// nil, wraps the gateway's handler (to put auth or a path prefix in front).
-func startGateway(t *testing.T, n int, wrap func(http.Handler) http.Handler) *gateway {
-	t.Helper()
-	nodes := redistest.Cluster(t, n)
-	opts := make([]*redis.Options, n)
-	for i, s := range nodes {
-		opts[i] = s.Options()
-	}
-	coord, err := redlock.New(opts, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coord.Close() })
-	coord.Warm(context.Background(), testNodeTimeout)
-	srv := server.New(server.Config{Locker: coord})
-	var h http.Handler = srv.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	return &gateway{URL: hs.URL, Nodes: nodes, Srv: srv}
-}
 
 func newClient(t *testing.T, url string, o client.Options) *client.Client {
 	t.Helper()
@@ -71,6 +29,12 @@ var seq atomic.Int64
 // resourceName returns a resource name unique to this test.
 func resourceName(t *testing.T) string {
 	return fmt.Sprintf("%s.%d", strings.NewReplacer("/", "-", "#", "-").Replace(t.Name()), seq.Add(1))
+}
+
+// validToken reports whether s is a valid token: 22-128 characters of
+// [A-Za-z0-9_-] (openapi.yaml).
+func validToken(s string) bool {
+	return len(s) >= 22 && len(s) <= 128 && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == ""
 }
 
 // clientToken returns a fresh client-chosen token.
@@ -116,8 +80,8 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if l.Resource != res || !redlock.ValidToken(l.Token) || l.Fence < 1 || l.TTL != 10*time.Second {
-		t.Errorf("Acquire: resource %q fence %d ttl %v, token valid %v", l.Resource, l.Fence, l.TTL, redlock.ValidToken(l.Token))
+	if l.Resource != res || !validToken(l.Token) || l.Fence < 1 || l.TTL != 10*time.Second {
+		t.Errorf("Acquire: resource %q fence %d ttl %v, token valid %v", l.Resource, l.Fence, l.TTL, validToken(l.Token))
 	}
 	if l.Validity <= 9*time.Second || l.Validity > 10*time.Second {
 		t.Errorf("validity %v, want within (9s, 10s]", l.Validity)
@@ -402,12 +366,18 @@ func TestQuorumUnavailable(t *testing.T) {
 	wantIs(t, err, client.ErrQuorumUnavailable)
 }
 
-// TestShuttingDown: a gateway shutting down answers 503 shutting-down, which
-// is ErrQuorumUnavailable too (the outcome is "try again").
+// TestShuttingDown: a gateway shutting down answers 503 shutting-down (as
+// openapi.yaml says; canned here), which is ErrQuorumUnavailable too (the
+// outcome is "try again").
 func TestShuttingDown(t *testing.T) {
-	g := startGateway(t, 3, nil)
+	g := startGateway(t, 3, func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"type":"urn:redlockd:problem:shutting-down","title":"Shutting down","status":503,"detail":"the gateway is shutting down"}`)
+		})
+	})
 	c := newClient(t, g.URL, client.Options{})
-	g.Srv.BeginShutdown()
 	_, err := c.Acquire(context.Background(), resourceName(t), client.AcquireOptions{})
 	wantIs(t, err, client.ErrQuorumUnavailable)
 	wantProblem(t, err, http.StatusServiceUnavailable, "shutting-down")

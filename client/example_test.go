@@ -4,20 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlockd/redlockd/client"
-	"github.com/redlockd/redlockd/redlock"
-	"github.com/redlockd/redlockd/server"
 )
 
 // Example takes a lock through a gateway, works under it and releases it.
-// The gateway here runs in-process over embedded in-memory nodes to keep
-// the example self-contained; point client.New at your redlockd instead.
+// The gateway here is started by the tests over local redis-servers;
+// point client.New at your redlockd instead.
 func Example() {
 	gatewayURL, stop := exampleGateway()
 	defer stop()
@@ -54,28 +48,8 @@ func Example() {
 	// free: true
 }
 
-// exampleGateway runs a gateway over three embedded nodes.
+// exampleGateway runs a gateway over three redis-servers, stopped after
+// the tests.
 func exampleGateway() (url string, stop func()) {
-	var nodes []*redis.Options
-	var mrs []*miniredis.Miniredis
-	for range 3 {
-		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
-			panic(err)
-		}
-		mrs = append(mrs, m)
-		nodes = append(nodes, &redis.Options{Addr: m.Addr()})
-	}
-	coord, err := redlock.New(nodes, redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout})
-	if err != nil {
-		panic(err)
-	}
-	hs := httptest.NewServer(server.New(server.Config{Locker: coord}).Handler())
-	return hs.URL, func() {
-		hs.Close()
-		_ = coord.Close()
-		for _, m := range mrs {
-			m.Close()
-		}
-	}
+	return startGateway(exampleCleanup, 3, nil).URL, func() {}
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redlockd/redlockd/internal/valid"
+	"github.com/redlockd/redlockd/client/internal/valid"
 )
 
 // MaxResources is the most resources of one AcquireMulti.

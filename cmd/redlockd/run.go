@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,12 +34,11 @@ const (
 	exitNotFound    = 127 // CMD not found (as shells do)
 )
 
-// requestMargin is added to a request's wait to bound it; a --wait longer
-// than maxWaitChunk (the gateway's default max wait), or than the gateway's
-// --max-wait, takes several requests.
+// requestMargin is added to a request's wait to bound it (client.Hold
+// splits a long --wait into several requests); releaseTimeout bounds the
+// release.
 const (
 	requestMargin  = 10 * time.Second
-	maxWaitChunk   = redlock.DefaultMaxWait
 	releaseTimeout = 5 * time.Second
 )
 
@@ -277,26 +277,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer, lookup
 	if err != nil {
 		return usageOf(stderr, "redlockd run", err)
 	}
-	r := &runner{
-		cfg: cfg, client: c, token: redlock.NewToken(),
-		base: context.WithoutCancel(ctx), stdout: stdout, stderr: stderr, signals: sigc,
-	}
-	lock, code := r.acquirePhase()
+	r := &runner{cfg: cfg, client: c, base: context.WithoutCancel(ctx), stdout: stdout, stderr: stderr, signals: sigc}
+	h, code := r.acquirePhase()
 	if code >= 0 {
 		return code
 	}
-	return r.runCommand(lock)
+	return r.runCommand(h)
 }
 
 // runner is one `redlockd run`.
 type runner struct {
-	cfg    RunConfig
-	client *client.Client
-	// token is chosen here, so that the lock can be released even when the
-	// acquire's answer never came. It is never printed.
-	token          string
-	permit         int     // with --semaphore, the permit held
-	fences         []int64 // with several resources, their fences
+	cfg            RunConfig
+	client         *client.Client
 	base           context.Context
 	stdout, stderr io.Writer
 	signals        <-chan os.Signal
@@ -306,91 +298,66 @@ func (r *runner) printf(format string, args ...any) {
 	fmt.Fprintf(r.stderr, "redlockd run: "+format+"\n", args...)
 }
 
-// acquirePhase takes the lock, letting a stop signal interrupt the wait. It
-// returns the lock and -1, or the exit status when CMD must not run.
-func (r *runner) acquirePhase() (client.Lock, int) {
+// target is what run holds: a lock (a reader's with --read), the locks of
+// several resources, or a permit.
+func (r *runner) target() client.Target {
+	switch {
+	case r.cfg.Semaphore != "":
+		return client.SemaphorePermit{Name: r.cfg.Semaphore, Limit: r.cfg.Limit}
+	case len(r.cfg.Resources) > 1:
+		return client.Locks{Resources: r.cfg.Resources}
+	case r.cfg.Read:
+		return client.ReadLock{Resource: r.cfg.Resources[0]}
+	}
+	return client.WriteLock{Resource: r.cfg.Resources[0]}
+}
+
+// acquirePhase takes the lock with client.Hold (which tries again while
+// --wait lasts, with a token of its own so that a retry is idempotent),
+// letting a stop signal interrupt the wait. It returns the hold and -1, or
+// the exit status when CMD must not run.
+func (r *runner) acquirePhase() (*client.Hold, int) {
 	ctx, cancel := context.WithCancel(r.base)
 	defer cancel()
-	var lock client.Lock
+	var told sync.Once
+	o := client.HoldOptions{TTL: r.cfg.TTL, Wait: r.cfg.Wait, Owner: r.cfg.Owner, OnRetry: func(err error) {
+		if errors.Is(err, client.ErrUnreachable) {
+			told.Do(func() {
+				r.printf("no answer from the gateway at %s (%v): trying again while --wait lasts", r.cfg.URL, err)
+			})
+		}
+	}}
+	var h *client.Hold
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lock, err = r.acquire(ctx) // read once done is closed
+		h, err = r.client.Hold(ctx, r.target(), o) // read once done is closed
 	}()
 	for {
 		select {
 		case <-done:
 			if err == nil {
-				return lock, -1
+				return h, -1
 			}
-			return client.Lock{}, r.acquireFailed(err)
+			return nil, r.acquireFailed(err)
 		case sig := <-r.signals:
 			if !slices.Contains(stopSignals, sig) {
 				continue // no CMD to forward SIGUSR1/2 to yet
 			}
-			cancel()
+			cancel() // Hold releases what it may have taken
 			<-done
-			r.release(false) // the lock may have been taken just before
-			r.printf("got %v before the lock was acquired: CMD not run", sig)
-			return client.Lock{}, 128 + int(sig.(syscall.Signal))
-		}
-	}
-}
-
-// acquire takes the lock within --wait. A lock held by another owner or a
-// 503 (see retryable) is tried again while the wait lasts; the gateway
-// does the waiting, in requests that wait at most chunk.
-func (r *runner) acquire(ctx context.Context) (client.Lock, error) {
-	deadline := time.Now().Add(r.cfg.Wait)
-	chunk := maxWaitChunk
-	for told := false; ; {
-		wait := min(max(time.Until(deadline), 0), chunk).Truncate(time.Millisecond)
-		if r.cfg.Wait == 0 {
-			wait = 0
-		}
-		lock, err := r.take(ctx, wait)
-		if wait > 0 && errors.Is(err, client.ErrInvalid) {
-			// The gateway's --max-wait may be shorter than wait: try once
-			// without waiting (refused too, the problem is elsewhere), then
-			// wait in requests half as long.
-			chunk = wait / 2
-			lock, err = r.take(ctx, 0)
-		}
-		if err == nil {
-			// Lock.Until counts the validity from before the request was sent,
-			// so a long wait eats into it. Extend at once if less than 2/3 of
-			// the TTL is left, so that CMD starts with a fresh, known window.
-			if time.Until(lock.Until) < r.cfg.TTL*2/3 {
-				return r.extend(ctx, time.Now().Add(max(time.Until(lock.Until), r.cfg.TTL/3)))
+			if h != nil { // taken just before
+				r.release(h)
 			}
-			return lock, nil
-		}
-		left := time.Until(deadline)
-		if ctx.Err() != nil || left <= 0 || !retryable(err) {
-			return lock, err
-		}
-		if !told && errors.Is(err, client.ErrUnreachable) {
-			told = true
-			r.printf("no answer from the gateway at %s (%v): trying again while --wait lasts", r.cfg.URL, err)
-		}
-		if !sleep(ctx, min(retryHint(err), left)) {
-			return lock, err
+			r.printf("got %v before the lock was acquired: CMD not run", sig)
+			return nil, 128 + int(sig.(syscall.Signal))
 		}
 	}
-}
-
-// retryable reports whether an acquire refused with err may succeed later:
-// the lock is held, a 503 (the quorum unavailable, or every waiting slot of
-// the gateway taken), or no answer from the gateway (down, restarting, or a
-// proxy's 502, 503 or 504). Run's token makes a retry idempotent: if the
-// lost attempt took the lock, the retry gets it.
-func retryable(err error) bool {
-	return errors.Is(err, client.ErrLockHeld) || errors.Is(err, client.ErrQuorumUnavailable) ||
-		errors.Is(err, client.ErrUnreachable)
 }
 
 // acquireFailed says why the lock was not acquired; it returns the status.
+// (Hold released what an unknown outcome may have taken.)
 func (r *runner) acquireFailed(err error) int {
 	held := r.subject() + " is held by another owner"
 	if r.cfg.Semaphore != "" {
@@ -430,8 +397,6 @@ func (r *runner) acquireFailed(err error) int {
 		r.printf("%s answered %v, which is not a redlockd gateway's answer (check --url: its scheme, host and port): CMD not run", r.cfg.URL, err)
 		return exitUsage
 	default:
-		// Unknown outcome: the lock may have been taken with our token.
-		r.release(false)
 		r.printf("gateway or quorum unavailable at %s: %v: CMD not run", r.cfg.URL, err)
 		return exitUnavailable
 	}
@@ -444,100 +409,19 @@ func foreign(err error) bool {
 	return ok && pe.Kind() == "" && pe.Status >= 400 && pe.Status < 500
 }
 
-// retryHint is how long to pause before trying again after err: the
-// gateway's hint, within [50ms, 1s].
-func retryHint(err error) time.Duration {
-	d := time.Second
-	if pe, ok := errors.AsType[*client.ProblemError](err); ok && pe.RetryAfter > 0 {
-		d = pe.RetryAfter
-	}
-	return min(max(d, 50*time.Millisecond), time.Second)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// extend extends the lock, trying again after anything but a definite
-// not-owner answer, until deadline. It returns the extended lock, the
-// not-owner error, or once deadline passed the last failure: the gateway's
-// last answer if it gave one, since a request cut short by deadline says
-// nothing about the gateway; unreachable only if no request was answered.
-func (r *runner) extend(ctx context.Context, deadline time.Time) (client.Lock, error) {
-	retry := min(max(r.cfg.TTL/10, 50*time.Millisecond), time.Second)
-	var last error
-	for {
-		reqCtx, cancel := context.WithDeadline(ctx, deadline)
-		lock, err := r.renew(reqCtx)
-		cancel()
-		switch {
-		case err == nil:
-			return lock, nil
-		case errors.Is(err, client.ErrNotOwner), ctx.Err() != nil:
-			return lock, err
-		}
-		if last == nil || !errors.Is(err, context.DeadlineExceeded) { // ctx has no deadline: reqCtx's
-			last = err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return lock, fmt.Errorf("no extension succeeded before the lock's validity ended: %w", last)
-		}
-		if !sleep(ctx, min(retry, left)) {
-			return lock, last
-		}
-	}
-}
-
-// keep extends the lock every TTL/3 until stop, which returns the end of the
-// last safe window. lost receives the reason once if the lock is lost.
-func (r *runner) keep(lock client.Lock) (lost <-chan error, stop func() time.Time) {
-	ctx, cancel := context.WithCancel(r.base)
-	lostc, done := make(chan error, 1), make(chan struct{})
-	go func() {
-		defer close(done)
-		for sleep(ctx, time.Until(lock.Start.Add(r.cfg.TTL/3))) {
-			next, err := r.extend(ctx, lock.Until)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				lostc <- err
-				return
-			}
-			lock = next
-		}
-	}()
-	return lostc, func() time.Time {
-		cancel()
-		<-done // lock is ours again
-		return lock.Until
-	}
-}
-
 // heldEnv are the variables that name what run holds, for CMD: a lock's or
 // a permit's.
 var heldEnv = []string{"REDLOCKD_RESOURCE", "REDLOCKD_SEMAPHORE", "REDLOCKD_PERMIT"}
 
-// runCommand runs CMD under the lock and returns the exit status.
-func (r *runner) runCommand(lock client.Lock) int {
+// runCommand runs CMD under the hold and returns the exit status.
+func (r *runner) runCommand(h *client.Hold) int {
 	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
 	held := []string{"REDLOCKD_RESOURCE=" + strings.Join(r.cfg.Resources, " ")}
 	if r.cfg.Semaphore != "" {
-		held = []string{"REDLOCKD_SEMAPHORE=" + r.cfg.Semaphore, "REDLOCKD_PERMIT=" + strconv.Itoa(r.permit)}
+		held = []string{"REDLOCKD_SEMAPHORE=" + r.cfg.Semaphore, "REDLOCKD_PERMIT=" + strconv.Itoa(h.Permit())}
 	}
-	fences := strconv.FormatInt(lock.Fence, 10)
-	if len(r.fences) > 0 { // several resources: their fences, in the same order
-		fences = strings.Trim(fmt.Sprint(r.fences), "[]")
-	}
+	// With several resources, their fences in the same order.
+	fences := strings.Trim(fmt.Sprint(h.Fences()), "[]")
 	// A nested run's CMD gets what this run holds only: no name of the
 	// outer run's to pair with this run's token.
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
@@ -545,7 +429,7 @@ func (r *runner) runCommand(lock client.Lock) int {
 		return slices.Contains(heldEnv, name)
 	})
 	cmd.Env = append(append(env, held...),
-		"REDLOCKD_TOKEN="+r.token,
+		"REDLOCKD_TOKEN="+h.Token(),
 		"REDLOCKD_FENCING_TOKEN="+fences,
 		"REDLOCKD_URL="+r.cfg.URL,
 	)
@@ -562,10 +446,8 @@ func (r *runner) runCommand(lock client.Lock) int {
 	// goroutine on its thread until CMD is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	lostc, stopKeeping := r.keep(lock)
 	if err := cmd.Start(); err != nil {
-		stopKeeping()
-		r.release(false)
+		r.release(h)
 		r.printf("CMD: %v", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound
@@ -578,6 +460,7 @@ func (r *runner) runCommand(lock client.Lock) int {
 
 	var (
 		lost  error
+		ended = h.Done() // closed when the hold is lost: run releases it only after CMD exits
 		grace <-chan time.Time
 	)
 wait:
@@ -591,8 +474,8 @@ wait:
 				target = -pgid
 			}
 			_ = syscall.Kill(target, sig.(syscall.Signal))
-		case lost = <-lostc:
-			lostc = nil
+		case <-ended:
+			ended, lost = nil, h.Err()
 			r.printf("%s lost: %v; sending SIGTERM to CMD (SIGKILL in %v)", r.subject(), lost, r.cfg.Grace)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			grace = time.After(r.cfg.Grace)
@@ -605,103 +488,40 @@ wait:
 	if foreground {
 		restoreForeground(tty)
 	}
-	until := stopKeeping()
+	err := r.release(h)
 	status := exitStatus(cmd.ProcessState)
-
-	if lost != nil {
+	switch {
+	case lost != nil:
 		_ = syscall.Kill(-pgid, syscall.SIGKILL) // what CMD left behind, if anything
-		r.release(false)
 		return exitLockLost
-	}
-	if time.Now().After(until) {
-		r.release(false)
-		r.printf("%s: no extension succeeded before its validity ended, while CMD ran (CMD exited %d): "+
-			"its work may not have been exclusive", r.subject(), status)
-		return exitLockLost
-	}
-	if err := r.release(true); errors.Is(err, client.ErrNotOwner) {
+	case errors.Is(err, client.ErrNotOwner):
 		r.printf("%s was not held when CMD exited (%v; CMD exited %d): its work may not have been exclusive",
 			r.subject(), err, status)
 		return exitLockLost
+	case errors.Is(err, client.ErrLost):
+		r.printf("%s: no extension succeeded before its validity ended, while CMD ran (CMD exited %d): "+
+			"its work may not have been exclusive (%v)", r.subject(), status, err)
+		return exitLockLost
+	case err != nil:
+		r.printf("could not confirm the release of %s (%v): it expires within %v", r.subject(), err, r.cfg.TTL)
 	}
 	return status
 }
 
-// release releases the lock with a fresh, bounded context and returns the
-// error. With report, a failure other than not-owner is written to stderr.
-func (r *runner) release(report bool) error {
+// release ends the hold with a fresh, bounded context and returns
+// Hold.Release's error.
+func (r *runner) release(h *client.Hold) error {
 	ctx, cancel := context.WithTimeout(r.base, releaseTimeout)
 	defer cancel()
-	var err error
-	switch {
-	case r.cfg.Semaphore != "":
-		err = r.client.ReleasePermit(ctx, r.cfg.Semaphore, r.token)
-	case len(r.cfg.Resources) > 1:
-		err = r.client.ReleaseMulti(ctx, r.cfg.Resources, r.token)
-	default:
-		err = r.client.Release(ctx, r.cfg.Resources[0], r.token)
-	}
-	if err != nil && report && !errors.Is(err, client.ErrNotOwner) {
-		r.printf("could not confirm the release of %s (%v): it expires within %v", r.subject(), err, r.cfg.TTL)
-	}
-	return err
+	return h.Release(ctx)
 }
 
 // subject names what run holds, for messages.
 func (r *runner) subject() string {
-	if r.cfg.Semaphore != "" {
-		return fmt.Sprintf("semaphore %q", r.cfg.Semaphore)
+	if len(r.cfg.Resources) == 1 { // a writer's or a reader's
+		return fmt.Sprintf("lock %q", r.cfg.Resources[0])
 	}
-	if len(r.cfg.Resources) > 1 {
-		return fmt.Sprintf("locks %q", r.cfg.Resources)
-	}
-	return fmt.Sprintf("lock %q", r.cfg.Resources[0])
-}
-
-// take acquires the lock, or with --semaphore a permit (noting its index),
-// letting the gateway wait up to wait.
-func (r *runner) take(ctx context.Context, wait time.Duration) (client.Lock, error) {
-	o := client.AcquireOptions{TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner}
-	switch {
-	case len(r.cfg.Resources) > 1:
-		m, err := r.client.AcquireMulti(ctx, r.cfg.Resources, o)
-		return r.multi(m), err
-	case r.cfg.Semaphore == "":
-		if r.cfg.Read {
-			o.Mode = client.ModeRead
-		}
-		return r.client.Acquire(ctx, r.cfg.Resources[0], o)
-	}
-	p, err := r.client.AcquirePermit(ctx, r.cfg.Semaphore, client.PermitOptions{
-		Limit: r.cfg.Limit, TTL: r.cfg.TTL, Wait: wait, Token: r.token, Owner: r.cfg.Owner,
-	})
-	if err == nil {
-		r.permit = p.Index
-	}
-	return p.Lock, err
-}
-
-// renew extends the lock or permit by --ttl.
-func (r *runner) renew(ctx context.Context) (client.Lock, error) {
-	switch {
-	case len(r.cfg.Resources) > 1:
-		m, err := r.client.ExtendMulti(ctx, r.cfg.Resources, r.token, r.cfg.TTL)
-		return r.multi(m), err
-	case r.cfg.Semaphore == "":
-		return r.client.Extend(ctx, r.cfg.Resources[0], r.token, r.cfg.TTL)
-	}
-	p, err := r.client.ExtendPermit(ctx, r.cfg.Semaphore, r.token, r.cfg.TTL)
-	return p.Lock, err
-}
-
-// multi notes the fences of a lock on several resources and returns it as
-// the Lock that run keeps (its validity is that of every resource).
-func (r *runner) multi(m client.MultiLock) client.Lock {
-	if len(m.Fences) > 0 {
-		r.fences = m.Fences
-	}
-	return client.Lock{Token: m.Token, TTL: m.TTL, Validity: m.Validity, Start: m.Start, Until: m.Until,
-		ExpiresAt: m.ExpiresAt, Nodes: m.Nodes, Quorum: m.Quorum, Locked: m.Locked}
+	return r.target().String()
 }
 
 // exitStatus is the status a shell would report for CMD: its exit code, or
