@@ -375,7 +375,7 @@ export class Client {
     clearTimeout(expiry);
     signal?.removeEventListener('abort', onAbort);
     await keeping;
-    const notHeld = await this.#drop(ops, lock.token, until, ttlMs);
+    const notHeld = await this.#drop(ops, lock.token, until);
     if (notHeld) {
       lost = new LockLostError(`${label}: lock lost: not held at release (${notHeld.lockState}): the work may not have been exclusive`,
         { status: notHeld.status, requestId: notHeld.requestId }, notHeld);
@@ -419,10 +419,10 @@ export class Client {
   // #drop releases with token, trying again (the next gateway URL) after a
   // 5xx or no answer until the validity ends (then the hold expires anyway).
   // It returns the NotOwnerError of a 409: the hold was not held any more.
-  async #drop(ops, token, until, ttlMs) {
+  async #drop(ops, token, until) {
     for (;;) {
       try {
-        await ops.release(token, { timeoutMs: Math.min(this.#timeoutMs, ttlMs) });
+        await ops.release(token);
         return undefined;
       } catch (err) {
         if (err instanceof NotOwnerError) return err;
