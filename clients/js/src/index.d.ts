@@ -9,12 +9,20 @@ export type FencedResource = Schemas['FencedResource'];
 export type LockInfo = Schemas['LockInfo'];
 export type LockList = Schemas['LockList'];
 export type ListedLock = Schemas['ListedLock'];
+export type PermitResponse = Schemas['PermitResponse'];
+export type SemaphoreInfo = Schemas['SemaphoreInfo'];
+export type PermitInfo = Schemas['PermitInfo'];
 export type ProblemType = Schemas['ProblemType'];
 export type LockState = NonNullable<Schemas['Problem']['lock_state']>;
 
 export interface ClientOptions {
-  /** The gateway's base URL, e.g. `http://127.0.0.1:8080`. */
-  url: string;
+  /**
+   * The gateway's base URL, e.g. `http://127.0.0.1:8080`, or the URLs of
+   * several gateways of one deployment: a request that gets no answer or a
+   * 5xx moves the client to the next one, and the hold helpers try them in
+   * turn.
+   */
+  url: string | string[];
   /** Sent as `Authorization: Bearer`. */
   apiKey?: string;
   /** Bound of one request in ms (an acquire's `waitMs` is added). Default 30000. */
@@ -47,6 +55,17 @@ export interface AcquireMultiOptions extends CallOptions {
   owner?: Schemas['MultiAcquireRequest']['owner'];
 }
 
+/** Options of acquirePermit: acquire's, with the semaphore's limit instead of a mode. */
+export interface AcquirePermitOptions extends CallOptions {
+  /** The number of permits, 1..256; every holder must give the same. */
+  limit: Schemas['AcquirePermitRequest']['limit'];
+  ttlMs?: Schemas['AcquirePermitRequest']['ttl_ms'];
+  waitMs?: Schemas['AcquirePermitRequest']['wait_ms'];
+  /** 22-128 characters of [A-Za-z0-9_-]; makes the acquire idempotent. */
+  token?: Schemas['AcquirePermitRequest']['token'];
+  owner?: Schemas['AcquirePermitRequest']['owner'];
+}
+
 export interface ExtendOptions extends CallOptions {
   ttlMs?: Schemas['ExtendRequest']['ttl_ms'];
 }
@@ -71,6 +90,9 @@ export type Held = LockResponse & Timing;
 
 /** The acquired or extended locks of several resources: `resources` lists each with its fencing token. */
 export type HeldMulti = MultiLockResponse & Timing;
+
+/** An acquired or extended permit of a semaphore: `limit` and `permit` (0..limit-1). */
+export type HeldPermit = PermitResponse & Timing;
 
 export interface Fields {
   /** The HTTP status; 0 when no answer came. */
@@ -102,7 +124,12 @@ export class UnavailableError extends RedlockdError {
 }
 /** Another 4xx (400, 401, 404, 413, ...): a configuration error that no retry fixes. */
 export class ConfigError extends RedlockdError {}
-/** withLock lost the lock during the work or found it not held at release; `cause` is the gateway's answer, if any. */
+/** 409 limit-mismatch on acquirePermit: the permits are held with another limit. */
+export class LimitMismatchError extends ConfigError {
+  /** The limit of the permits held. */
+  limit?: number;
+}
+/** A hold helper lost the hold during the work or found it not held at release; `cause` is the gateway's answer, if any. */
 export class LockLostError extends RedlockdError {
   cause?: RedlockdError;
 }
@@ -127,6 +154,20 @@ export interface WorkMulti {
   token: string;
 }
 
+export interface WorkPermit {
+  /** The semaphore's name. */
+  name: string;
+  /** Which permit, 0..limit-1. */
+  permit: number;
+  limit: number;
+  /** Unique to this grant across the semaphore's permits (docs/semaphores.md); fence per permit. */
+  fencingToken: number;
+  /** Aborted (reason: a LockLostError) once the permit is lost, or when the caller's signal aborts. */
+  signal: AbortSignal;
+  /** The permit's token: keep it out of logs and URLs. */
+  token: string;
+}
+
 export interface WithLockOptions {
   /** Default 30000; extended every ttlMs/3. */
   ttlMs?: number;
@@ -143,6 +184,12 @@ export interface WithLockOptions {
 
 /** Options of withLocks: withLock's, without a mode. */
 export type WithLocksOptions = Omit<WithLockOptions, 'mode'>;
+
+/** Options of withPermit: withLock's, with the semaphore's limit instead of a mode. */
+export type WithPermitOptions = Omit<WithLockOptions, 'mode'> & {
+  /** The number of permits, 1..256; every holder must give the same. */
+  limit: number;
+};
 
 export class Client {
   constructor(options: ClientOptions);
@@ -161,6 +208,15 @@ export class Client {
   inspect(resource: string, options?: CallOptions): Promise<LockInfo & { requestId: string }>;
   list(options?: ListOptions): Promise<LockList & { requestId: string }>;
   /**
+   * Takes one of the `limit` permits of the semaphore; LockHeldError when
+   * every permit stayed held for waitMs, LimitMismatchError when they are
+   * held with another limit; other errors as acquire's.
+   */
+  acquirePermit(name: string, options: AcquirePermitOptions): Promise<HeldPermit>;
+  extendPermit(name: string, token: string, options?: ExtendOptions): Promise<HeldPermit>;
+  releasePermit(name: string, token: string, options?: CallOptions): Promise<void>;
+  inspectSemaphore(name: string, options?: CallOptions): Promise<SemaphoreInfo & { requestId: string }>;
+  /**
    * Runs fn holding the lock and returns its result. Throws LockHeldError
    * (not acquired within waitMs), UnavailableError, ConfigError, fn's own
    * error, or LockLostError when fn returned but the lock was lost meanwhile
@@ -169,6 +225,8 @@ export class Client {
   withLock<T>(resource: string, fn: (work: Work) => T | Promise<T>, options?: WithLockOptions): Promise<T>;
   /** withLock for the locks of several resources, taken all or none (acquireMulti). */
   withLocks<T>(resources: string[], fn: (work: WorkMulti) => T | Promise<T>, options?: WithLocksOptions): Promise<T>;
+  /** withLock for one of the `limit` permits of a semaphore (acquirePermit); LimitMismatchError as acquirePermit's. */
+  withPermit<T>(name: string, fn: (work: WorkPermit) => T | Promise<T>, options: WithPermitOptions): Promise<T>;
 }
 
 /** A random token: 24 characters of [A-Za-z0-9_-]. */

@@ -1,9 +1,11 @@
 // @redlockd/client: a redlockd client over fetch, with no dependencies and no
 // Node-only API (Node >= 20, Deno, Bun, edge runtimes). Client has one
-// method per operation of openapi.yaml; withLock applies the four rules of
-// docs/clients.md: validity counted from before the request, the fencing
-// token handed to the work, extensions every ttl/3 with an AbortSignal that
-// fires when the lock is lost, release at the end with a 409 reported.
+// method per operation of openapi.yaml; the hold helpers (withLock for a
+// lock or a read lock, withLocks for several resources, withPermit for a
+// semaphore's permit) apply the four rules of docs/clients.md: validity
+// counted from before the request, the fencing token handed to the work,
+// extensions every ttl/3 with an AbortSignal that fires when the hold is
+// lost, release at the end with a 409 reported.
 
 const TOKEN_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 // The rules of a multi-resource lock's resources (openapi.yaml, POST /locks).
@@ -31,10 +33,13 @@ export class UnavailableError extends RedlockdError {}
 // ConfigError: any other 4xx (400 a bad value, 401 a missing or wrong API
 // key, 404 a wrong URL, 413): no retry fixes it.
 export class ConfigError extends RedlockdError {}
-// LockLostError: withLock lost the lock during the work (a 409 on extend, or
-// the validity ended without a successful extension) or found it not held at
-// release: the work may not have been exclusive. cause is the gateway's
-// answer, if one came.
+// LimitMismatchError: 409 limit-mismatch on acquirePermit: the permits held
+// have another limit (limit), a configuration error.
+export class LimitMismatchError extends ConfigError {}
+// LockLostError: a hold helper lost the hold during the work (a 409 on
+// extend, or the validity ended without a successful extension) or found it
+// not held at release: the work may not have been exclusive. cause is the
+// gateway's answer, if one came.
 export class LockLostError extends RedlockdError {}
 
 // newToken is a random lock token: 24 characters of [A-Za-z0-9_-] (144 bits).
@@ -59,25 +64,39 @@ function sleep(ms, signal) {
 }
 
 export class Client {
-  #url; #apiKey; #timeoutMs; #fetch;
+  #urls; #at = 0; #apiKey; #timeoutMs; #fetch;
 
-  // url: the gateway's base URL; apiKey: sent as Authorization: Bearer;
+  // url: the gateway's base URL, or a list of them (gateways of one
+  // deployment) tried in turn: a request that gets no answer or a 5xx moves
+  // the client to the next one; apiKey: sent as Authorization: Bearer;
   // timeoutMs (30000): bound of one request, plus its wait_ms; fetch: a
   // fetch implementation (default the global one).
   constructor({ url, apiKey, timeoutMs = 30_000, fetch: fetchImpl } = {}) {
-    if (!url) throw new TypeError('Client: url is required');
-    this.#url = String(url).replace(/\/+$/, '');
+    const urls = (Array.isArray(url) ? url : [url]).filter(Boolean);
+    if (urls.length === 0) throw new TypeError('Client: url is required');
+    this.#urls = urls.map((u) => String(u).replace(/\/+$/, ''));
     this.#apiKey = apiKey || undefined;
     this.#timeoutMs = timeoutMs;
     this.#fetch = fetchImpl ?? ((...args) => fetch(...args));
   }
 
-  // #call sends one request and returns [response, parsed JSON body]; a
-  // status other than ok throws the matching RedlockdError.
-  async #call(op, resource, method, path, ok, { body, token, timeoutMs, signal } = {}) {
+  // #call sends one request to the current gateway URL and returns
+  // [response, parsed JSON body]; a status other than ok throws the matching
+  // RedlockdError. An UnavailableError moves the client to the next URL.
+  async #call(op, resource, method, path, ok, options = {}) {
+    const at = this.#at;
+    try {
+      return await this.#send(this.#urls[at], op, resource, method, path, ok, options);
+    } catch (err) {
+      if (err instanceof UnavailableError && this.#at === at) this.#at = (at + 1) % this.#urls.length;
+      throw err;
+    }
+  }
+
+  async #send(url, op, resource, method, path, ok, { body, token, timeoutMs, signal } = {}) {
     signal?.throwIfAborted();
-    if (!/^https?:\/\/[^/?#]/i.test(this.#url)) {
-      throw new ConfigError(`${op} ${resource}: the gateway URL ${this.#url} is not http(s)://host[:port]`);
+    if (!/^https?:\/\/[^/?#]/i.test(url)) {
+      throw new ConfigError(`${op} ${resource}: the gateway URL ${url} is not http(s)://host[:port]`);
     }
     const headers = {};
     if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -94,14 +113,14 @@ export class Client {
     const timer = setTimeout(() => abort.abort(), timeoutMs ?? this.#timeoutMs);
     let res, text;
     try {
-      res = await this.#fetch(this.#url + path, {
+      res = await this.#fetch(url + path, {
         method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: abort.signal,
       });
       text = await res.text();
     } catch (err) {
       signal?.throwIfAborted();
       const why = abort.signal.aborted ? 'no answer in time' : (err.cause?.code ?? err.cause?.message ?? err.message);
-      throw new UnavailableError(`${op} ${resource}: cannot reach the gateway at ${this.#url}: ${why}`, {}, err);
+      throw new UnavailableError(`${op} ${resource}: cannot reach the gateway at ${url}: ${why}`, {}, err);
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -117,6 +136,7 @@ export class Client {
     const retryAfterMs = json.retry_after_ms ?? (retryAfter > 0 ? retryAfter * 1000 : undefined);
     const kind = fields.type.replace('urn:redlockd:problem:', '');
     const message = `${op} ${resource}: HTTP ${res.status}${kind ? ` ${kind}` : ''}${fields.detail ? `: ${fields.detail}` : ''}`;
+    if (res.status === 409 && kind === 'limit-mismatch') throw new LimitMismatchError(message, { ...fields, limit: json.limit });
     if (res.status === 409 && op === 'acquire') throw new LockHeldError(message, { ...fields, retryAfterMs });
     if (res.status === 409) throw new NotOwnerError(message, { ...fields, lockState: json.lock_state });
     if (res.status >= 400 && res.status < 500) throw new ConfigError(message, fields);
@@ -124,6 +144,7 @@ export class Client {
   }
 
   static #path(resource) { return `/locks/${encodeURIComponent(resource)}`; }
+  static #semaphore(name) { return `/semaphores/${encodeURIComponent(name)}`; }
 
   // #held is a LockResponse with requestId, startedAt (performance.now()
   // just before the request) and validUntil = startedAt + validity_ms: the
@@ -132,23 +153,39 @@ export class Client {
     return { ...json, requestId: res.headers.get('X-Request-Id') ?? '', startedAt, validUntil: startedAt + json.validity_ms };
   }
 
+  // #acquire is an acquire (POST path with body) whose request may wait waitMs.
+  async #acquire(label, path, body, { timeoutMs, signal }) {
+    const startedAt = performance.now();
+    const [res, json] = await this.#call('acquire', label, 'POST', path, 201,
+      { body, signal, timeoutMs: (timeoutMs ?? this.#timeoutMs) + (body.wait_ms ?? 0) });
+    return Client.#held(res, json, startedAt);
+  }
+
+  // #extend is an extension (PATCH path) of what token holds.
+  async #extend(label, path, token, { ttlMs, timeoutMs, signal }) {
+    const startedAt = performance.now();
+    const [res, json] = await this.#call('extend', label, 'PATCH', path, 200,
+      { body: defined({ ttl_ms: ttlMs }), token, timeoutMs, signal });
+    return Client.#held(res, json, startedAt);
+  }
+
+  // #inspect is a GET of path with the answer's requestId.
+  async #inspect(op, label, path, { timeoutMs, signal }) {
+    const [res, json] = await this.#call(op, label, 'GET', path, 200, { timeoutMs, signal });
+    return { ...json, requestId: res.headers.get('X-Request-Id') ?? '' };
+  }
+
   // acquire takes the lock (POST), waiting up to waitMs; mode 'read' shares
   // it with other readers ('write', the default, is exclusive). With a token
   // of your choosing the call is idempotent: retry it when the outcome is unknown.
   async acquire(resource, { ttlMs, waitMs, token, owner, mode, timeoutMs, signal } = {}) {
-    const startedAt = performance.now();
-    const [res, json] = await this.#call('acquire', resource, 'POST', Client.#path(resource), 201,
-      { body: defined({ ttl_ms: ttlMs, wait_ms: waitMs, token, owner, mode }), signal,
-        timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
-    return Client.#held(res, json, startedAt);
+    return this.#acquire(resource, Client.#path(resource),
+      defined({ ttl_ms: ttlMs, wait_ms: waitMs, token, owner, mode }), { timeoutMs, signal });
   }
 
   // extend makes the lock held with token valid for ttlMs from now (PATCH).
   async extend(resource, token, { ttlMs, timeoutMs, signal } = {}) {
-    const startedAt = performance.now();
-    const [res, json] = await this.#call('extend', resource, 'PATCH', Client.#path(resource), 200,
-      { body: ttlMs === undefined ? {} : { ttl_ms: ttlMs }, token, timeoutMs, signal });
-    return Client.#held(res, json, startedAt);
+    return this.#extend(resource, Client.#path(resource), token, { ttlMs, timeoutMs, signal });
   }
 
   // release releases the lock held with token (DELETE); NotOwnerError when
@@ -180,20 +217,14 @@ export class Client {
     if (mode !== undefined && mode !== 'write') {
       throw new ConfigError(`acquire ${resources.join(' ')}: the locks of several resources are write locks, not ${mode}`);
     }
-    const startedAt = performance.now();
-    const [res, json] = await this.#call('acquire', resources.join(' '), 'POST', '/locks', 201,
-      { body: defined({ resources, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), signal,
-        timeoutMs: (timeoutMs ?? this.#timeoutMs) + (waitMs ?? 0) });
-    return Client.#held(res, json, startedAt);
+    return this.#acquire(resources.join(' '), '/locks',
+      defined({ resources, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), { timeoutMs, signal });
   }
 
   // extendMulti makes the locks that token holds on resources valid for
   // ttlMs from now (PATCH), only if it holds every one of them.
   async extendMulti(resources, token, { ttlMs, timeoutMs, signal } = {}) {
-    const path = Client.#multi('extend', resources), startedAt = performance.now();
-    const [res, json] = await this.#call('extend', resources.join(' '), 'PATCH', path, 200,
-      { body: defined({ ttl_ms: ttlMs }), token, timeoutMs, signal });
-    return Client.#held(res, json, startedAt);
+    return this.#extend(resources.join(' '), Client.#multi('extend', resources), token, { ttlMs, timeoutMs, signal });
   }
 
   // releaseMulti releases the locks that token holds on resources (DELETE);
@@ -205,8 +236,7 @@ export class Client {
 
   // inspect tells whether the lock is held, and by whom (never the token).
   async inspect(resource, { timeoutMs, signal } = {}) {
-    const [res, json] = await this.#call('inspect', resource, 'GET', Client.#path(resource), 200, { timeoutMs, signal });
-    return { ...json, requestId: res.headers.get('X-Request-Id') ?? '' };
+    return this.#inspect('inspect', resource, Client.#path(resource), { timeoutMs, signal });
   }
 
   // list returns one page of the locks held (GET /locks); pass next_cursor
@@ -216,12 +246,39 @@ export class Client {
     if (prefix) q.set('prefix', prefix);
     if (limit !== undefined) q.set('limit', String(limit));
     if (cursor) q.set('cursor', cursor);
-    const [res, json] = await this.#call('list', prefix ?? '', 'GET', `/locks${String(q) ? `?${q}` : ''}`, 200, { timeoutMs, signal });
-    return { ...json, requestId: res.headers.get('X-Request-Id') ?? '' };
+    return this.#inspect('list', prefix ?? '', `/locks${String(q) ? `?${q}` : ''}`, { timeoutMs, signal });
+  }
+
+  // acquirePermit takes one of the limit permits of the semaphore name
+  // (POST /semaphores/{name}), waiting up to waitMs; the answer adds limit
+  // and permit (0..limit-1) to an acquire's. LockHeldError when every
+  // permit stayed held, LimitMismatchError when they are held with another
+  // limit; a token of your choosing makes it idempotent.
+  async acquirePermit(name, { limit, ttlMs, waitMs, token, owner, timeoutMs, signal } = {}) {
+    return this.#acquire(name, Client.#semaphore(name),
+      defined({ limit, ttl_ms: ttlMs, wait_ms: waitMs, token, owner }), { timeoutMs, signal });
+  }
+
+  // extendPermit makes the permit held with token valid for ttlMs from now.
+  async extendPermit(name, token, { ttlMs, timeoutMs, signal } = {}) {
+    return this.#extend(name, Client.#semaphore(name), token, { ttlMs, timeoutMs, signal });
+  }
+
+  // releasePermit releases the permit held with token; NotOwnerError when
+  // it was not held any more.
+  async releasePermit(name, token, { timeoutMs, signal } = {}) {
+    await this.#call('release', name, 'DELETE', Client.#semaphore(name), 204, { token, timeoutMs, signal });
+  }
+
+  // inspectSemaphore tells the limit and the permits held, with their
+  // owners and fencing tokens (never a token).
+  async inspectSemaphore(name, { timeoutMs, signal } = {}) {
+    return this.#inspect('inspect', name, Client.#semaphore(name), { timeoutMs, signal });
   }
 
   // withLock runs fn({fencingToken, signal, token, resource}) holding the
-  // lock and returns its result; see docs/clients.md and index.d.ts.
+  // lock (mode 'read': a read lock) and returns its result; see
+  // docs/clients.md and index.d.ts.
   async withLock(resource, fn, { mode, ...options } = {}) {
     return this.#hold(resource, {
       acquire: (o) => this.acquire(resource, { ...o, mode }),
@@ -245,40 +302,31 @@ export class Client {
     }, options);
   }
 
-  // #hold applies the rules of withLock to the lock(s) that ops acquire,
-  // extend and release, named label in errors; ops.work runs fn.
+  // withPermit is withLock for one of the limit permits of the semaphore
+  // name: fn({fencingToken, permit, limit, signal, token, name}).
+  async withPermit(name, fn, { limit, ...options } = {}) {
+    return this.#hold(name, {
+      acquire: (o) => this.acquirePermit(name, { ...o, limit }),
+      extend: (token, o) => this.extendPermit(name, token, o),
+      release: (token, o) => this.releasePermit(name, token, o),
+      work: (held, signal) => fn({
+        fencingToken: held.fencing_token, permit: held.permit, limit: held.limit, signal, token: held.token, name,
+      }),
+    }, options);
+  }
+
+  // #hold applies the four rules to what ops acquire, extend and release,
+  // named label in errors; ops.work runs fn.
   async #hold(label, ops, { ttlMs = 30_000, waitMs = 0, owner, token = newToken(), signal } = {}) {
     // Every deadline below is computed from them: NaN or Infinity would retry forever.
     if (![ttlMs, waitMs].every((ms) => typeof ms === 'number' && Number.isFinite(ms) && ms >= 0)) {
       throw new ConfigError(`${label}: ttlMs and waitMs must be finite numbers of milliseconds, 0 or more`);
     }
-    // Acquire with one token throughout, so that an acquire retried after a
-    // 503 or no answer gets the lock the lost attempt may have taken.
-    const waitEnd = performance.now() + waitMs;
-    let lock;
-    try {
-      for (;;) {
-        try {
-          lock = await ops.acquire({ ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
-          break;
-        } catch (err) {
-          const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
-          if (!(err instanceof UnavailableError) || performance.now() + pause >= waitEnd) throw err;
-          if (!(await sleep(pause, signal))) signal.throwIfAborted();
-        }
-      }
-    } catch (err) {
-      // The outcome is unknown (no answer, a 503, the caller aborted): the
-      // lock may be ours, so release it rather than leave it for its TTL.
-      if (!(err instanceof LockHeldError || err instanceof ConfigError)) {
-        await ops.release(token, { timeoutMs: Math.min(this.#timeoutMs, ttlMs) }).catch(() => {});
-      }
-      throw err;
-    }
+    const lock = await this.#take(ops, { ttlMs, waitMs, owner, token, signal });
 
     let until = lock.validUntil, lost, expiry;
     const stop = new AbortController(); // ends the extensions
-    const work = new AbortController(); // fn's signal: the lock is lost, or the caller aborted
+    const work = new AbortController(); // fn's signal: the hold is lost, or the caller aborted
     const lose = (why, cause) => {
       lost ??= new LockLostError(`${label}: lock lost: ${why}`, { status: cause?.status ?? 0, requestId: cause?.requestId ?? '' }, cause);
       stop.abort();
@@ -288,8 +336,8 @@ export class Client {
       clearTimeout(expiry);
       expiry = setTimeout(() => lose('no extension succeeded before its validity ended'), until - performance.now());
     };
-    // extend tries until deadline (the validity's end): a 503 or no answer
-    // is no verdict.
+    // extend tries until deadline (the validity's end): a 5xx or no answer
+    // is no verdict; the next try goes to the next gateway URL.
     const extend = async (deadline = until) => {
       while (!stop.signal.aborted) {
         const left = deadline - performance.now();
@@ -327,16 +375,60 @@ export class Client {
     clearTimeout(expiry);
     signal?.removeEventListener('abort', onAbort);
     await keeping;
-    try {
-      await ops.release(lock.token);
-    } catch (err) {
-      if (err instanceof NotOwnerError) {
-        lost = new LockLostError(`${label}: lock lost: not held at release (${err.lockState}): the work may not have been exclusive`,
-          { status: err.status, requestId: err.requestId }, err);
-      } // else unknown: the lock expires at the end of its TTL anyway
+    const notHeld = await this.#drop(ops, lock.token, until);
+    if (notHeld) {
+      lost = new LockLostError(`${label}: lock lost: not held at release (${notHeld.lockState}): the work may not have been exclusive`,
+        { status: notHeld.status, requestId: notHeld.requestId }, notHeld);
     }
     if (failure) throw failure.err;
     if (lost) throw lost;
     return result;
+  }
+
+  // #take acquires with one token throughout, so that an acquire retried
+  // after a 5xx or no answer gets the hold the lost attempt may have taken.
+  // It retries while waitMs lasts, and tries each gateway URL once whatever
+  // the wait. If the outcome stays unknown it releases with that token.
+  async #take(ops, { ttlMs, waitMs, owner, token, signal }) {
+    const waitEnd = performance.now() + waitMs;
+    try {
+      for (let tries = 1; ; tries++) {
+        try {
+          return await ops.acquire({ ttlMs, waitMs: Math.max(0, Math.floor(waitEnd - performance.now())), token, owner, signal });
+        } catch (err) {
+          if (!(err instanceof UnavailableError)) throw err;
+          if (tries % this.#urls.length === 0) { // every URL tried: pause
+            const pause = Math.min(err.retryAfterMs ?? 250, 1_000);
+            if (performance.now() + pause >= waitEnd) throw err;
+            if (!(await sleep(pause, signal))) signal.throwIfAborted();
+          } else if (tries >= this.#urls.length && performance.now() >= waitEnd) {
+            throw err;
+          }
+        }
+      }
+    } catch (err) {
+      // The outcome is unknown (no answer, a 5xx, the caller aborted): the
+      // hold may be ours, so release it rather than leave it for its TTL.
+      if (!(err instanceof LockHeldError || err instanceof ConfigError)) {
+        await ops.release(token, { timeoutMs: Math.min(this.#timeoutMs, ttlMs) }).catch(() => {});
+      }
+      throw err;
+    }
+  }
+
+  // #drop releases with token, trying again (the next gateway URL) after a
+  // 5xx or no answer until the validity ends (then the hold expires anyway).
+  // It returns the NotOwnerError of a 409: the hold was not held any more.
+  async #drop(ops, token, until) {
+    for (;;) {
+      try {
+        await ops.release(token);
+        return undefined;
+      } catch (err) {
+        if (err instanceof NotOwnerError) return err;
+        if (!(err instanceof UnavailableError) || performance.now() + 200 >= until) return undefined;
+        await sleep(200);
+      }
+    }
   }
 }

@@ -6,6 +6,10 @@ import { Client } from '../src/index.js';
 export const url = process.env.REDLOCKD_URL;
 export const authURL = process.env.REDLOCKD_TESTS_AUTH_URL;
 export const apiKey = process.env.REDLOCKD_API_KEY;
+// Two gateways over redis-servers of their own, and the control server that
+// pauses those servers and restarts those gateways (tests/clientjs_test.go).
+export const faultURLs = process.env.REDLOCKD_TESTS_FAULT_URLS?.split(',');
+const faults = process.env.REDLOCKD_TESTS_FAULTS;
 if (!url) throw new Error('REDLOCKD_URL is not set: run the tests through `go test ./tests -run TestClientJS`');
 
 let n = 0;
@@ -14,19 +18,32 @@ export const resource = (name) => `js-${name}-${process.pid}-${++n}`;
 
 export const client = (opts = {}) => new Client({ url, ...opts });
 
+// fault asks tests/clientjs_test.go for a fault on the gateways of
+// faultURLs and resolves once it is done: fault('pause', {nodes: 2}) stops
+// 2 of their 3 redis-servers, fault('resume') resumes them,
+// fault('restart', { gateway: 0, down_ms: 4000 }) stops the first gateway and
+// starts it again on its address 4 s later.
+export async function fault(action, params = {}) {
+  const res = await fetch(`${faults}/${action}?${new URLSearchParams(params)}`, { method: 'POST' });
+  if (res.status !== 204) throw new Error(`fault ${action}: HTTP ${res.status} ${await res.text()}`);
+}
+
 // startProxy forwards requests to target. A request for which stall(req)
-// is true is never answered; one for which drop(req, body) is true (body:
-// the gateway's answer) reaches the gateway but its answer is lost (the
-// connection is cut). The methods of the
+// is true is never answered; one for which fail(req) is a status gets that
+// status at once, as from a proxy whose gateway is away; one for which
+// drop(req, body) is true (body: the gateway's answer) reaches the gateway
+// but its answer is lost (the connection is cut). The methods of the
 // requests received are in methods, in order.
 export async function startProxy(target = url) {
-  const proxy = { stall: () => false, drop: () => false, methods: [] };
+  const proxy = { stall: () => false, fail: () => 0, drop: () => false, methods: [] };
   const sockets = new Set();
   const server = http.createServer(async (req, res) => {
     proxy.methods.push(req.method);
     const chunks = [];
     for await (const c of req) chunks.push(c);
     if (proxy.stall(req)) return;
+    const status = proxy.fail(req);
+    if (status) return res.writeHead(status, { 'Content-Type': 'text/html' }).end('<h1>Bad Gateway</h1>');
     const headers = { ...req.headers };
     for (const h of ['host', 'connection', 'content-length', 'keep-alive']) delete headers[h];
     try {

@@ -55,7 +55,7 @@ test('withLocks: [a, b] and [b, a] take turns without deadlock and release both'
     inside--;
     return Object.fromEntries(resources.map((r, i) => [r, fencingTokens[i]]));
   };
-  const [x, y] = await Promise.all([[a, b], [b, a]].map((rs) => c.withLocks(rs, work, { ttlMs: 1_000, waitMs: 5_000 })));
+  const [x, y] = await Promise.all([[a, b], [b, a]].map((rs) => c.withLocks(rs, work, { ttlMs: 3_000, waitMs: 10_000 })));
   assert.notEqual(x[a], y[a]);
   assert.equal(Math.sign(x[a] - y[a]), Math.sign(x[b] - y[b]), 'the fences of a and b disagree on the order');
   assert.deepEqual([(await c.inspect(a)).held, (await c.inspect(b)).held], [false, false]);

@@ -1,8 +1,11 @@
 // Compiled by `npm run typecheck` (tsc --noEmit), never run: the public
 // types fit together with the generated schema.
-import { Client, LockHeldError, type Held, type HeldMulti, type LockInfo } from '../src/index.js';
+import {
+  Client, LockHeldError, LimitMismatchError, type Held, type HeldMulti, type HeldPermit, type LockInfo, type SemaphoreInfo,
+} from '../src/index.js';
 
 const client = new Client({ url: 'http://127.0.0.1:8080', apiKey: 'k', timeoutMs: 5_000 });
+const pair = new Client({ url: ['http://10.0.0.1:8080', 'http://10.0.0.2:8080'] });
 async function typed(): Promise<number> {
   const held: Held = await client.acquire('r', { ttlMs: 1_000, waitMs: 0, owner: 'me' });
   const info: LockInfo = await client.inspect('r');
@@ -22,6 +25,19 @@ async function typed(): Promise<number> {
     signal.throwIfAborted();
     return fencingTokens[0] + resources.length;
   }, { ttlMs: 1_000, waitMs: 100 }));
+  const permit: HeldPermit = await pair.acquirePermit('s', { limit: 3, ttlMs: 1_000, waitMs: 0, owner: 'me' });
+  const extendedPermit: HeldPermit = await pair.extendPermit('s', permit.token, { ttlMs: 1_000 });
+  await pair.releasePermit('s', permit.token);
+  const sem: SemaphoreInfo = await pair.inspectSemaphore('s');
+  fences.push(permit.permit + permit.limit + extendedPermit.validUntil + sem.held, ...sem.permits.map((p) => p.fencing_token));
+  try {
+    fences.push(await pair.withPermit('s', ({ fencingToken, permit: index, limit, name, signal }) => {
+      signal.throwIfAborted();
+      return fencingToken + index + limit + name.length;
+    }, { limit: 3, ttlMs: 1_000, waitMs: 100 }));
+  } catch (err) {
+    if (err instanceof LimitMismatchError) return err.limit ?? 0;
+  }
   return client.withLock('r', async ({ fencingToken, signal }) => {
     signal.throwIfAborted();
     return fencingToken + (info.fencing_token ?? 0) + fences.length + held.validUntil;
