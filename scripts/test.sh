@@ -120,6 +120,12 @@ rm -rf "$staticcheck_dir"
 step "go test -race"
 # -parallel 4: tests/ (t.Parallel) mostly waits on processes, TTLs and faults,
 # so four at a time roughly triple its speed on two cores.
-go test -race -count=1 -parallel 4 -timeout 20m ./...
-go -C client test -race -count=1 -timeout 10m ./...
+# The client module's tests (mostly waiting on gateways too) run alongside.
+go -C client test -race -count=1 -timeout 10m ./... > >(sed 's/^/client module: /') 2>&1 &
+client_pid=$!
+root=0
+go test -race -count=1 -parallel 4 -timeout 20m ./... || root=$?
+client=0
+wait "$client_pid" || client=$?
+if [ "$root" != 0 ] || [ "$client" != 0 ]; then exit 1; fi
 if [ -n "$load" ]; then echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"; fi
