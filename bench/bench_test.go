@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -38,9 +39,16 @@ func TestSmoke(t *testing.T) {
 	}
 	c.grayTimeouts = []time.Duration{nodeTimeout}
 	var progress bytes.Buffer
-	rep, err := measure(t.Context(), c, &progress)
+	// Minutes, where a run takes about one: a step that hangs fails with the
+	// steps done so far instead of running into the suite's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	rep, err := measure(ctx, c, &progress)
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
+		t.Fatalf("%v; the steps so far:\n%s", err, progress.String())
 	}
 	if len(rep.runs) != 15+len(scenarios) || rep.runs[2].name != bareMode || rep.runs[7].name != contendedMode || rep.runs[10].name != semContendedMode ||
 		rep.runs[11].name != rwMode || rep.runs[13].name != multiMode || rep.waiting == nil || len(rep.gray) != 1 {

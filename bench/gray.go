@@ -110,7 +110,9 @@ func (l *lab) gray(ctx context.Context, proxies []*toxiproxy.Proxy, d time.Durat
 	defer heal(l.servers, proxies)
 	for i := range down.tries {
 		start := time.Now()
-		_, err := l.client.Acquire(ctx, fmt.Sprintf("%sdown-%d", prefix, i), client.AcquireOptions{TTL: 10 * time.Second})
+		actx, cancel := context.WithTimeout(ctx, 10*d) // a 503 comes after about one node timeout
+		_, err := l.client.Acquire(actx, fmt.Sprintf("%sdown-%d", prefix, i), client.AcquireOptions{TTL: 10 * time.Second})
+		cancel()
 		if errors.Is(err, client.ErrQuorumUnavailable) {
 			down.to503 = append(down.to503, time.Since(start))
 		} else {
