@@ -96,6 +96,7 @@ func freePort(t tb) int {
 // node is one redis-server process on 127.0.0.1.
 type node struct {
 	Port int
+	dir  string // its working directory
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 }
@@ -142,7 +143,7 @@ func spawnNode(port int, dir string) (*node, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	n := &node{Port: port, cmd: cmd, done: make(chan struct{})}
+	n := &node{Port: port, dir: dir, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(n.done) }()
 	want := fmt.Sprintf("process_id:%d", cmd.Process.Pid)
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -200,6 +201,25 @@ func (n *node) Resume() { _ = n.cmd.Process.Signal(syscall.SIGCONT) }
 func (n *node) Kill() {
 	_ = n.cmd.Process.Kill()
 	<-n.done
+}
+
+// Restart kills the process if it runs and starts a new redis-server on
+// the same port with empty memory, as after a crash without persistence.
+func (n *node) Restart(t tb) {
+	t.Helper()
+	n.Kill()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		fresh, err := spawnNode(n.Port, n.dir)
+		if err == nil {
+			*n = *fresh
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server: restart on port %d: %v", n.Port, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the port may be held for a moment: no event to await
+	}
 }
 
 // ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -231,35 +232,75 @@ func TestHoldLostMajorityPaused(t *testing.T) {
 	wantIs(t, h.Release(ctx), client.ErrLost)
 }
 
-// TestHoldGatewayRestart (fault a): workers hold several resources (in
-// either order) through a client with two gateways' URLs while the first
-// gateway restarts, twice, down for longer than a validity: no operation
-// fails within the wait — the acquire retries, the extensions and the
-// releases move to the other gateway (docs/clients.md "Go").
+// TestHoldGatewayRestart (fault a), the fault run of every client's
+// several-resources hold (clients/python/tests/test_faults.py is
+// Python's): workers make transfers, each under a hold of two of four
+// accounts (in either order), through a client with two gateways' URLs,
+// while the faults come one after another, each awaited by more
+// transfers: each gateway restarted, then each stopped for longer than a
+// validity and started again; a node paused then resumed, a node killed
+// then restarted empty — never a majority of nodes down at once. No
+// operation fails within the wait — the acquire retries, the extensions
+// and the releases move to the other gateway (docs/clients.md "Go") — no
+// two holds of an account overlap, and each account's fences strictly
+// increase.
 func TestHoldGatewayRestart(t *testing.T) {
 	nodes := startNodes(t, 3)
-	g1, g2 := startGatewayProc(t, nodes, 0), startGatewayProc(t, nodes, 0)
-	c := newClient(t, g1.URL, client.Options{OtherURLs: []string{g2.URL}})
+	gws := []*gatewayProc{startGatewayProc(t, nodes, 0), startGatewayProc(t, nodes, 0)}
+	answers := &failedAnswers{next: http.DefaultTransport}
+	c := newClient(t, gws[0].URL, client.Options{OtherURLs: []string{gws[1].URL}, HTTPClient: &http.Client{Transport: answers}})
 	ctx := context.Background()
-	a, b := resourceName(t), resourceName(t)
+	accounts := []string{resourceName(t), resourceName(t), resourceName(t), resourceName(t)}
 	const ttl = 2 * time.Second
 
-	var ops, failed atomic.Int64
-	var mu sync.Mutex
-	var failures []string
+	var (
+		mu       sync.Mutex
+		ops      int
+		failures []string
+		inside   = map[string]bool{} // the accounts under a transfer now
+		fences   = map[string][]int64{}
+	)
 	fail := func(format string, args ...any) {
-		failed.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
 		failures = append(failures, fmt.Sprintf(format, args...))
 	}
+	transfer := func(pair []string) {
+		defer func() { mu.Lock(); ops++; mu.Unlock() }()
+		h, err := c.Hold(ctx, client.Locks{Resources: pair}, client.HoldOptions{TTL: ttl, Wait: 30 * time.Second, Owner: "go-transfer"})
+		if err != nil {
+			fail("Hold %v: %v", pair, err)
+			return
+		}
+		mu.Lock()
+		for i, r := range pair {
+			if inside[r] {
+				failures = append(failures, fmt.Sprintf("%v entered while %s was held", pair, r))
+			}
+			inside[r] = true
+			fences[r] = append(fences[r], h.Fences()[i])
+		}
+		mu.Unlock()
+		select { // the transfer, through an extension (every ttl/3)
+		case <-h.Done():
+		case <-time.After(ttl / 2):
+		}
+		if err := h.Err(); err != nil {
+			fail("%v lost during the transfer: %v", pair, err)
+		}
+		mu.Lock()
+		for _, r := range pair {
+			delete(inside, r)
+		}
+		mu.Unlock()
+		if err := h.Release(ctx); err != nil {
+			fail("Release %v: %v", pair, err)
+		}
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := range 4 {
-		resources := []string{a, b}
-		if w%2 == 1 {
-			resources = []string{b, a}
-		}
+	for w := range 3 {
+		rnd := rand.New(rand.NewPCG(uint64(w), 32))
 		wg.Go(func() {
 			for {
 				select {
@@ -267,35 +308,97 @@ func TestHoldGatewayRestart(t *testing.T) {
 					return
 				default:
 				}
-				ops.Add(1)
-				h, err := c.Hold(ctx, client.Locks{Resources: resources}, client.HoldOptions{TTL: ttl, Wait: 30 * time.Second})
-				if err != nil {
-					fail("Hold: %v", err)
-					continue
-				}
-				select {
-				case <-h.Done():
-				case <-time.After(ttl): // the work, long enough to be extended
-				}
-				if err := h.Release(ctx); err != nil {
-					fail("Release: %v", err)
-				}
+				i := rnd.IntN(len(accounts))
+				j := (i + 1 + rnd.IntN(len(accounts)-1)) % len(accounts)
+				transfer([]string{accounts[i], accounts[j]})
 			}
 		})
 	}
-	for range 2 {
-		time.Sleep(time.Second)
-		g1.Stop()
-		time.Sleep(2 * ttl) // down longer than a validity: only the other gateway can extend
-		g1 = startGatewayProc(t, nodes, g1.port)
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer func() { // after a failed step, which may have left a node paused
+		for _, n := range nodes {
+			n.Resume()
+		}
+		halt()
+	}()
+	// progress awaits n more transfers (the workers keep going).
+	progress := func(what string, n int) {
+		t.Helper()
+		mu.Lock()
+		want := ops + n
+		mu.Unlock()
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			mu.Lock()
+			got := ops
+			mu.Unlock()
+			if got >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d transfers within 90s of %s", got+n-want, n, what)
+			}
+		}
 	}
-	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	t.Logf("%d operations, %d failed", ops.Load(), failed.Load())
-	if failed.Load() != 0 {
-		t.Errorf("%d of %d operations failed: %s", failed.Load(), ops.Load(), strings.Join(failures, "; "))
+	restart := func(i int) func() {
+		return func() { gws[i].Stop(); gws[i] = startGatewayProc(t, nodes, gws[i].port) }
 	}
+	progress("the start", 5)
+	for _, step := range []struct {
+		name string
+		do   func()
+		down bool // a gateway or node stays down at least 2 TTLs, through transfers
+	}{
+		{"restart gateway 0", restart(0), false},
+		{"restart gateway 1", restart(1), false},
+		{"stop gateway 0", func() { gws[0].Stop() }, true},
+		{"start gateway 0", func() { gws[0] = startGatewayProc(t, nodes, gws[0].port) }, false},
+		{"stop gateway 1", func() { gws[1].Stop() }, true},
+		{"start gateway 1", func() { gws[1] = startGatewayProc(t, nodes, gws[1].port) }, false},
+		{"pause node 0", nodes[0].Pause, true},
+		{"resume node 0", nodes[0].Resume, false},
+		{"kill node 2", nodes[2].Kill, true},
+		{"restart node 2", func() { nodes[2].Restart(t) }, false},
+	} {
+		at := time.Now()
+		step.do()
+		progress(step.name, 6)
+		if step.down {
+			time.Sleep(time.Until(at.Add(2 * ttl))) // down longer than a validity: time is the subject
+		}
+	}
+	progress("the last step", 3)
+	halt()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) != 0 {
+		t.Errorf("%d of %d transfers failed: %s", len(failures), ops, strings.Join(failures, "; "))
+	}
+	if answers.n.Load() < 2 {
+		t.Errorf("%d answers lost or 5xx: no request met a stopped gateway", answers.n.Load())
+	}
+	for _, a := range accounts {
+		if f := fences[a]; !slices.IsSorted(f) || len(slices.Compact(slices.Clone(f))) != len(f) {
+			t.Errorf("%s: fences not strictly increasing: %v", a, f)
+		}
+	}
+	t.Logf("fault run: %d transfers, 2 gateways restarted and stopped, nodes paused, killed and restarted, "+
+		"%d answers lost or 5xx, %d failed operations", ops, answers.n.Load(), len(failures))
+}
+
+// failedAnswers is an http.RoundTripper that counts the requests that got
+// no answer or a 5xx.
+type failedAnswers struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (f *failedAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := f.next.RoundTrip(req)
+	if err != nil || res.StatusCode >= 500 {
+		f.n.Add(1)
+	}
+	return res, err
 }
 
 // TestHoldRetriedAcquireKeepsFence (fault c): the answer to the first
