@@ -2,13 +2,14 @@ package tests
 
 import (
 	"cmp"
-	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,8 +21,9 @@ import (
 // pass against two live gateways over 3 redis-servers, one without API keys
 // (REDLOCKD_URL) and one with (REDLOCKD_TESTS_AUTH_URL, REDLOCKD_API_KEY),
 // and, for the faults of test/faults.test.js, against two more gateways over
-// 3 redis-servers of their own (REDLOCKD_TESTS_FAULT_URLS) that the tests
-// pause and restart through REDLOCKD_TESTS_FAULTS (see jsFaults)
+// 3 redis-servers of their own (REDLOCKD_TESTS_FAULT_URLS) whose gateways
+// the tests stop and restart, and whose nodes they pause, kill and restart,
+// through REDLOCKD_TESTS_FAULTS (see jsFaults); it logs the fault run's line
 // (docs/clients.md "JavaScript/TypeScript: `clients/js`").
 func TestClientJS(t *testing.T) {
 	t.Parallel()
@@ -47,6 +49,9 @@ func TestClientJS(t *testing.T) {
 		t.Fatalf("node --test skipped tests (every one must run here):\n%s", out)
 	}
 	t.Logf("clients/js: %s tests passed", pass[1])
+	if m := regexp.MustCompile(`(?m)fault run: .*$`).Find(out); m != nil {
+		t.Log(string(m))
+	}
 }
 
 // TestClientJSPackage: the tarball of `npm pack` installs into a fresh
@@ -169,13 +174,19 @@ func jsDir(t *testing.T) string {
 // jsFaults is what the fault tests of clients/js act on: 3 redis-servers
 // and two gateways over them, and an HTTP control server through which a
 // test asks for a fault: POST /pause?nodes=N (SIGSTOP the first N nodes),
-// /resume, /restart?gateway=I&down_ms=D (SIGTERM gateway I, and D ms after it
-// exited start it again on its address, answering once it is ready). The faults are carried out on the
-// test's goroutine by run, which the answer waits for.
+// /resume (every paused node), /kill?node=I and /revive?node=I (SIGKILL node
+// I; start it again, empty, on its port), /stop?gateway=I, /start?gateway=I
+// and /restart?gateway=I (SIGTERM gateway I; start it again on its address,
+// answering once it is ready), /heal (undo every fault still in force). The
+// faults are carried out on the test's goroutine by run, which the answer
+// waits for.
 type jsFaults struct {
 	t        *testing.T
 	nodes    []*RedisNode
 	gateways []*Gateway
+	listen   []string // each gateway's --listen, kept across restarts
+	stopped  []bool   // by gateway
+	paused   []*RedisNode
 	control  *httptest.Server
 	asks     chan jsFault
 }
@@ -183,27 +194,25 @@ type jsFaults struct {
 // jsFault is one request of the control server; done gets its outcome.
 type jsFault struct {
 	action string
-	n      int
-	down   time.Duration
+	n      int // the number of nodes, or the index of a node or gateway
 	done   chan error
 }
 
 func startJSFaults(t *testing.T) *jsFaults {
 	t.Helper()
 	f := &jsFaults{t: t, nodes: startCluster(t, 3), asks: make(chan jsFault)}
-	f.gateways = []*Gateway{startGateway(t, f.nodes), startGateway(t, f.nodes)}
+	for range 2 {
+		g := startGateway(t, f.nodes)
+		f.gateways, f.listen, f.stopped = append(f.gateways, g), append(f.listen, strings.TrimPrefix(g.URL, "http://")), append(f.stopped, false)
+	}
 	f.control = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		n, err := strconv.Atoi(q.Get("nodes") + q.Get("gateway"))
-		down, errDown := strconv.Atoi(cmp.Or(q.Get("down_ms"), "0"))
-		if r.URL.Path == "/resume" {
-			n, err = 0, nil
-		}
-		if err != nil || errDown != nil || r.Method != http.MethodPost {
+		n, err := strconv.Atoi(cmp.Or(q.Get("nodes")+q.Get("node")+q.Get("gateway"), "0"))
+		if err != nil || r.Method != http.MethodPost {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		ask := jsFault{action: strings.TrimPrefix(r.URL.Path, "/"), n: n, down: time.Duration(down) * time.Millisecond, done: make(chan error, 1)}
+		ask := jsFault{action: strings.TrimPrefix(r.URL.Path, "/"), n: n, done: make(chan error, 1)}
 		select {
 		case f.asks <- ask:
 		case <-r.Context().Done():
@@ -257,26 +266,67 @@ func (f *jsFaults) run(cmd *exec.Cmd, limit time.Duration) []byte {
 	}
 }
 
-// carryOut does one fault; it returns an error for a request it cannot do.
+// carryOut does one fault; it returns an error for a request it cannot do
+// (a node or gateway out of range, or not in the state the fault needs).
 func (f *jsFaults) carryOut(ask jsFault) error {
+	node := ask.n >= 0 && ask.n < len(f.nodes)
+	gateway := ask.n >= 0 && ask.n < len(f.gateways)
 	switch {
-	case ask.action == "pause" && ask.n > 0 && ask.n <= len(f.nodes):
+	case ask.action == "pause" && ask.n > 0 && ask.n <= len(f.nodes) && len(f.paused) == 0:
+		for _, n := range f.nodes[:ask.n] {
+			if n.PID() == 0 {
+				return fmt.Errorf("pause: node %s is not running", n.Addr)
+			}
+		}
 		for _, n := range f.nodes[:ask.n] {
 			n.Pause()
+			f.paused = append(f.paused, n)
 		}
 	case ask.action == "resume":
-		for _, n := range f.nodes {
-			n.Resume()
+		f.resume()
+	case ask.action == "kill" && node && !slices.Contains(f.paused, f.nodes[ask.n]):
+		f.nodes[ask.n].Kill()
+	case ask.action == "revive" && node && f.nodes[ask.n].PID() == 0:
+		f.nodes[ask.n].Restart()
+	case (ask.action == "stop" || ask.action == "restart") && gateway && !f.stopped[ask.n]:
+		f.gateways[ask.n].Stop() // in-flight requests end; new ones find the port closed
+		f.stopped[ask.n] = true
+		if ask.action == "restart" {
+			f.start(ask.n)
 		}
-	case ask.action == "restart" && ask.n >= 0 && ask.n < len(f.gateways):
-		g := f.gateways[ask.n]
-		g.Stop()
-		time.Sleep(ask.down)
-		f.gateways[ask.n] = startGateway(f.t, f.nodes, "--listen", strings.TrimPrefix(g.URL, "http://"))
+	case ask.action == "start" && gateway && f.stopped[ask.n]:
+		f.start(ask.n)
+	case ask.action == "heal":
+		f.resume()
+		for _, n := range f.nodes {
+			if n.PID() == 0 {
+				n.Restart()
+			}
+		}
+		for i, stopped := range f.stopped {
+			if stopped {
+				f.start(i)
+			}
+		}
 	default:
-		return errors.New("unknown fault")
+		return fmt.Errorf("no fault %q with n=%d here", ask.action, ask.n)
 	}
+	f.t.Logf("clients/js: fault %s %d done", ask.action, ask.n)
 	return nil
+}
+
+// resume resumes the paused nodes.
+func (f *jsFaults) resume() {
+	for _, n := range f.paused {
+		n.Resume()
+	}
+	f.paused = nil
+}
+
+// start starts the stopped gateway i again on its address.
+func (f *jsFaults) start(i int) {
+	f.gateways[i] = startGateway(f.t, f.nodes, "--listen", f.listen[i])
+	f.stopped[i] = false
 }
 
 // clientGateways starts what the tests of a client package run against: 3

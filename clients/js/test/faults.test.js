@@ -1,9 +1,10 @@
 // The hold helpers under faults: every kind keeps its fence when an acquire
 // whose answer was lost is retried; a proxy's 502/504 and a gateway that
 // refuses connections cost no failed hold; and, with the hold of several
-// resources, a gateway restart during holds (two gateways in the client's
-// list of URLs) costs no failed operation within the wait, and a majority of
-// nodes paused for longer than the validity makes the hold report its loss.
+// resources, gateways restarted and stopped, nodes paused, killed and
+// restarted during holds (two gateways in the client's list of URLs) cost no
+// failed operation within the wait, and a majority of nodes paused for
+// longer than the validity makes the hold report its loss.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -81,55 +82,96 @@ test('a list of URLs: a gateway that refuses connections, then a proxy\'s 502 an
   }
 });
 
-// Each gateway stays down for longer than the TTL, and every hold lasts
-// longer than the TTL: their extensions and releases, and the acquires, go
-// on through the other one.
-test('several resources: a restart of each gateway during holds costs no failed operation within the wait', { skip: noFaults }, async () => {
-  const c = new Client({ url: faultURLs, timeoutMs: 5_000 });
-  const pool = [0, 1, 2].map((i) => resource(`restart-${i}`));
-  const inside = new Set(), last = new Map(), failures = [];
-  let ops = 0, running = true;
-  const hold = async (rs) => c.withLocks(rs, async ({ fencingTokens, signal }) => {
-    rs.forEach((r, i) => {
-      assert.ok(!inside.has(r), `${r}: two holders at once`);
-      assert.ok(fencingTokens[i] > (last.get(r) ?? 0), `${r}: fence ${fencingTokens[i]} after ${last.get(r)}`);
-      last.set(r, fencingTokens[i]);
+// The fault run: workers do transfers between two of four accounts, each
+// under the hold of both, longer than the TTL, while the schedule restarts
+// each gateway, stops each for longer than the TTL (the client's list of two
+// URLs carries on through the other), pauses one node and resumes it, and
+// kills one node and starts it again empty: never a majority down at once.
+// After each step it awaits the end of the holds in flight at the step, then
+// more transfers, so that no hold spans two node faults (a hold taken while
+// a node was paused lives on the other two: killing one of them under it
+// would leave it on one).
+test('several resources: gateways restarted and stopped, nodes paused, killed and restarted during holds cost no failed operation within the wait', { skip: noFaults }, async () => {
+  let answersLost = 0; // requests refused or cut (not by the client), and 5xx answers
+  const counting = async (input, init) => {
+    try {
+      const res = await fetch(input, init);
+      if (res.status >= 500) answersLost++;
+      return res;
+    } catch (err) {
+      if (!init?.signal?.aborted) answersLost++;
+      throw err;
+    }
+  };
+  const c = new Client({ url: faultURLs, timeoutMs: 5_000, fetch: counting });
+  const accounts = [0, 1, 2, 3].map((i) => resource(`account-${i}`));
+  const inside = new Set(), fences = new Map(accounts.map((a) => [a, []])), failures = [], active = new Set();
+  let transfers = 0, running = true;
+  const transfer = (pair) => c.withLocks(pair, async ({ fencingTokens, signal }) => {
+    pair.forEach((a, i) => {
+      assert.ok(!inside.has(a), `${a}: two holders at once`);
+      inside.add(a);
+      fences.get(a).push(fencingTokens[i]);
     });
     try {
-      await sleep(2_000 + Math.random() * 1_000, undefined, { signal });
+      await sleep(1_600 + Math.random() * 800, undefined, { signal }); // the transfer, through extensions
     } finally {
+      pair.forEach((a) => inside.delete(a));
     }
-  }, { ttlMs: 1_500, waitMs: 30_000 });
+  }, { ttlMs: 1_500, waitMs: 30_000, owner: 'js-transfer' });
   const worker = async () => {
     while (running) {
-      const [x, y] = pool.toSorted(() => Math.random() - 0.5);
-      try {
-        await hold([x, y]);
-        ops++;
-      } catch (err) {
-        failures.push(err);
-      }
+      const pair = accounts.toSorted(() => Math.random() - 0.5).slice(0, 2);
+      const done = transfer(pair).then(() => { transfers++; }, (err) => {
+        failures.push(`${pair}: ${err}${err.cause ? ` (${err.cause})` : ''}`);
+      });
+      active.add(done);
+      await done;
+      active.delete(done);
     }
   };
-  // progress resolves once n more operations succeeded (or any failed).
-  const progress = async (n) => {
-    const want = ops + n;
-    while (ops < want && failures.length === 0) await sleep(50);
+  // progress awaits the holds in flight, then n more transfers (or a failure).
+  const progress = async (what, n = 3) => {
+    await Promise.all([...active]);
+    const want = transfers + n, deadline = performance.now() + 120_000;
+    while (transfers < want && failures.length === 0) {
+      if (performance.now() > deadline) assert.fail(`not ${n} transfers within 120 s after ${what}`);
+      await sleep(50);
+    }
   };
-  const workers = [0, 1, 2, 3].map(worker);
+  const schedule = [
+    ['restart', { gateway: 0 }], ['restart', { gateway: 1 }],
+    ['stop', { gateway: 0 }], ['start', { gateway: 0 }], ['stop', { gateway: 1 }], ['start', { gateway: 1 }],
+    ['pause', { nodes: 1 }], ['resume'], ['kill', { node: 2 }], ['revive', { node: 2 }],
+  ];
+  const workers = [0, 1, 2].map(worker);
   try {
-    await progress(3);
-    await fault('restart', { gateway: 0, down_ms: 4_000 });
-    await progress(3);
-    await fault('restart', { gateway: 1, down_ms: 4_000 });
-    await progress(3);
+    await progress('the start');
+    for (const [action, params] of schedule) {
+      if (failures.length) break; // reported below
+      await fault(action, params);
+      // A gateway stays stopped for longer than the TTL (twice it), and a
+      // hold lasts longer than the TTL: extensions and releases go on
+      // through the other gateway.
+      await Promise.all([progress(`${action} ${JSON.stringify(params ?? {})}`), action === 'stop' && sleep(3_000)]);
+    }
   } finally {
     running = false;
-    await Promise.all(workers);
+    try {
+      await fault('heal');
+    } finally {
+      await Promise.all(workers);
+    }
   }
-  assert.deepEqual(failures.map(String), []);
-  assert.ok(ops >= 9, `${ops} operations`);
-  for (const r of pool) assert.equal((await c.inspect(r)).held, false, `${r} left held: a release failed`);
+  assert.deepEqual(failures, []);
+  assert.ok(answersLost >= 2, `${answersLost} answers lost or 5xx: no request met a stopped gateway`);
+  assert.ok(transfers >= 3 * (schedule.length + 1), `${transfers} transfers`);
+  for (const [a, fs] of fences) {
+    assert.ok(fs.every((f, i) => i === 0 || f > fs[i - 1]), `${a}: fences not strictly increasing: ${fs}`);
+    assert.equal((await c.inspect(a)).held, false, `${a} left held: a release failed`);
+  }
+  console.log(`fault run: ${transfers} transfers, 2 gateways restarted and stopped, nodes paused, killed and restarted, `
+    + `${answersLost} answers lost or 5xx, ${failures.length} failed operations`);
 });
 
 test('several resources: a majority of nodes paused past the validity makes the hold report its loss', { skip: noFaults }, async () => {

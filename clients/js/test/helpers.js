@@ -7,7 +7,8 @@ export const url = process.env.REDLOCKD_URL;
 export const authURL = process.env.REDLOCKD_TESTS_AUTH_URL;
 export const apiKey = process.env.REDLOCKD_API_KEY;
 // Two gateways over redis-servers of their own, and the control server that
-// pauses those servers and restarts those gateways (tests/clientjs_test.go).
+// pauses, kills and restarts those servers and stops and restarts those
+// gateways (tests/clientjs_test.go).
 export const faultURLs = process.env.REDLOCKD_TESTS_FAULT_URLS?.split(',');
 const faults = process.env.REDLOCKD_TESTS_FAULTS;
 if (!url) throw new Error('REDLOCKD_URL is not set: run the tests through `go test ./tests -run TestClientJS`');
@@ -19,10 +20,14 @@ export const resource = (name) => `js-${name}-${process.pid}-${++n}`;
 export const client = (opts = {}) => new Client({ url, ...opts });
 
 // fault asks tests/clientjs_test.go for a fault on the gateways of
-// faultURLs and resolves once it is done: fault('pause', {nodes: 2}) stops
-// 2 of their 3 redis-servers, fault('resume') resumes them,
-// fault('restart', { gateway: 0, down_ms: 4000 }) stops the first gateway and
-// starts it again on its address 4 s later.
+// faultURLs and their 3 redis-servers, and resolves once it is done:
+// fault('pause', { nodes: 2 }) stops (SIGSTOP) the first 2 servers and
+// fault('resume') resumes them; fault('kill', { node: 2 }) kills the third
+// and fault('revive', { node: 2 }) starts it again, empty, on its port;
+// fault('stop', { gateway: 0 }) stops the first gateway, fault('start',
+// { gateway: 0 }) starts it again on its address (answering once it is
+// ready) and fault('restart', { gateway: 0 }) does both; fault('heal') undoes
+// every fault still in force.
 export async function fault(action, params = {}) {
   const res = await fetch(`${faults}/${action}?${new URLSearchParams(params)}`, { method: 'POST' });
   if (res.status !== 204) throw new Error(`fault ${action}: HTTP ${res.status} ${await res.text()}`);
