@@ -156,7 +156,10 @@ test('the lock expires through a silent gateway and is taken: release reports No
       return 'done';
     }, { ttlMs: 1_000 }).catch((e) => e);
     assert.ok(err instanceof LockLostError, err);
-    assert.match(err.message, /not held at release \(held-by-other\)/);
+    // held-by-other when a quorum of the release's answers show the new
+    // holder; expired when one of them is a node the new holder's write had
+    // not reached yet (a round is decided at the quorum).
+    assert.match(err.message, /not held at release \((held-by-other|expired)\)/);
     assert.ok(err.cause instanceof NotOwnerError);
   } finally {
     await proxy.close();
