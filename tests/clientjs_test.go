@@ -36,7 +36,9 @@ func TestClientJS(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no clients/js/test/*.test.js (%v)", err)
 	}
-	cmd := exec.Command(node, append([]string{"--test", "--test-reporter=tap"}, files...)...)
+	// Every file at once: each mostly waits on the gateways (node's default
+	// is one file per core but one).
+	cmd := exec.Command(node, append([]string{"--test", "--test-reporter=tap", fmt.Sprintf("--test-concurrency=%d", len(files))}, files...)...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), "REDLOCKD_URL="+g.URL, "REDLOCKD_TESTS_AUTH_URL="+authed.URL, "REDLOCKD_API_KEY="+key.Key,
 		"REDLOCKD_TESTS_FAULT_URLS="+faults.urls(), "REDLOCKD_TESTS_FAULTS="+faults.control.URL)
