@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // TestMain makes the test binary the bare server too, as main does.
@@ -24,9 +26,7 @@ func TestMain(m *testing.M) {
 // of 5 nodes paused get 503, and the floors table is printed. The figures themselves
 // are not checked: a short run on a shared machine says nothing about them.
 func TestSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow: skipped under -short; bash scripts/test.sh runs it")
-	}
+	redistest.Slow(t)
 	// One node timeout for every gateway and library, the gray one too:
 	// only the injected faults (a paused node, or one slow by twice the
 	// node timeout) time a node out, not a loaded machine.

@@ -176,9 +176,7 @@ func writeFaults(t *testing.T) []writeFault {
 // again; a replica made master again is quarantined for max TTL and does not
 // vote meanwhile.
 func TestHealthWriteRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow: skipped under -short; bash scripts/test.sh runs it")
-	}
+	redistest.Slow(t)
 	const interval = 50 * time.Millisecond
 	const maxTTL = shortMaxTTL
 	faults := writeFaults(t)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // TestClientJS: the JavaScript client's own tests (clients/js/test, Node's
@@ -27,7 +29,7 @@ import (
 // (docs/clients.md "JavaScript/TypeScript: `clients/js`").
 func TestClientJS(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	node := needTool(t, "node")
 	_, g, authed, key := clientGateways(t, "js")
 	faults := startJSFaults(t)
@@ -64,7 +66,7 @@ func TestClientJS(t *testing.T) {
 // (docs/clients.md "JavaScript/TypeScript: `clients/js`").
 func TestClientJSPackage(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	node, npm := needTool(t, "node"), needTool(t, "npm")
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)

@@ -23,7 +23,7 @@ import (
 // kills and restarts the nodes (docs/clients.md "Python: `clients/python`").
 func TestClientPython(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	python := needTool(t, "python3")
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
@@ -72,7 +72,7 @@ func TestClientPython(t *testing.T) {
 // "Python: `clients/python`", clients/python/README.md).
 func TestClientPythonInstall(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	python := needTool(t, "python3")
 	g := startGateway(t, startCluster(t, 3))
 	src, err := filepath.Abs(filepath.Join("..", "clients", "python"))

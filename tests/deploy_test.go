@@ -275,7 +275,7 @@ func startComposeRedis(t *testing.T, command []string, dir string) string {
 // repository, as the build context holds it (.dockerignore keeps .git).
 func TestDockerBuildVersion(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	_, d := readDeployment(t)
 	// The build context of the image is a checkout, as this test's is.
 	head, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD").Output()

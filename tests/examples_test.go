@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // exampleClient is one of the examples in ../examples: cmd returns the
@@ -93,7 +95,7 @@ func serverlessEvent(t *testing.T, account, id, journal string, ttl, wait, work 
 // fails the test.
 func TestExamples(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	nodes := startCluster(t, 3)
 	g := startGateway(t, nodes)
 	key := keygen(t, "examples", "examples")

@@ -640,16 +640,6 @@ func clientToken(t testing.TB) string {
 	return fmt.Sprintf("client_%015d-%x", seq.Add(1), time.Now().UnixNano())
 }
 
-// slow skips t in a developer's quick run, go test -short: a test of many
-// seconds (a soak, a client package's own suite, a build, a long fault
-// schedule). The README's command, bash scripts/test.sh, runs it.
-func slow(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("slow: skipped under -short; bash scripts/test.sh runs it")
-	}
-}
-
 // eventually polls f every 20ms until it returns true or d passed.
 func eventually(t testing.TB, d time.Duration, what string, f func() bool) {
 	t.Helper()

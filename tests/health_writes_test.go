@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // writeFault makes a node answer PING but refuse writes, and undoes it.
@@ -38,7 +40,7 @@ func redisDo(t *testing.T, n *RedisNode, args ...any) {
 // again).
 func TestHealthWrites(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	const maxTTL = 3 * time.Second
 	faults := []writeFault{
 		{name: "READONLY", detail: "3 of 5 nodes refused (READONLY ×3), 0 did not answer in time; quorum is 3",

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // gatewayGauges reads the gateway's goroutines and open files from /metrics.
@@ -46,7 +47,7 @@ func settles(t testing.TB, g *Gateway, g0, f0 float64) {
 // "Guarantees and limits, in plain words": Keys).
 func TestNoLeaksEveryKind(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	nodes := startCluster(t, 3)
 	gw := startGateway(t, nodes, "--max-ttl", "3s", "--default-ttl", "3s", "--max-wait", "2s")
 	var wg sync.WaitGroup

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // idleConn is a client connection that sent one GET /healthz, got its
@@ -142,7 +144,7 @@ func TestMaxConnections(t *testing.T) {
 // (docs/operations.md "Scaling the gateway horizontally": connections).
 func TestSilentConnectionsDoNotLockOut(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	const maxConns, attackers, probeFor = 200, 250, 10 * time.Second
 	needOpenFiles(t, 4*attackers)
 	nodes := startCluster(t, 3)

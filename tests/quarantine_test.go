@@ -246,7 +246,7 @@ func wantQuarantined(t *testing.T, gw *Gateway, nodes []*RedisNode, q map[int]bo
 // "Restarts").
 func TestQuarantineRestartedNodes(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	// Long enough for the checks below on a loaded machine, which must end
 	// before the quarantine does.
 	const maxTTL = 6 * time.Second

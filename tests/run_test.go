@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // The exit statuses of `redlockd run`
@@ -40,7 +42,7 @@ const (
 // redis-servers.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	g := startGateway(t, startCluster(t, 3))
 	run := func(t *testing.T, env []string, args ...string) *proc {
 		t.Helper()
@@ -589,7 +591,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // not outlive.
 func TestRunUnavailableSaysWhy(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	wantAnswer := func(t *testing.T, p *proc) {
 		t.Helper()

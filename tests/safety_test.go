@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // Safety under process faults: SIGKILL of a minority and of a majority,
@@ -188,7 +190,7 @@ func TestPausedNodes(t *testing.T) {
 // backwards").
 func TestRestartSamePort(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	// Time is the subject: the quarantine must be seen before it ends.
 	const maxTTL = 3 * time.Second
 	nodes := startCluster(t, 5)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redlockd/redlockd/internal/checker"
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // The soak: mutual exclusion and fencing under faults (docs/safety.md, "How
@@ -760,7 +761,7 @@ func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Du
 // clients on 5 locks in the soak (safeRun).
 func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second))
 }
 
@@ -772,7 +773,7 @@ func TestMutualExclusion(t *testing.T) {
 // holders).
 func TestSemaphoreExclusion(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	seed, d := soakSeed(t), soakDuration(t, 20*time.Second)/2
 	for _, limit := range []int{2, 3} {
 		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
@@ -827,7 +828,7 @@ func catchUnsafe(t *testing.T, clients, resources, limit int, set ...func(*conte
 // catchUnsafe with 6 clients on 2 locks.
 func TestCheckerCatchesUnsafeConfig(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	catchUnsafe(t, 6, 2, 0)
 }
 
@@ -836,7 +837,7 @@ func TestCheckerCatchesUnsafeConfig(t *testing.T) {
 // "Semaphores"): catchUnsafe with 8 clients on 2 semaphores of limit 2.
 func TestCheckerCatchesUnsafeSemaphore(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	catchUnsafe(t, 8, 2, 2)
 }
 
@@ -853,7 +854,7 @@ func multi(c *contention) { c.Multi = true }
 // (all or none).
 func TestMultiExclusion(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	c := safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second), multi)
 	if c.stats["acquired several"] == 0 || c.stats["acquired several"] == c.stats["acquired"] {
 		t.Errorf("%d of %d acquires took several locks: the run did not mix them", c.stats["acquired several"], c.stats["acquired"])
@@ -866,7 +867,7 @@ func TestMultiExclusion(t *testing.T) {
 // on 3 locks, taken alone or several at once.
 func TestCheckerCatchesUnsafeMulti(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	catchUnsafe(t, 8, 3, 0, multi)
 }
 
@@ -876,7 +877,7 @@ func TestCheckerCatchesUnsafeMulti(t *testing.T) {
 // the soak (safeRun), each acquire a reader's (one in three) or a writer's.
 func TestRWExclusion(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	// Longer waits than the soak's locks: a writer that waits keeps new
 	// readers out, but those holding (TTLs up to 800ms) keep a short waiter
 	// out too, and readers would take most windows.
@@ -893,6 +894,6 @@ func TestRWExclusion(t *testing.T) {
 // "Read-write locks"): catchUnsafe with 8 clients on 2 read-write locks.
 func TestCheckerCatchesUnsafeRW(t *testing.T) {
 	t.Parallel()
-	slow(t)
+	redistest.Slow(t)
 	catchUnsafe(t, 8, 2, 0, rw)
 }
