@@ -21,7 +21,7 @@ if [ -n "$load" ]; then
   echo "load: $(nproc) spinning processes (scripts/load.sh, PID $load_pid)"
 fi
 
-step() { printf '\n== %s\n' "$*"; }
+step() { printf "\n== [%ss] %s\n" "$SECONDS" "$*"; } # with the seconds since the start
 
 REDOCLY_CLI=2.77.0 # the pinned @redocly/cli that lints openapi.yaml
 
@@ -118,14 +118,28 @@ go build -o "$staticcheck_dir/staticcheck" honnef.co/go/tools/cmd/staticcheck
 rm -rf "$staticcheck_dir"
 
 step "go test -race"
-# -parallel 4: tests/ (t.Parallel) mostly waits on processes, TTLs and faults,
-# so four at a time roughly triple its speed on two cores.
-# The client module's tests (mostly waiting on gateways too) run alongside.
-go -C client test -race -count=1 -timeout 10m ./... > >(sed 's/^/client module: /') 2>&1 &
+# Three go test processes at once, each mostly waiting on redis-servers,
+# gateways, TTLs and faults rather than computing:
+# - the suites of the JS and Python clients (node --test and unittest under
+#   tests/, the longest tests): a process of their own, so that they start
+#   at once instead of whenever the order of tests/' parallel tests reaches
+#   them (go test starts parallel tests in no set order);
+# - the root module's packages, with tests/ first on the list (go test
+#   builds and runs packages in list order, -p at a time) and four of its
+#   parallel tests at a time;
+# - the Go client's module.
+clients='^TestClient(JS|Python)$'
+run_prefixed() { # name, command...: runs the command, its output prefixed
+  local name=$1; shift
+  "$@" > >(sed "s/^/$name: /") 2>&1
+}
+run_prefixed "client suites" go test -race -count=1 -timeout 15m -run "$clients" ./tests &
+suites_pid=$!
+run_prefixed "client module" go -C client test -race -count=1 -timeout 10m ./... &
 client_pid=$!
-root=0
-go test -race -count=1 -parallel 4 -timeout 20m ./... || root=$?
-client=0
-wait "$client_pid" || client=$?
-if [ "$root" != 0 ] || [ "$client" != 0 ]; then exit 1; fi
+failed=0
+go test -race -count=1 -p 3 -parallel 4 -timeout 20m -skip "$clients" ./tests ./... || failed=1
+wait "$suites_pid" || failed=1
+wait "$client_pid" || failed=1
+if [ "$failed" != 0 ]; then exit 1; fi
 if [ -n "$load" ]; then echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"; fi
