@@ -18,31 +18,62 @@ import (
 
 // TestClientPython: the Python client's unittest suite (clients/python/tests)
 // passes, none skipped, against live gateways over three real redis-servers:
-// one without API keys, one with an API keys file, and two more that the
-// suite restarts (on the same port) through pyFaults, which also pauses,
-// kills and restarts the nodes (docs/clients.md "Python: `clients/python`").
+// one without API keys and one with an API keys file; its fault run
+// (test_faults.py) runs alongside, over three redis-servers of its own, with
+// two more gateways that it restarts (on the same port) through pyFaults,
+// which also pauses, kills and restarts those nodes (docs/clients.md
+// "Python: `clients/python`"). Two processes, because unittest runs one
+// test at a time.
 func TestClientPython(t *testing.T) {
 	t.Parallel()
 	redistest.Slow(t)
 	python := needTool(t, "python3")
-	nodes := startCluster(t, 3)
-	g := startGateway(t, nodes)
-	key := keygen(t, "python", "python")
-	authed := startGateway(t, nodes, "--api-keys-file", keysFile(t, key))
-	faults := startPyFaults(t, nodes, 2)
-
-	root, err := filepath.Abs("..")
+	dir, err := filepath.Abs(filepath.Join("..", "clients", "python", "tests"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	files, err := filepath.Glob(filepath.Join(dir, "test_*.py"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("clients/python/tests/test_*.py: %v %v", files, err)
+	}
+	var others []string // every module but the fault run
+	for _, f := range files {
+		if m := strings.TrimSuffix(filepath.Base(f), ".py"); m != "test_faults" {
+			others = append(others, m)
+		}
+	}
+	key := keygen(t, "python", "python")
+	keys := keysFile(t, key)
+	// suiteEnv is the suite's environment over nodes: a gateway without API
+	// keys and one with them.
+	suiteEnv := func(nodes []*RedisNode) []string {
+		return append(cleanEnv(), "PYTHONPATH="+filepath.Join(dir, "..", "src"), "PYTHONDONTWRITEBYTECODE=1",
+			"REDLOCKD_URL="+startGateway(t, nodes).URL, "REDLOCKD_TESTS_AUTH_URL="+startGateway(t, nodes, "--api-keys-file", keys).URL,
+			"REDLOCKD_API_KEY="+key.Key, "REDLOCKD_REDIS="+redisURLs(nodes))
+	}
+
+	t.Run("faults", func(t *testing.T) {
+		t.Parallel()
+		nodes := startCluster(t, 3)
+		faults := startPyFaults(t, nodes, 2)
+		env := append(suiteEnv(nodes), "REDLOCKD_TESTS_GATEWAYS="+strings.Join(faults.urls(), ","), "REDLOCKD_TESTS_FAULTS="+faults.URL)
+		runUnittest(t, python, dir, env, faults, "test_faults")
+	})
+	t.Run("others", func(t *testing.T) {
+		t.Parallel()
+		runUnittest(t, python, dir, suiteEnv(startCluster(t, 3)), nil, others...)
+	})
+}
+
+// runUnittest runs `python3 -m unittest` on modules in dir with env,
+// carrying out the faults the suite asks faults for (if not nil), and fails
+// t unless it passes with every test run, none skipped.
+func runUnittest(t *testing.T, python, dir string, env []string, faults *pyFaults, modules ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "clients/python/tests", "-v")
-	cmd.Dir = root
-	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join(root, "clients/python/src"), "PYTHONDONTWRITEBYTECODE=1",
-		"REDLOCKD_URL="+g.URL, "REDLOCKD_TESTS_AUTH_URL="+authed.URL, "REDLOCKD_API_KEY="+key.Key,
-		"REDLOCKD_REDIS="+redisURLs(nodes),
-		"REDLOCKD_TESTS_GATEWAYS="+strings.Join(faults.urls(), ","), "REDLOCKD_TESTS_FAULTS="+faults.URL)
+	cmd := exec.CommandContext(ctx, python, append([]string{"-m", "unittest", "-v"}, modules...)...)
+	cmd.Dir, cmd.Env = dir, env
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -50,14 +81,19 @@ func TestClientPython(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	if err := faults.serve(exited); err != nil {
-		t.Fatalf("python3 -m unittest: %v\n%s", err, out.String())
+	var err error
+	if faults != nil {
+		err = faults.serve(exited)
+	} else {
+		err = <-exited
 	}
-	// Every test ran: none skipped for a missing gateway.
+	if err != nil {
+		t.Fatalf("python3 -m unittest %s: %v\n%s", strings.Join(modules, " "), err, out.String())
+	}
 	if m := regexp.MustCompile(`(?m)^Ran (\d+) tests?`).FindStringSubmatch(out.String()); m == nil || strings.Contains(out.String(), "skipped") {
 		t.Fatalf("python3 -m unittest: no test count or tests skipped:\n%s", out.String())
 	} else {
-		t.Logf("python3 -m unittest: ran %s tests", m[1])
+		t.Logf("python3 -m unittest %s: ran %s tests", strings.Join(modules, " "), m[1])
 	}
 	if m := regexp.MustCompile(`(?m)^fault run: .*$`).FindString(out.String()); m != "" {
 		t.Log(m)

@@ -13,8 +13,8 @@ import { resource, faultURLs, fault } from './helpers.js';
 const noFaults = !faultURLs && 'REDLOCKD_TESTS_FAULT_URLS is not set';
 
 // The fault run: workers do transfers between two of four accounts, each
-// under the hold of both, longer than the TTL, while the schedule restarts
-// each gateway, stops each for longer than the TTL (the client's list of two
+// under the hold of both, through an extension, while the schedule restarts
+// each gateway, stops each for twice the TTL (the client's list of two
 // URLs carries on through the other), pauses one node and resumes it, and
 // kills one node and starts it again empty: never a majority down at once.
 // After each step it awaits the end of the holds in flight at the step, then
@@ -37,6 +37,9 @@ test('several resources: gateways restarted and stopped, nodes paused, killed an
   const accounts = [0, 1, 2, 3].map((i) => resource(`account-${i}`));
   const inside = new Set(), fences = new Map(accounts.map((a) => [a, []])), failures = [], active = new Set();
   let transfers = 0, running = true;
+  // TTL 3 s: an extension's timeout is a third of it, which a process
+  // starved on a busy machine still meets.
+  const ttlMs = 3_000;
   const transfer = (pair) => c.withLocks(pair, async ({ fencingTokens, signal }) => {
     pair.forEach((a, i) => {
       assert.ok(!inside.has(a), `${a}: two holders at once`);
@@ -44,11 +47,11 @@ test('several resources: gateways restarted and stopped, nodes paused, killed an
       fences.get(a).push(fencingTokens[i]);
     });
     try {
-      await sleep(1_600 + Math.random() * 800, undefined, { signal }); // the transfer, through extensions
+      await sleep(ttlMs * (0.4 + Math.random() * 0.2), undefined, { signal }); // the transfer, through an extension (every ttl/3)
     } finally {
       pair.forEach((a) => inside.delete(a));
     }
-  }, { ttlMs: 1_500, waitMs: 30_000, owner: 'js-transfer' });
+  }, { ttlMs, waitMs: 30_000, owner: 'js-transfer' });
   const worker = async () => {
     while (running) {
       const pair = accounts.toSorted(() => Math.random() - 0.5).slice(0, 2);
@@ -80,10 +83,9 @@ test('several resources: gateways restarted and stopped, nodes paused, killed an
     for (const [action, params] of schedule) {
       if (failures.length) break; // reported below
       await fault(action, params);
-      // A gateway stays stopped for longer than the TTL (twice it), and a
-      // hold lasts longer than the TTL: extensions and releases go on
-      // through the other gateway.
-      await Promise.all([progress(`${action} ${JSON.stringify(params ?? {})}`), action === 'stop' && sleep(3_000)]);
+      // A gateway stays stopped for twice the TTL: acquires, extensions and
+      // releases go on through the other gateway.
+      await Promise.all([progress(`${action} ${JSON.stringify(params ?? {})}`), action === 'stop' && sleep(2 * ttlMs)]);
     }
   } finally {
     running = false;

@@ -51,14 +51,16 @@ class FaultTest(unittest.TestCase):
             while not done.is_set():
                 pair = rnd.sample(accounts, 2)
                 try:
-                    with client.lock(resources=pair, ttl=1.5, wait=30, owner="py-transfer") as held:
+                    # TTL 3 s: an extension's timeout is a third of it, which a
+                    # process starved on a busy machine still meets.
+                    with client.lock(resources=pair, ttl=3, wait=30, owner="py-transfer") as held:
                         with mu:
                             if inside & set(pair):
                                 failures.append(f"{pair} entered while {inside & set(pair)} were held")
                             inside.update(pair)
                             for r, f in zip(pair, held.fencing_tokens):
                                 fences[r].append(f)
-                        time.sleep(0.6)  # the transfer, through an extension (every ttl/3)
+                        time.sleep(1.5)  # the transfer, through an extension (every ttl/3)
                         held.check()
                         with mu:
                             inside.difference_update(pair)
