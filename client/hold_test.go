@@ -77,7 +77,7 @@ func TestHold(t *testing.T) {
 	for name, target := range targets(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			const ttl = 1500 * time.Millisecond
+			const ttl = 3 * time.Second // an extension's timeout, ttl/3, is met by a starved process
 			h, err := c.Hold(context.Background(), target, client.HoldOptions{TTL: ttl, Owner: "hold-test"})
 			if err != nil {
 				t.Fatalf("Hold(%v): %v", target, err)
@@ -156,7 +156,7 @@ func TestHoldLostNotOwner(t *testing.T) {
 	for name, target := range targets(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			h, err := c.Hold(ctx, target, client.HoldOptions{TTL: time.Second})
+			h, err := c.Hold(ctx, target, client.HoldOptions{TTL: 6 * time.Second}) // lost by the release below, not by expiry
 			if err != nil {
 				t.Fatalf("Hold: %v", err)
 			}
