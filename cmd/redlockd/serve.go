@@ -11,11 +11,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -26,7 +23,6 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"golang.org/x/sys/unix"
 )
 
 // HTTP server limits: the write timeout is MaxWait + writeTimeoutMargin, so
@@ -273,79 +269,6 @@ func (m *Main) Addr() string {
 	return m.ln.Addr().String()
 }
 
-// Run opens m unless Open was already called, serves until ctx ends, then
-// closes m; nil after a graceful shutdown. SIGHUP calls Reload.
-func (m *Main) Run(ctx context.Context) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	if m.ln == nil {
-		if err := m.Open(); err != nil {
-			return err
-		}
-	}
-	for {
-		select {
-		case <-hup:
-			m.Log.Info().Msg("SIGHUP: reloading the API keys file and the TLS certificate")
-			_ = m.Reload() // logged
-		case <-ctx.Done():
-			m.Log.Info().Str("cause", context.Cause(ctx).Error()).Msg("shutting down")
-			return m.Close()
-		case <-m.served:
-			m.Log.Error().AnErr("error", m.serveErr).Msg("HTTP server stopped on its own")
-			return m.Close()
-		}
-	}
-}
-
-// Reload reads the API keys file and the TLS certificate and key again
-// (SIGHUP) and puts each that loads in place of the old one, for the
-// requests and handshakes that follow. One that does not load is logged,
-// the old one stays, and Reload returns why. What was not configured at
-// Open stays off.
-func (m *Main) Reload() error {
-	c := m.Config
-	var errs []error
-	if m.keys == nil && m.cert.Load() == nil {
-		m.Log.Info().Msg("nothing to reload: no --api-keys-file and no --tls-cert")
-	}
-	if m.keys != nil {
-		if keys, err := c.loadKeys(); err != nil {
-			m.Log.Error().Err(err).Msg("API keys not reloaded: the previous keys stay in use")
-			errs = append(errs, err)
-		} else {
-			m.keys.Replace(keys)
-			m.Log.Info().Str("file", c.APIKeysFile).Int("keys", keys.Len()).Msg("API keys reloaded")
-		}
-	}
-	if m.cert.Load() != nil {
-		if cert, err := c.loadTLS(); err != nil {
-			m.Log.Error().Err(err).Msg("TLS certificate not reloaded: the previous certificate stays in use")
-			errs = append(errs, err)
-		} else {
-			m.cert.Store(cert)
-			logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate reloaded")
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// logCert adds to e what identifies cert: its subject, names and validity,
-// never key material.
-func logCert(e *zerolog.Event, cert *tls.Certificate) *zerolog.Event {
-	leaf := cert.Leaf
-	if leaf == nil {
-		return e
-	}
-	e = e.Str("subject", leaf.Subject.String()).Strs("dns_names", leaf.DNSNames).
-		Time("not_before", leaf.NotBefore).Time("not_after", leaf.NotAfter)
-	if time.Now().After(leaf.NotAfter) {
-		e = e.Bool("expired", true)
-	}
-	return e
-}
-
 // Close shuts down gracefully: waiting acquires and /readyz get 503, then
 // in-flight requests finish (for at most ShutdownTimeout), then the
 // coordinator and the dev nodes close. It is safe to call more than once.
@@ -401,125 +324,9 @@ func (m *Main) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// startNodes returns the go-redis options of the nodes: parsed from --redis,
-// or those of freshly started dev nodes.
-func (m *Main) startNodes() ([]*redis.Options, error) {
-	if !m.Config.DevMode() {
-		opts, err := m.Config.redisOptions()
-		if err != nil {
-			return nil, err
-		}
-		roots, err := m.Config.redisRoots()
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range opts {
-			if o.TLSConfig != nil && roots != nil {
-				o.TLSConfig.RootCAs = roots
-			}
-		}
-		return opts, nil
-	}
-	d, err := startDevNodes(devNodeCount)
-	if err != nil {
-		return nil, err
-	}
-	m.dev = d
-	m.Log.Warn().Strs("nodes", d.Addrs()).
-		Msg("DEV MODE: no --redis given, using 5 embedded in-memory Redis nodes inside this process. " +
-			"NOTHING IS DURABLE OR FAULT TOLERANT: every lock and fencing counter is lost when redlockd stops. " +
-			"Give --redis URLs of independent Redis masters for real use")
-	return d.Options(), nil
-}
-
-// logCluster logs the nodes (host:port only, never credentials), the quorum,
-// and warnings about unsafe settings.
-func (m *Main) logCluster(nodes []*redis.Options) {
-	c := m.Config
-	addrs := make([]string, len(nodes))
-	for i, o := range nodes {
-		addrs[i] = o.Addr
-	}
-	n, quorum := m.coord.Nodes(), m.coord.Quorum()
-	m.Log.Info().Strs("nodes", addrs).Int("n", n).Int("quorum", quorum).
-		Int("tolerated_failures", n-quorum).Msg("redlock cluster")
-	// redlock.New itself warns when n == 1.
-	if n > 1 && n%2 == 0 {
-		m.Log.Warn().Int("n", n).Int("quorum", quorum).
-			Msgf("an even number of nodes tolerates no more failures than %d nodes: prefer an odd number", n-1)
-	}
-	switch {
-	case c.DevMode():
-		m.Log.Info().Msg("restart quarantine and node identity checks do not apply to embedded dev nodes")
-	case c.RestartQuarantine == redlock.QuarantineAuto:
-		m.Log.Info().Str("quarantine", c.MaxTTL.String()).
-			Msg("restart quarantine auto: a node that (re)started less than max TTL ago does not vote unless it runs appendonly yes and appendfsync always; /readyz says why for each node")
-	case c.RestartQuarantine == redlock.QuarantineOn:
-		m.Log.Info().Str("quarantine", c.MaxTTL.String()).
-			Msg("restart quarantine on: a node that (re)started less than max TTL ago does not vote; a freshly started cluster grants no lock until its nodes have been up for max TTL")
-	default:
-		m.Log.Warn().Msg("restart quarantine off: safe only if every Redis node runs with appendfsync always")
-	}
-	if c.DriftFactor == 0 {
-		m.Log.Warn().Msg("drift factor 0: no clock drift allowance beyond 2ms")
-	}
-}
-
-// newLogger builds the process logger: JSON lines (or console) to w.
-func newLogger(w io.Writer, c Config) zerolog.Logger {
-	if c.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
-	}
-	level, _ := zerolog.ParseLevel(c.LogLevel) // one of logLevels
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
-}
-
-// isTerminal reports whether w is a terminal: colours only go there.
-func isTerminal(w io.Writer) bool {
-	f, _ := w.(*os.File) // a nil *os.File has an invalid Fd
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// loadTLS loads the certificate and key when both are given; nil otherwise.
-// Its errors name the files, never key material. May return a *UsageError.
-func (c Config) loadTLS() (*tls.Certificate, error) {
-	if c.TLSCert == "" || c.TLSKey == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-	if err != nil {
-		return nil, usageErrorf("--tls-cert/--tls-key: %v", err)
-	}
-	return &cert, nil
-}
-
 // isLoopback reports whether addr is a loopback IP address. The unspecified
 // address (":8080", "0.0.0.0") is not.
 func isLoopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
-}
-
-// httpErrorLog sends net/http's own error log (accept errors, TLS handshake
-// failures, panics) to zerolog; handshake failures from port scanners are
-// only worth a debug line.
-type httpErrorLog struct{ log zerolog.Logger }
-
-func (l httpErrorLog) Write(p []byte) (int, error) {
-	msg := strings.TrimSpace(string(p))
-	if strings.Contains(msg, "TLS handshake error") {
-		l.log.Debug().Str("component", "http").Msg(msg)
-	} else {
-		l.log.Warn().Str("component", "http").Msg(msg)
-	}
-	return len(p), nil
-}
-
-// redisLog sends go-redis's own log lines (dial failures, ...) to zerolog as
-// warnings. They name nodes by host:port, never with credentials.
-type redisLog struct{ log zerolog.Logger }
-
-func (l redisLog) Printf(_ context.Context, format string, v ...any) {
-	l.log.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
