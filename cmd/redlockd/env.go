@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+
+	"github.com/rs/zerolog"
 )
 
 // Unknown REDLOCKD_* environment variables.
@@ -74,6 +76,17 @@ func (f envFinding) String() string {
 		return s + ": refusing to " + f.Fatal + "; fix or unset the variable"
 	}
 	return s + ": ignored"
+}
+
+// logUnknownEnv logs each finding as a warning, with the name it suggests.
+func logUnknownEnv(log zerolog.Logger, findings []envFinding) {
+	for _, f := range findings {
+		e := log.Warn().Str("variable", f.Name)
+		if f.Suggest != "" {
+			e = e.Str("did_you_mean", f.Suggest)
+		}
+		e.Msg(f.String())
+	}
 }
 
 // checkEnv returns the REDLOCKD_* variables of environ (NAME=value) that

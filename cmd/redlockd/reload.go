@@ -42,6 +42,20 @@ func (m *Main) Reload() error {
 	return errors.Join(errs...)
 }
 
+// tlsConfig returns the TLS configuration of the API with cert, or nil
+// without one. The certificate is looked up at each handshake, so that
+// Reload can replace it without touching the listener.
+func (m *Main) tlsConfig(cert *tls.Certificate) *tls.Config {
+	if cert == nil {
+		return nil
+	}
+	m.cert.Store(cert)
+	return &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return m.cert.Load(), nil },
+		MinVersion:     tls.VersionTLS12,
+	}
+}
+
 // loadKeys reads and validates the API keys file; nil without one.
 func (c Config) loadKeys() (*server.Keys, error) {
 	if c.APIKeysFile == "" {

@@ -91,16 +91,7 @@ func (m *Main) Open() (err error) {
 	if m.keys, err = c.loadKeys(); err != nil {
 		return err
 	}
-	var tlsConfig *tls.Config
-	if cert != nil {
-		// The certificate is looked up at each handshake, so that Reload
-		// can replace it without touching the listener.
-		m.cert.Store(cert)
-		tlsConfig = &tls.Config{
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return m.cert.Load(), nil },
-			MinVersion:     tls.VersionTLS12,
-		}
-	}
+	tlsConfig := m.tlsConfig(cert)
 	m.Log = newLogger(cmp.Or[io.Writer](m.Stderr, os.Stderr), c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
@@ -111,36 +102,14 @@ func (m *Main) Open() (err error) {
 	}()
 
 	m.Log.Info().Str("version", Version()).Stringer("config", c).Msg("redlockd starting")
-	for _, f := range m.UnknownEnv {
-		e := m.Log.Warn().Str("variable", f.Name)
-		if f.Suggest != "" {
-			e = e.Str("did_you_mean", f.Suggest)
-		}
-		e.Msg(f.String())
-	}
+	logUnknownEnv(m.Log, m.UnknownEnv)
 	nodes, err := m.startNodes()
 	if err != nil {
 		return err
 	}
 	metrics := server.NewMetrics()
-	opts := c.redlockOptions()
-	rlog := m.Log.With().Str("component", "redlock").Logger()
-	opts.Logger = &rlog
-	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
-	if c.Tracing {
-		if m.tracer, err = newTracerProvider(context.Background(), Version()); err != nil {
-			return err
-		}
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.Log.Warn().Err(err).Msg("OpenTelemetry") }))
-		opts.ClientHook = traceNodes(m.tracer)
-		m.Log.Info().Msg("OpenTelemetry tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_EXPORTER_OTLP_* variables")
-	}
-	m.coord, err = redlock.New(nodes, opts)
-	if err != nil {
-		if errors.Is(err, redlock.ErrInvalid) {
-			return &UsageError{Err: err}
-		}
-		return fmt.Errorf("start coordinator: %w", err)
+	if err := m.openCoordinator(nodes, metrics); err != nil {
+		return err
 	}
 	m.logCluster(nodes)
 	if cert != nil {
@@ -160,34 +129,8 @@ func (m *Main) Open() (err error) {
 		m.Log.Info().Int("keys", m.keys.Len()).Bool("metrics_auth", c.MetricsAuth).
 			Msg("API keys loaded: every /locks and /semaphores request needs Authorization: Bearer <key>")
 	}
-	m.srv = server.New(server.Config{
-		Locker:      m.coord,
-		Log:         m.Log,
-		DefaultTTL:  c.DefaultTTL,
-		MaxTTL:      c.MaxTTL,
-		MaxWait:     c.MaxWait,
-		MaxWaiters:  c.MaxWaiters,
-		Keys:        m.keys,
-		MetricsAuth: c.MetricsAuth,
-		Metrics:     metrics,
-		Version:     Version(),
-		Tracer:      tracerOrNil(m.tracer),
-
-		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
-	})
-	m.http = &http.Server{
-		Handler:           m.srv.Handler(),
-		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: c.ReadHeaderTimeout,
-		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
-		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
-		IdleTimeout:       c.IdleTimeout,
-		MaxHeaderBytes:    server.MaxHeaderBytes,
-		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
-		// OPTIONS * goes to the API too (a problem with a request id), not
-		// to net/http's bare 200.
-		DisableGeneralOptionsHandler: true,
-	}
+	m.srv = server.New(m.serverConfig(metrics))
+	m.http = m.httpServer(tlsConfig)
 	if err := m.serveDebug(); err != nil {
 		return err
 	}
@@ -205,19 +148,86 @@ func (m *Main) Open() (err error) {
 	}
 
 	m.served = make(chan struct{})
-	go func() {
-		defer close(m.served)
-		var err error
-		if tlsConfig != nil {
-			err = m.http.ServeTLS(m.ln, "", "")
-		} else {
-			err = m.http.Serve(m.ln)
-		}
-		if !errors.Is(err, http.ErrServerClosed) {
-			m.serveErr = err
-		}
-	}()
+	go m.serve(tlsConfig != nil)
 	return nil
+}
+
+// serve serves the API on m.ln until Close (ServeTLS with useTLS), then
+// closes m.served.
+func (m *Main) serve(useTLS bool) {
+	defer close(m.served)
+	var err error
+	if useTLS {
+		err = m.http.ServeTLS(m.ln, "", "")
+	} else {
+		err = m.http.Serve(m.ln)
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
+		m.serveErr = err
+	}
+}
+
+// openCoordinator starts m's coordinator on nodes, its events reported to
+// metrics, and the tracer when the configuration asks for traces.
+func (m *Main) openCoordinator(nodes []*redis.Options, metrics *server.Metrics) (err error) {
+	opts := m.Config.redlockOptions()
+	rlog := m.Log.With().Str("component", "redlock").Logger()
+	opts.Logger = &rlog
+	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
+	if m.Config.Tracing {
+		if m.tracer, err = newTracerProvider(context.Background(), Version()); err != nil {
+			return err
+		}
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.Log.Warn().Err(err).Msg("OpenTelemetry") }))
+		opts.ClientHook = traceNodes(m.tracer)
+		m.Log.Info().Msg("OpenTelemetry tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_EXPORTER_OTLP_* variables")
+	}
+	m.coord, err = redlock.New(nodes, opts)
+	if err != nil {
+		if errors.Is(err, redlock.ErrInvalid) {
+			return &UsageError{Err: err}
+		}
+		return fmt.Errorf("start coordinator: %w", err)
+	}
+	return nil
+}
+
+// serverConfig is the configuration of the API's handler.
+func (m *Main) serverConfig(metrics *server.Metrics) server.Config {
+	c := m.Config
+	return server.Config{
+		Locker:      m.coord,
+		Log:         m.Log,
+		DefaultTTL:  c.DefaultTTL,
+		MaxTTL:      c.MaxTTL,
+		MaxWait:     c.MaxWait,
+		MaxWaiters:  c.MaxWaiters,
+		Keys:        m.keys,
+		MetricsAuth: c.MetricsAuth,
+		Metrics:     metrics,
+		Version:     Version(),
+		Tracer:      tracerOrNil(m.tracer),
+
+		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
+	}
+}
+
+// httpServer returns the HTTP server of the API, with its limits.
+func (m *Main) httpServer(tlsConfig *tls.Config) *http.Server {
+	c := m.Config
+	return &http.Server{
+		Handler:           m.srv.Handler(),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
+		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    server.MaxHeaderBytes,
+		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+		// OPTIONS * goes to the API too (a problem with a request id), not
+		// to net/http's bare 200.
+		DisableGeneralOptionsHandler: true,
+	}
 }
 
 // serveDebug serves net/http/pprof, and nothing else, on --debug-listen, if
