@@ -9,12 +9,22 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Unknown REDLOCKD_* environment variables.
+// REDLOCKD_* environment variables: each serve flag has one (envName), and
+// the ones that no part of redlockd reads are reported.
 //
 // A misspelt variable is otherwise ignored: REDLOCKD_API_KEYS_FIEL would run
 // a gateway without authentication. serve and run name each (never its value)
 // with the known name closest to it; serve refuses to start (exit 64) when it
 // looks like a security setting not in effect, and warns of any other.
+
+// envPrefix is put before the upper snake case name of a flag to make the
+// name of its environment variable: --default-ttl is REDLOCKD_DEFAULT_TTL.
+const envPrefix = "REDLOCKD_"
+
+// envName returns the environment variable twin of a flag.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
 
 // otherEnv are the REDLOCKD_* names of something other than serve's flags,
 // with what they belong to: run; run's command (a gateway or a nested run

@@ -9,15 +9,6 @@ import (
 	"strings"
 )
 
-// envPrefix is put before the upper snake case name of a flag to make the
-// name of its environment variable: --default-ttl is REDLOCKD_DEFAULT_TTL.
-const envPrefix = "REDLOCKD_"
-
-// envName returns the environment variable twin of a flag.
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
 // flagSet returns the serve flags, bound to c's fields; c's current values
 // are the defaults shown in the help.
 func (c *Config) flagSet() *flag.FlagSet {
