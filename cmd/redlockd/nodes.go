@@ -13,6 +13,37 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
+// startNodes returns the go-redis options of the nodes: parsed from --redis,
+// or those of freshly started dev nodes.
+func (m *Main) startNodes() ([]*redis.Options, error) {
+	if !m.Config.DevMode() {
+		opts, err := m.Config.redisOptions()
+		if err != nil {
+			return nil, err
+		}
+		roots, err := m.Config.redisRoots()
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range opts {
+			if o.TLSConfig != nil && roots != nil {
+				o.TLSConfig.RootCAs = roots
+			}
+		}
+		return opts, nil
+	}
+	d, err := startDevNodes(devNodeCount)
+	if err != nil {
+		return nil, err
+	}
+	m.dev = d
+	m.Log.Warn().Strs("nodes", d.Addrs()).
+		Msg("DEV MODE: no --redis given, using 5 embedded in-memory Redis nodes inside this process. " +
+			"NOTHING IS DURABLE OR FAULT TOLERANT: every lock and fencing counter is lost when redlockd stops. " +
+			"Give --redis URLs of independent Redis masters for real use")
+	return d.Options(), nil
+}
+
 // redisRoots reads --redis-ca-file; nil (the system's roots) without one.
 func (c Config) redisRoots() (*x509.CertPool, error) {
 	if c.RedisCAFile == "" {
@@ -88,37 +119,6 @@ func parseRedisURL(raw string) (*redis.Options, error) {
 		return nil, fmt.Errorf("%s: bad host:port", shown)
 	}
 	return o, nil
-}
-
-// startNodes returns the go-redis options of the nodes: parsed from --redis,
-// or those of freshly started dev nodes.
-func (m *Main) startNodes() ([]*redis.Options, error) {
-	if !m.Config.DevMode() {
-		opts, err := m.Config.redisOptions()
-		if err != nil {
-			return nil, err
-		}
-		roots, err := m.Config.redisRoots()
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range opts {
-			if o.TLSConfig != nil && roots != nil {
-				o.TLSConfig.RootCAs = roots
-			}
-		}
-		return opts, nil
-	}
-	d, err := startDevNodes(devNodeCount)
-	if err != nil {
-		return nil, err
-	}
-	m.dev = d
-	m.Log.Warn().Strs("nodes", d.Addrs()).
-		Msg("DEV MODE: no --redis given, using 5 embedded in-memory Redis nodes inside this process. " +
-			"NOTHING IS DURABLE OR FAULT TOLERANT: every lock and fencing counter is lost when redlockd stops. " +
-			"Give --redis URLs of independent Redis masters for real use")
-	return d.Options(), nil
 }
 
 // logCluster logs the nodes (host:port only, never credentials), the quorum,
