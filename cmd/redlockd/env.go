@@ -5,14 +5,26 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+
+	"github.com/rs/zerolog"
 )
 
-// Unknown REDLOCKD_* environment variables.
+// REDLOCKD_* environment variables: each serve flag has one (envName), and
+// the ones that no part of redlockd reads are reported.
 //
 // A misspelt variable is otherwise ignored: REDLOCKD_API_KEYS_FIEL would run
 // a gateway without authentication. serve and run name each (never its value)
 // with the known name closest to it; serve refuses to start (exit 64) when it
 // looks like a security setting not in effect, and warns of any other.
+
+// envPrefix is put before the upper snake case name of a flag to make the
+// name of its environment variable: --default-ttl is REDLOCKD_DEFAULT_TTL.
+const envPrefix = "REDLOCKD_"
+
+// envName returns the environment variable twin of a flag.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
 
 // otherEnv are the REDLOCKD_* names of something other than serve's flags,
 // with what they belong to: run; run's command (a gateway or a nested run
@@ -74,6 +86,17 @@ func (f envFinding) String() string {
 		return s + ": refusing to " + f.Fatal + "; fix or unset the variable"
 	}
 	return s + ": ignored"
+}
+
+// logUnknownEnv logs each finding as a warning, with the name it suggests.
+func logUnknownEnv(log zerolog.Logger, findings []envFinding) {
+	for _, f := range findings {
+		e := log.Warn().Str("variable", f.Name)
+		if f.Suggest != "" {
+			e = e.Str("did_you_mean", f.Suggest)
+		}
+		e.Msg(f.String())
+	}
 }
 
 // checkEnv returns the REDLOCKD_* variables of environ (NAME=value) that

@@ -69,16 +69,6 @@ func (q *quarantineMode) Set(s string) error {
 	return nil
 }
 
-// names is a repeatable string flag: each use appends a name.
-type names []string
-
-func (n names) String() string { return strings.Join(n, " ") }
-
-func (n *names) Set(s string) error {
-	*n = append(*n, s)
-	return nil
-}
-
 // duration is the flag.Value of every duration flag: unlike the flag
 // package's, its errors say what is wrong.
 type duration time.Duration
@@ -162,4 +152,26 @@ func joinOnOffValues(fs *flag.FlagSet, args []string) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// urlList is the flag.Value of --redis: comma-separated URLs. Setting it
+// replaces the list. String redacts passwords.
+type urlList []string
+
+func (l urlList) String() string {
+	out := make([]string, len(l))
+	for i, r := range l {
+		out[i] = redactURL(r)
+	}
+	return strings.Join(out, ",")
+}
+
+func (l *urlList) Set(s string) error {
+	*l = nil
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
 }

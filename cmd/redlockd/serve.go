@@ -11,11 +11,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -26,7 +23,6 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"golang.org/x/sys/unix"
 )
 
 // HTTP server limits: the write timeout is MaxWait + writeTimeoutMargin, so
@@ -95,16 +91,7 @@ func (m *Main) Open() (err error) {
 	if m.keys, err = c.loadKeys(); err != nil {
 		return err
 	}
-	var tlsConfig *tls.Config
-	if cert != nil {
-		// The certificate is looked up at each handshake, so that Reload
-		// can replace it without touching the listener.
-		m.cert.Store(cert)
-		tlsConfig = &tls.Config{
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return m.cert.Load(), nil },
-			MinVersion:     tls.VersionTLS12,
-		}
-	}
+	tlsConfig := m.tlsConfig(cert)
 	m.Log = newLogger(cmp.Or[io.Writer](m.Stderr, os.Stderr), c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
@@ -115,36 +102,14 @@ func (m *Main) Open() (err error) {
 	}()
 
 	m.Log.Info().Str("version", Version()).Stringer("config", c).Msg("redlockd starting")
-	for _, f := range m.UnknownEnv {
-		e := m.Log.Warn().Str("variable", f.Name)
-		if f.Suggest != "" {
-			e = e.Str("did_you_mean", f.Suggest)
-		}
-		e.Msg(f.String())
-	}
+	logUnknownEnv(m.Log, m.UnknownEnv)
 	nodes, err := m.startNodes()
 	if err != nil {
 		return err
 	}
 	metrics := server.NewMetrics()
-	opts := c.redlockOptions()
-	rlog := m.Log.With().Str("component", "redlock").Logger()
-	opts.Logger = &rlog
-	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
-	if c.Tracing {
-		if m.tracer, err = newTracerProvider(context.Background(), Version()); err != nil {
-			return err
-		}
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.Log.Warn().Err(err).Msg("OpenTelemetry") }))
-		opts.ClientHook = traceNodes(m.tracer)
-		m.Log.Info().Msg("OpenTelemetry tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_EXPORTER_OTLP_* variables")
-	}
-	m.coord, err = redlock.New(nodes, opts)
-	if err != nil {
-		if errors.Is(err, redlock.ErrInvalid) {
-			return &UsageError{Err: err}
-		}
-		return fmt.Errorf("start coordinator: %w", err)
+	if err := m.openCoordinator(nodes, metrics); err != nil {
+		return err
 	}
 	m.logCluster(nodes)
 	if cert != nil {
@@ -164,34 +129,8 @@ func (m *Main) Open() (err error) {
 		m.Log.Info().Int("keys", m.keys.Len()).Bool("metrics_auth", c.MetricsAuth).
 			Msg("API keys loaded: every /locks and /semaphores request needs Authorization: Bearer <key>")
 	}
-	m.srv = server.New(server.Config{
-		Locker:      m.coord,
-		Log:         m.Log,
-		DefaultTTL:  c.DefaultTTL,
-		MaxTTL:      c.MaxTTL,
-		MaxWait:     c.MaxWait,
-		MaxWaiters:  c.MaxWaiters,
-		Keys:        m.keys,
-		MetricsAuth: c.MetricsAuth,
-		Metrics:     metrics,
-		Version:     Version(),
-		Tracer:      tracerOrNil(m.tracer),
-
-		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
-	})
-	m.http = &http.Server{
-		Handler:           m.srv.Handler(),
-		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: c.ReadHeaderTimeout,
-		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
-		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
-		IdleTimeout:       c.IdleTimeout,
-		MaxHeaderBytes:    server.MaxHeaderBytes,
-		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
-		// OPTIONS * goes to the API too (a problem with a request id), not
-		// to net/http's bare 200.
-		DisableGeneralOptionsHandler: true,
-	}
+	m.srv = server.New(m.serverConfig(metrics))
+	m.http = m.httpServer(tlsConfig)
 	if err := m.serveDebug(); err != nil {
 		return err
 	}
@@ -209,19 +148,86 @@ func (m *Main) Open() (err error) {
 	}
 
 	m.served = make(chan struct{})
-	go func() {
-		defer close(m.served)
-		var err error
-		if tlsConfig != nil {
-			err = m.http.ServeTLS(m.ln, "", "")
-		} else {
-			err = m.http.Serve(m.ln)
-		}
-		if !errors.Is(err, http.ErrServerClosed) {
-			m.serveErr = err
-		}
-	}()
+	go m.serve(tlsConfig != nil)
 	return nil
+}
+
+// serve serves the API on m.ln until Close (ServeTLS with useTLS), then
+// closes m.served.
+func (m *Main) serve(useTLS bool) {
+	defer close(m.served)
+	var err error
+	if useTLS {
+		err = m.http.ServeTLS(m.ln, "", "")
+	} else {
+		err = m.http.Serve(m.ln)
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
+		m.serveErr = err
+	}
+}
+
+// openCoordinator starts m's coordinator on nodes, its events reported to
+// metrics, and the tracer when the configuration asks for traces.
+func (m *Main) openCoordinator(nodes []*redis.Options, metrics *server.Metrics) (err error) {
+	opts := m.Config.redlockOptions()
+	rlog := m.Log.With().Str("component", "redlock").Logger()
+	opts.Logger = &rlog
+	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
+	if m.Config.Tracing {
+		if m.tracer, err = newTracerProvider(context.Background(), Version()); err != nil {
+			return err
+		}
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.Log.Warn().Err(err).Msg("OpenTelemetry") }))
+		opts.ClientHook = traceNodes(m.tracer)
+		m.Log.Info().Msg("OpenTelemetry tracing on: spans go to the OTLP/HTTP endpoint of the OTEL_EXPORTER_OTLP_* variables")
+	}
+	m.coord, err = redlock.New(nodes, opts)
+	if err != nil {
+		if errors.Is(err, redlock.ErrInvalid) {
+			return &UsageError{Err: err}
+		}
+		return fmt.Errorf("start coordinator: %w", err)
+	}
+	return nil
+}
+
+// serverConfig is the configuration of the API's handler.
+func (m *Main) serverConfig(metrics *server.Metrics) server.Config {
+	c := m.Config
+	return server.Config{
+		Locker:      m.coord,
+		Log:         m.Log,
+		DefaultTTL:  c.DefaultTTL,
+		MaxTTL:      c.MaxTTL,
+		MaxWait:     c.MaxWait,
+		MaxWaiters:  c.MaxWaiters,
+		Keys:        m.keys,
+		MetricsAuth: c.MetricsAuth,
+		Metrics:     metrics,
+		Version:     Version(),
+		Tracer:      tracerOrNil(m.tracer),
+
+		MaxWaitersPerNamespace: c.MaxWaitersPerNamespace,
+	}
+}
+
+// httpServer returns the HTTP server of the API, with its limits.
+func (m *Main) httpServer(tlsConfig *tls.Config) *http.Server {
+	c := m.Config
+	return &http.Server{
+		Handler:           m.srv.Handler(),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadHeaderTimeout + bodyReadTimeout,
+		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    server.MaxHeaderBytes,
+		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+		// OPTIONS * goes to the API too (a problem with a request id), not
+		// to net/http's bare 200.
+		DisableGeneralOptionsHandler: true,
+	}
 }
 
 // serveDebug serves net/http/pprof, and nothing else, on --debug-listen, if
@@ -271,79 +277,6 @@ func (m *Main) Addr() string {
 		return ""
 	}
 	return m.ln.Addr().String()
-}
-
-// Run opens m unless Open was already called, serves until ctx ends, then
-// closes m; nil after a graceful shutdown. SIGHUP calls Reload.
-func (m *Main) Run(ctx context.Context) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	if m.ln == nil {
-		if err := m.Open(); err != nil {
-			return err
-		}
-	}
-	for {
-		select {
-		case <-hup:
-			m.Log.Info().Msg("SIGHUP: reloading the API keys file and the TLS certificate")
-			_ = m.Reload() // logged
-		case <-ctx.Done():
-			m.Log.Info().Str("cause", context.Cause(ctx).Error()).Msg("shutting down")
-			return m.Close()
-		case <-m.served:
-			m.Log.Error().AnErr("error", m.serveErr).Msg("HTTP server stopped on its own")
-			return m.Close()
-		}
-	}
-}
-
-// Reload reads the API keys file and the TLS certificate and key again
-// (SIGHUP) and puts each that loads in place of the old one, for the
-// requests and handshakes that follow. One that does not load is logged,
-// the old one stays, and Reload returns why. What was not configured at
-// Open stays off.
-func (m *Main) Reload() error {
-	c := m.Config
-	var errs []error
-	if m.keys == nil && m.cert.Load() == nil {
-		m.Log.Info().Msg("nothing to reload: no --api-keys-file and no --tls-cert")
-	}
-	if m.keys != nil {
-		if keys, err := c.loadKeys(); err != nil {
-			m.Log.Error().Err(err).Msg("API keys not reloaded: the previous keys stay in use")
-			errs = append(errs, err)
-		} else {
-			m.keys.Replace(keys)
-			m.Log.Info().Str("file", c.APIKeysFile).Int("keys", keys.Len()).Msg("API keys reloaded")
-		}
-	}
-	if m.cert.Load() != nil {
-		if cert, err := c.loadTLS(); err != nil {
-			m.Log.Error().Err(err).Msg("TLS certificate not reloaded: the previous certificate stays in use")
-			errs = append(errs, err)
-		} else {
-			m.cert.Store(cert)
-			logCert(m.Log.Info(), cert).Str("file", c.TLSCert).Msg("TLS certificate reloaded")
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// logCert adds to e what identifies cert: its subject, names and validity,
-// never key material.
-func logCert(e *zerolog.Event, cert *tls.Certificate) *zerolog.Event {
-	leaf := cert.Leaf
-	if leaf == nil {
-		return e
-	}
-	e = e.Str("subject", leaf.Subject.String()).Strs("dns_names", leaf.DNSNames).
-		Time("not_before", leaf.NotBefore).Time("not_after", leaf.NotAfter)
-	if time.Now().After(leaf.NotAfter) {
-		e = e.Bool("expired", true)
-	}
-	return e
 }
 
 // Close shuts down gracefully: waiting acquires and /readyz get 503, then
@@ -401,125 +334,9 @@ func (m *Main) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// startNodes returns the go-redis options of the nodes: parsed from --redis,
-// or those of freshly started dev nodes.
-func (m *Main) startNodes() ([]*redis.Options, error) {
-	if !m.Config.DevMode() {
-		opts, err := m.Config.redisOptions()
-		if err != nil {
-			return nil, err
-		}
-		roots, err := m.Config.redisRoots()
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range opts {
-			if o.TLSConfig != nil && roots != nil {
-				o.TLSConfig.RootCAs = roots
-			}
-		}
-		return opts, nil
-	}
-	d, err := startDevNodes(devNodeCount)
-	if err != nil {
-		return nil, err
-	}
-	m.dev = d
-	m.Log.Warn().Strs("nodes", d.Addrs()).
-		Msg("DEV MODE: no --redis given, using 5 embedded in-memory Redis nodes inside this process. " +
-			"NOTHING IS DURABLE OR FAULT TOLERANT: every lock and fencing counter is lost when redlockd stops. " +
-			"Give --redis URLs of independent Redis masters for real use")
-	return d.Options(), nil
-}
-
-// logCluster logs the nodes (host:port only, never credentials), the quorum,
-// and warnings about unsafe settings.
-func (m *Main) logCluster(nodes []*redis.Options) {
-	c := m.Config
-	addrs := make([]string, len(nodes))
-	for i, o := range nodes {
-		addrs[i] = o.Addr
-	}
-	n, quorum := m.coord.Nodes(), m.coord.Quorum()
-	m.Log.Info().Strs("nodes", addrs).Int("n", n).Int("quorum", quorum).
-		Int("tolerated_failures", n-quorum).Msg("redlock cluster")
-	// redlock.New itself warns when n == 1.
-	if n > 1 && n%2 == 0 {
-		m.Log.Warn().Int("n", n).Int("quorum", quorum).
-			Msgf("an even number of nodes tolerates no more failures than %d nodes: prefer an odd number", n-1)
-	}
-	switch {
-	case c.DevMode():
-		m.Log.Info().Msg("restart quarantine and node identity checks do not apply to embedded dev nodes")
-	case c.RestartQuarantine == redlock.QuarantineAuto:
-		m.Log.Info().Str("quarantine", c.MaxTTL.String()).
-			Msg("restart quarantine auto: a node that (re)started less than max TTL ago does not vote unless it runs appendonly yes and appendfsync always; /readyz says why for each node")
-	case c.RestartQuarantine == redlock.QuarantineOn:
-		m.Log.Info().Str("quarantine", c.MaxTTL.String()).
-			Msg("restart quarantine on: a node that (re)started less than max TTL ago does not vote; a freshly started cluster grants no lock until its nodes have been up for max TTL")
-	default:
-		m.Log.Warn().Msg("restart quarantine off: safe only if every Redis node runs with appendfsync always")
-	}
-	if c.DriftFactor == 0 {
-		m.Log.Warn().Msg("drift factor 0: no clock drift allowance beyond 2ms")
-	}
-}
-
-// newLogger builds the process logger: JSON lines (or console) to w.
-func newLogger(w io.Writer, c Config) zerolog.Logger {
-	if c.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
-	}
-	level, _ := zerolog.ParseLevel(c.LogLevel) // one of logLevels
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
-}
-
-// isTerminal reports whether w is a terminal: colours only go there.
-func isTerminal(w io.Writer) bool {
-	f, _ := w.(*os.File) // a nil *os.File has an invalid Fd
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// loadTLS loads the certificate and key when both are given; nil otherwise.
-// Its errors name the files, never key material. May return a *UsageError.
-func (c Config) loadTLS() (*tls.Certificate, error) {
-	if c.TLSCert == "" || c.TLSKey == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-	if err != nil {
-		return nil, usageErrorf("--tls-cert/--tls-key: %v", err)
-	}
-	return &cert, nil
-}
-
 // isLoopback reports whether addr is a loopback IP address. The unspecified
 // address (":8080", "0.0.0.0") is not.
 func isLoopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
-}
-
-// httpErrorLog sends net/http's own error log (accept errors, TLS handshake
-// failures, panics) to zerolog; handshake failures from port scanners are
-// only worth a debug line.
-type httpErrorLog struct{ log zerolog.Logger }
-
-func (l httpErrorLog) Write(p []byte) (int, error) {
-	msg := strings.TrimSpace(string(p))
-	if strings.Contains(msg, "TLS handshake error") {
-		l.log.Debug().Str("component", "http").Msg(msg)
-	} else {
-		l.log.Warn().Str("component", "http").Msg(msg)
-	}
-	return len(p), nil
-}
-
-// redisLog sends go-redis's own log lines (dial failures, ...) to zerolog as
-// warnings. They name nodes by host:port, never with credentials.
-type redisLog struct{ log zerolog.Logger }
-
-func (l redisLog) Printf(_ context.Context, format string, v ...any) {
-	l.log.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
