@@ -15,8 +15,9 @@ import (
 // stamp is the first line of the report: what was measured, when and where.
 // The gateway (the commit of the tree it was built from here, or what the
 // given binary's version subcommand says), the date in UTC, the machine
-// (OS/architecture, cores, CPU model), the Go toolchain of the tool, and the
-// load average as the run starts: figures from a busy machine say so.
+// (OS/architecture, cores, CPU model) and the Go toolchain of the tool. The
+// report adds the load average at the start and at the end of the run:
+// figures from a busy machine say so.
 func stamp(ctx context.Context, c *config, bin string) string {
 	gateway := "commit " + treeCommit(ctx)
 	if c.binary != "" {
@@ -26,10 +27,18 @@ func stamp(ctx context.Context, c *config, bin string) string {
 			gateway = fmt.Sprintf("%s (version: %v)", bin, err)
 		}
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
-	fields := strings.Fields(string(load))
-	return fmt.Sprintf("gateway %s, %s, %s/%s, %d CPUs (%s), %s, load average %s", gateway, time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version(), strings.Join(fields[:min(len(fields), 3)], " "))
+	return fmt.Sprintf("gateway %s, %s, %s/%s, %d CPUs (%s), %s", gateway, time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version())
+}
+
+// loadAverage is the 1, 5 and 15 minute load averages of /proc/loadavg, or
+// "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if fields := strings.Fields(string(b)); err == nil && len(fields) >= 3 {
+		return strings.Join(fields[:3], " ")
+	}
+	return "unknown"
 }
 
 // treeCommit is the short commit of the working tree, "+dirty" when it has
