@@ -93,7 +93,8 @@ func parse(args []string) (*config, error) {
 
 // report is what a run measured.
 type report struct {
-	stamp   string // what was measured, when and where
+	stamp   string    // what was measured, when and where
+	load    [2]string // the load average at the start and at the end
 	runs    []result
 	work    []workCall
 	keys    *keysFigures
@@ -110,7 +111,8 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		return nil, err
 	}
 	defer l.close()
-	rep = &report{stamp: stamp(ctx, c, l.bin)}
+	rep = &report{stamp: stamp(ctx, c, l.bin), load: [2]string{loadAverage()}}
+	defer func() { rep.load[1] = loadAverage() }()
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
 	for i, m := range []mode{
 		{group: "latency", name: gatewayMode, c: 1},
@@ -184,7 +186,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float6
 func (r *report) print(w io.Writer) bool {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "%s\n\n", r.stamp)
+	fmt.Fprintf(tw, "%s, load average %s at the start, %s at the end\n\n", r.stamp, r.load[0], r.load[1])
 	fmt.Fprintln(tw, "group\tacquire+release cycles\tC\tcycles\terrors\tcycles/s\tp50\tp99\tmax")
 	run := map[string]*result{} // by group and name
 	for i, x := range r.runs {

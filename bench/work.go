@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"time"
 
@@ -163,50 +159,4 @@ func printWork(w io.Writer, calls []workCall) {
 			fmt.Fprintf(w, "  the last error: %s\n", c.lastErr)
 		}
 	}
-}
-
-// stamp says what was measured, when and where: the gateway (the commit of
-// the tree it was built from here, or what the given binary's version
-// subcommand says), the date, and the machine.
-func stamp(ctx context.Context, c *config, bin string) string {
-	gateway := "commit " + treeCommit(ctx)
-	if c.binary != "" {
-		out, err := exec.CommandContext(ctx, bin, "version").Output()
-		gateway = strings.TrimSpace(string(out))
-		if err != nil {
-			gateway = fmt.Sprintf("%s (version: %v)", bin, err)
-		}
-	}
-	load, _ := os.ReadFile("/proc/loadavg")
-	fields := strings.Fields(string(load))
-	return fmt.Sprintf("gateway %s, %s, %s/%s, %d CPUs (%s), load average %s", gateway, time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), strings.Join(fields[:min(len(fields), 3)], " "))
-}
-
-// treeCommit is the short commit of the working tree, "+dirty" when it has
-// changes, or "unknown".
-func treeCommit(ctx context.Context) string {
-	rev, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err != nil || len(st) > 0 {
-		return strings.TrimSpace(string(rev)) + "+dirty"
-	}
-	return strings.TrimSpace(string(rev))
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo, or "".
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	for s := bufio.NewScanner(f); s.Scan(); {
-		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

@@ -49,7 +49,7 @@
 // gateway's queue). A reader's fence is the last writer's (the greatest
 // counter of its quorum, written back when the nodes differ). Extend,
 // Release and Inspect find whether a token is the writer or a reader. See
-// docs/safety.md.
+// docs/read-write-locks.md.
 //
 // # Locks on several resources
 //
@@ -58,7 +58,7 @@
 // held by the token), else none, so no client holds some while waiting for
 // others (no deadlock). Each resource gets its own fence, by its own rules.
 // ExtendMulti and ReleaseMulti run the lock's rounds on every resource at
-// once. See docs/safety.md.
+// once. See docs/several-resources.md.
 //
 // # Restart quarantine
 //

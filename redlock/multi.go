@@ -14,7 +14,7 @@ import (
 	"github.com/redlockd/redlockd/internal/valid"
 )
 
-// Locks on several resources (docs/safety.md): all or none. Each node takes every
+// Locks on several resources (docs/several-resources.md): all or none. Each node takes every
 // resource in one script (multi_acquire.lua), so a node grants all of them
 // or none, and nobody holds some while waiting for others: no deadlock. A
 // round's answers are counted per resource, as a lock's (each resource gets

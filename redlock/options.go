@@ -211,7 +211,7 @@ type AcquireOptions struct {
 // Mode is how a lock is held: by one writer, or shared by readers.
 type Mode string
 
-// The modes of a lock (docs/safety.md, read-write locks). A reader conflicts only with a writer, so
+// The modes of a lock (docs/read-write-locks.md). A reader conflicts only with a writer, so
 // Redlock's quorum argument holds pairwise; a waiting writer keeps new
 // readers out.
 const (

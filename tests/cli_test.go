@@ -198,7 +198,7 @@ func TestCLIDebugListen(t *testing.T) {
 }
 
 // TestZeroTTLFlags: --default-ttl 0 and --max-ttl 0 are refused with exit 64,
-// as --max-wait 0 is (docs/design.md "Decisions where the spec is silent"),
+// as --max-wait 0 is (docs/design.md "Decisions on requests and answers"),
 // instead of starting with the library's defaults while the start-up log says
 // 0s.
 func TestZeroTTLFlags(t *testing.T) {

@@ -161,7 +161,7 @@ func TestGraySlow(t *testing.T) {
 // answers 409 at once; its SETs queued on the paused nodes run when they
 // resume and, as the attempt failed, are undone: the late grants do not keep
 // the resource busy for their TTL (docs/design.md
-// "Decisions where the spec is silent": stragglers finish in the background).
+// "Stragglers finish in the background").
 func TestGrayLateUndo(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 5)

@@ -132,7 +132,7 @@ func TestRunKindsLockLost(t *testing.T) {
 // first served, and an acquire that does not wait does not jump the queue;
 // behind a writer, waiting writers and readers are each served in their turn,
 // the readers no earlier (docs/safety.md
-// "Guarantees and limits, in plain words": waiting, and "Read-write locks";
+// "Guarantees and limits, in plain words": waiting; docs/read-write-locks.md "Waking";
 // docs/semaphores.md "The API").
 func TestKindsFIFO(t *testing.T) {
 	t.Parallel()
@@ -188,7 +188,7 @@ func TestKindsFIFO(t *testing.T) {
 // of every kind on another at once, not at the fallback poll nor at the
 // holder's expiry; behind readers waits a writer, which the last reader's
 // release wakes (docs/operations.md "Scaling the gateway horizontally":
-// waiters; docs/safety.md "Read-write locks").
+// waiters; docs/read-write-locks.md "Waking").
 func TestKindsWakeAcrossGateways(t *testing.T) {
 	t.Parallel()
 	acrossGateways(t, func(t *testing.T, a, b *Gateway, k, waiter lockKind, res string) {

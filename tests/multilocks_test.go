@@ -46,7 +46,7 @@ func multiFences(t testing.TB, r *Resp, resources []string) map[string]int64 {
 // token, each resource with a fencing token in that resource's order; they
 // conflict with single locks, are extended and released (idempotently) with
 // the one token, wait and are woken by a release, never deadlock, take a
-// client token idempotently and refuse bad input with 400 (docs/safety.md
+// client token idempotently and refuse bad input with 400 (docs/several-resources.md
 // "Locks on several resources"; openapi.yaml /locks). Every request is
 // checked against openapi.yaml.
 func TestMultiLocks(t *testing.T) {
@@ -104,7 +104,7 @@ func TestMultiLocks(t *testing.T) {
 		wantProblem(t, gw.do(t, http.MethodPatch, multiPath(rs), "", "Lock-Token", token), http.StatusConflict, "not-owner")
 	})
 
-	// docs/safety.md "Locks on several resources": each resource is a
+	// docs/several-resources.md "Extend, release, and giving back part of it": each resource is a
 	// writer's lock held with the token, so one resource's path releases it
 	// alone.
 	t.Run("ReleaseOne", func(t *testing.T) {

@@ -35,7 +35,7 @@ func wantReaders(t testing.TB, g *Gateway, res string, n, fence int64, token str
 // writer is refused while they hold it and woken by the last release, a
 // waiting writer keeps new readers out, a bad mode is 400, a reader's
 // client token is idempotent, and extend and release find the token as a
-// reader (docs/safety.md "Read-write locks"; openapi.yaml
+// reader (docs/read-write-locks.md "Read-write locks"; openapi.yaml
 // /locks/{resource}). One gateway over five nodes; every request is checked
 // against openapi.yaml.
 func TestRWLocks(t *testing.T) {
@@ -223,7 +223,7 @@ func TestRWNamespaces(t *testing.T) {
 // TestRWWriterGoneLetsReadersIn: a writer that waits behind readers keeps new
 // readers out only while it waits: once its client is gone, a new reader
 // gets the lock at once, not when the writer's wait would have ended; so for
-// a writer of several resources (docs/safety.md "Read-write locks").
+// a writer of several resources (docs/read-write-locks.md "No writer starvation").
 func TestRWWriterGoneLetsReadersIn(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3))
@@ -251,7 +251,7 @@ func TestRWWriterGoneLetsReadersIn(t *testing.T) {
 // in the middle of one of its rounds leaves the wwait sets for good: the
 // round's refusals, answered after the gateway removed the writer, must not
 // put it back and keep new readers out for the rest of its wait
-// (docs/safety.md "Read-write locks").
+// (docs/read-write-locks.md "No writer starvation").
 func TestRWCancelledWriterLetsReadersIn(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t, startCluster(t, 3), "--max-wait", "10s")

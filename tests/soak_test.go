@@ -849,7 +849,7 @@ func multi(c *contention) { c.Multi = true }
 
 // TestMultiExclusion: no two holders of a resource overlap, whether they
 // took it alone or with others, and each resource's fences increase
-// (docs/safety.md "Locks on several resources"): 12 clients on 5 locks in
+// (docs/several-resources.md "How it is tested"): 12 clients on 5 locks in
 // the soak (safeRun), half of the acquires taking 2 or 3 of them at once
 // (all or none).
 func TestMultiExclusion(t *testing.T) {
@@ -863,7 +863,7 @@ func TestMultiExclusion(t *testing.T) {
 
 // TestCheckerCatchesUnsafeMulti: the checker reports the broken exclusion
 // of locks on several resources under the unsafe configuration
-// (docs/safety.md "Locks on several resources"): catchUnsafe with 8 clients
+// (docs/several-resources.md "How it is tested"): catchUnsafe with 8 clients
 // on 3 locks, taken alone or several at once.
 func TestCheckerCatchesUnsafeMulti(t *testing.T) {
 	t.Parallel()
@@ -873,7 +873,7 @@ func TestCheckerCatchesUnsafeMulti(t *testing.T) {
 
 // TestRWExclusion: no writer's safe window overlaps any other of its
 // resource, fences are ordered, and readers do hold a lock together
-// (docs/safety.md "Read-write locks"): 12 clients on 3 read-write locks in
+// (docs/read-write-locks.md "How it is tested"): 12 clients on 3 read-write locks in
 // the soak (safeRun), each acquire a reader's (one in three) or a writer's.
 func TestRWExclusion(t *testing.T) {
 	t.Parallel()
@@ -890,8 +890,8 @@ func TestRWExclusion(t *testing.T) {
 }
 
 // TestCheckerCatchesUnsafeRW: the checker reports the broken exclusion of
-// read-write locks under the unsafe configuration (docs/safety.md
-// "Read-write locks"): catchUnsafe with 8 clients on 2 read-write locks.
+// read-write locks under the unsafe configuration (docs/read-write-locks.md
+// "How it is tested"): catchUnsafe with 8 clients on 2 read-write locks.
 func TestCheckerCatchesUnsafeRW(t *testing.T) {
 	t.Parallel()
 	redistest.Slow(t)

@@ -125,7 +125,7 @@ func TestContendedWaiters(t *testing.T) {
 // TestRetryAfterAfterWait: the 409 lock-held of an acquire that waited in
 // vain tells the holder's remaining TTL at its end (plus jitter), not the
 // TTL seen when the wait began, for a lock and for a semaphore's permit
-// (docs/design.md "Decisions where the spec is silent"; openapi.yaml
+// (docs/design.md "Decisions on requests and answers"; openapi.yaml
 // "Behaviour where the specification is silent").
 func TestRetryAfterAfterWait(t *testing.T) {
 	t.Parallel()

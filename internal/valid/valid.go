@@ -22,7 +22,7 @@ const (
 // every permit held.
 const MaxLimit = 256
 
-// MaxResources is the most resources of one multi-resource lock (docs/safety.md):
+// MaxResources is the most resources of one multi-resource lock (docs/several-resources.md):
 // a node checks and sets all of them in one script.
 const MaxResources = 16
 
