@@ -3,13 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Acquire takes the lock on resource (o.Mode: a writer's, or a reader's),
@@ -47,7 +44,7 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 	if o.Mode != "" && o.Mode != ModeWrite && o.Mode != ModeRead {
 		return nil, invalid("mode must be read or write")
 	}
-	a := &attempt{c: c, ns: o.Namespace, resource: resource, keys: c.keys(o.Namespace, resource),
+	a := &attempt{c: c, ns: o.Namespace, resource: resource, keys: c.lockKeysOf(o.Namespace, resource),
 		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner, read: o.Mode == ModeRead}
 	if !a.chosen {
 		a.token = NewToken()
@@ -78,14 +75,14 @@ func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error)
 // no new acquire, and gets its lock (see retried).
 func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) {
 	c := a.c
-	if !c.hub.waiting(a.lockKeys(), 0) {
+	if !c.hub.waiting(a.queues(), 0) {
 		return Lock{}, false, nil
 	}
 	if lock, ok := a.retried(ctx); ok {
 		return lock, true, nil
 	}
 	c.stats.held.Add(1)
-	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.lockKeys())}
+	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.queues())}
 }
 
 // retried recognises the retry of an acquire whose lock its client token
@@ -123,14 +120,14 @@ func (a *attempt) retried(ctx context.Context) (Lock, bool) {
 	return lock, true
 }
 
-// lockKeys are the lock keys of a's resources: the queues it waits in.
-func (a *attempt) lockKeys() []string {
+// queues are the lock keys of a's resources: the queues it waits in.
+func (a *attempt) queues() []string {
 	if a.parts == nil {
-		return a.keys[:1]
+		return []string{a.keys.queue()}
 	}
 	ks := make([]string, len(a.parts))
 	for i, p := range a.parts {
-		ks[i] = p.keys[0]
+		ks[i] = p.keys.queue()
 	}
 	return ks
 }
@@ -147,7 +144,7 @@ type attempt struct {
 	c        *Coordinator
 	ns       string
 	resource string
-	keys     []string
+	keys     scriptKeys // a lock's lockKeys, a semaphore's semaphoreKeys; nil with parts
 	token    string
 	chosen   bool // the caller chose the token (idempotent acquire)
 	last     bool // no round follows this one
@@ -170,41 +167,6 @@ type attempt struct {
 	mu    sync.Mutex
 	dirty []int
 	over  bool
-}
-
-type acqReply struct {
-	ok        bool
-	existing  bool // the token held it already
-	committed bool // existing, and its fence is the chosen one (not the node's tentative one)
-	fence     int64
-	counter   int64 // existing: the node's fence counter
-	pttl      int64 // the other holder's remaining TTL, when !ok
-	// A semaphore's (see semAttempt.parser): the permit, the permits free on
-	// the node, and the limit of the permits held there when it differs.
-	permit   int
-	free     []int
-	mismatch int
-}
-
-func parseAcquire(cmd *redis.Cmd) (acqReply, error) {
-	v, err := cmd.Slice()
-	if err != nil {
-		return acqReply{}, err
-	}
-	return acqReplyOf(v)
-}
-
-// acqReplyOf reads acquire.lua's reply.
-func acqReplyOf(v []any) (acqReply, error) {
-	switch {
-	case len(v) == 4 && toInt(v[0]) == 1:
-		return acqReply{ok: true, fence: toInt(v[1])}, nil
-	case len(v) == 5 && toInt(v[0]) == 1:
-		return acqReply{ok: true, fence: toInt(v[1]), existing: true, committed: toInt(v[3]) == 1, counter: toInt(v[4])}, nil
-	case len(v) == 2 && toInt(v[0]) == 0:
-		return acqReply{pttl: toInt(v[1])}, nil
-	}
-	return acqReply{}, fmt.Errorf("unexpected acquire reply %v", v)
 }
 
 // acqTally counts the answers of an acquire round.
@@ -284,14 +246,14 @@ func (a *attempt) run(ctx context.Context) (Lock, error) {
 	c.stats.attempts.Add(1)
 	start := time.Now()
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
-	script, keys, parse, add := scriptAcquire, pick(a.keys, 0, 1, 2, 3, 5, 6, 7), parseAcquire, t.add
+	script, keys, parse, add := scriptAcquire, a.keys.acquire(), parseAcquire, t.add
 	args := a.args()
 	if a.read {
 		script = scriptRead
 	}
 	if a.sem != nil {
 		t.tg.permit = a.sem.prefer
-		script, keys, parse, add = permitScripts[scriptAcquire], a.target().with(keys), a.sem.parser(a.sem.prefer), a.sem.tally(t)
+		script, parse, add = permitScripts[scriptAcquire], a.sem.parser(a.sem.prefer), a.sem.tally(t)
 		args = append(args, a.sem.prefer, a.sem.limit)
 	}
 	_, rd := runScript(ctx, c, c.idxs, script, keys, args, parse, add)

@@ -15,7 +15,7 @@ func (a *attempt) undo(ctx context.Context, idxs []int) {
 		return
 	}
 	tg := a.target()
-	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), tg.with(releaseKeys(a.keys, a.token)), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
+	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), a.keys.release(a.token), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
 	rd.stragglers(nil)
 }
 
@@ -47,7 +47,7 @@ func (a *attempt) leaveWwait(ctx context.Context) {
 	}
 	var keys []string
 	for _, p := range parts {
-		keys = append(keys, p.keys[7]) // wwait: see keys
+		keys = append(keys, p.keys.wwait())
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.c.opts.NodeTimeout)
 	defer cancel()

@@ -146,14 +146,3 @@ func (c *Coordinator) Warm(ctx context.Context, timeout time.Duration) {
 	}
 	wg.Wait()
 }
-
-func toInt(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case string:
-		n, _ := strconv.ParseInt(x, 10, 64)
-		return n
-	}
-	return 0
-}

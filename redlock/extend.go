@@ -2,21 +2,8 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-type extReply struct {
-	state     int64 // 1 extended, 0 absent, -1 other token
-	fence     int64
-	committed bool // fence is the chosen one, not the node's tentative one
-	owner     string
-	read      bool // the token is a reader
-	// A semaphore's: the permit the token holds on the node, and the limit.
-	permit, limit int
-}
 
 // Extend makes the lock valid for ttl from now (DefaultTTL when ttl is 0).
 // While a quorum still holds the token it also puts the lock back on nodes
@@ -39,11 +26,9 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 	if err != nil {
 		return Lock{}, Permit{}, err
 	}
-	tg := target{sem: sem}
+	tg := target{keys: c.lockKeysOf(namespace, resource), sem: sem}
 	if sem {
-		tg.keys = c.semKeys(namespace, resource)
-	} else {
-		tg.keys = c.keys(namespace, resource)
+		tg.keys = c.semaphoreKeysOf(namespace, resource)
 	}
 	start := time.Now()
 	var p Permit
@@ -63,7 +48,7 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 	}
 	byPermit := map[int]*held{}
 	best := &held{}
-	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.with(pick(tg.keys, 0, 1, 5, 6)), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.keys.extend(), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++
@@ -148,19 +133,6 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 	return lock, p, err
 }
 
-func parseExtend(cmd *redis.Cmd) (extReply, error) {
-	v, err := cmd.Slice()
-	if err != nil || len(v) == 0 {
-		return extReply{}, errors.Join(err, errors.New("empty extend reply"))
-	}
-	r := extReply{state: toInt(v[0])}
-	if r.state == 1 && len(v) >= 4 {
-		r.fence, r.committed, r.owner = recorded(v[1:])
-		r.read = len(v) == 5
-	}
-	return r, nil
-}
-
 // reassert puts token's lock back on the nodes idxs, where it vanished (a
 // restarted node), while a quorum holds it; it never overwrites another
 // token.
@@ -174,6 +146,6 @@ func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idx
 	if tg.sem {
 		args = append(args, p.Index, p.Limit)
 	}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), args, tg.int64s(), nil)
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.keys.reassert(), args, tg.int64s(), nil)
 	rd.stragglers(nil)
 }

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -48,24 +47,6 @@ func committedFence(existing []acqReply) (f int64, n int) {
 	return f, n
 }
 
-// commitReply is a node's answer to commit.lua, and a semaphore's permit.
-type commitReply struct {
-	permit int
-	// state: 1 the fence is recorded as the token's beside its lock, 0 the
-	// token does not hold the lock here, -1 it does, but this node gave the
-	// fence to another token.
-	state   int64
-	counter int64 // the node's fence counter after the commit
-}
-
-// commitReplyOf reads commit.lua's reply.
-func commitReplyOf(v []any) (commitReply, error) {
-	if len(v) != 2 {
-		return commitReply{}, fmt.Errorf("unexpected commit reply %v", v)
-	}
-	return commitReply{state: toInt(v[0]), counter: toInt(v[1])}, nil
-}
-
 // maxClaims bounds the fences one commit tries (see commit).
 const maxClaims = 4
 
@@ -98,7 +79,7 @@ func (c *Coordinator) claim(ctx context.Context, tg target, token string, idxs [
 	if read {
 		args[3] = 0
 	}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.with(pick(tg.keys, 0, 1, 2, 5, 6)), args, tg.commits(), func(r reply[commitReply]) bool {
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.keys.commit(), args, tg.commits(), func(r reply[commitReply]) bool {
 		if r.err == nil {
 			top = max(top, r.val.counter)
 		}
@@ -170,14 +151,4 @@ func (f *fenceChoice) value(q int) (int64, bool) {
 		return 0, true
 	}
 	return vs[len(vs)-1], vs[0] == vs[len(vs)-1]
-}
-
-// recorded reads the 'fence', 'nf' and 'owner' fields of a lock's record:
-// its fence, and whether it is the chosen one.
-func recorded(v []any) (fence int64, committed bool, owner string) {
-	owner, _ = v[2].(string)
-	if f := toInt(v[0]); f > 0 {
-		return f, true, owner
-	}
-	return toInt(v[1]), false, owner
 }

@@ -1,23 +1,11 @@
 package redlock
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"runtime"
-	"slices"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// handOverReply is a node's answer to permit_handover.lua: the permit, the
-// release's answer (as release.lua's) and the acquire's (as acquire.lua's).
-type handOverReply struct {
-	permit   int
-	released int64
-	acq      acqReply
-}
 
 // handOver releases the permit that token holds and gives it, on every node
 // where token held it, to the waiting acquire of w in the same script
@@ -29,14 +17,13 @@ type handOverReply struct {
 // differ, grants undone when short of a quorum), and the releaser's answer
 // as a release's. The waiter gets its outcome before the releaser: a
 // failed hand-over sends it back to its rounds.
-func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *waiter) error {
+func (c *Coordinator) handOver(ctx context.Context, keys semaphoreKeys, token string, w *waiter) error {
 	a := w.a
 	c.stats.attempts.Add(1)
 	start := time.Now()
 	rel := votes{n: len(c.nodes), q: c.quorum}
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
 	var errs []error
-	keys := tg.with(append(slices.Clip(tg.keys[:4]), releaseKeys(tg.keys, token)[3]))
 	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner, c.fenceIdle(), fenceFloor()}
 	// The waiter gets one permit: the one of the first node that handed one
 	// over (the releasing token may hold different permits on different
@@ -44,7 +31,7 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 	// permit count as refusals, and are undone.
 	acqDecided, permit := false, -1
 	var stray []int
-	_, rd := runScript(ctx, c, c.idxs, scriptPermitHandover, keys, args, parseHandOver, func(r reply[handOverReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, scriptPermitHandover, keys.handOver(token), args, parseHandOver, func(r reply[handOverReply]) bool {
 		switch {
 		case r.err != nil:
 			rel.bad++
@@ -93,20 +80,4 @@ func (c *Coordinator) handOver(ctx context.Context, tg target, token string, w *
 		return ErrLockExpired
 	}
 	return unavailable(errs)
-}
-
-func parseHandOver(cmd *redis.Cmd) (handOverReply, error) {
-	permit, released, acq, err := permitReply(cmd)
-	if err != nil {
-		return handOverReply{}, err
-	}
-	r := handOverReply{permit: permit}
-	if r.released, err = released.Int64(); err != nil {
-		return handOverReply{}, err
-	}
-	body := redis.NewCmd(context.Background())
-	body.SetVal(acq)
-	r.acq, err = parseAcquire(body)
-	r.acq.permit, r.acq.pttl = permit, cmp.Or(r.acq.pttl, -1)
-	return r, err
 }

@@ -1,13 +1,9 @@
 package redlock
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Inspect tells who holds the lock (never the token). The lock is held when
@@ -27,31 +23,12 @@ func (c *Coordinator) Inspect(ctx context.Context, namespace, resource string) (
 // the lowest index among the voting nodes that hold the lock's token (of a
 // read lock, a reader's) as far as they answered (see List).
 func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, wait int) (Info, int, error) {
-	type group struct {
-		count int
-		first int // the lowest index of a node that holds the token
-		fence fenceChoice
-		info  Info
-	}
 	// One group per token: of the writer's lock key, or of a reader.
-	writers, readers := map[string]*group{}, map[string]*group{}
-	best := &group{} // the writer held on most nodes
-	add := func(groups map[string]*group, h holder, node int) *group {
-		g := groups[h.token]
-		if g == nil {
-			g = &group{first: node, info: Info{Namespace: namespace, Resource: resource, Remaining: time.Duration(h.pttl) * time.Millisecond}}
-			groups[h.token] = g
-		}
-		g.count++
-		g.first = min(g.first, node)
-		g.info.Remaining = min(g.info.Remaining, time.Duration(h.pttl)*time.Millisecond)
-		g.fence.add(h.committed, h.fence)
-		g.info.Owner = h.owner
-		return g
-	}
+	writers, readers := holdings[string]{}, holdings[string]{}
+	best := &holding{} // the writer held on most nodes
 	var errs []error
 	answers, waiting := 0, wait
-	keys := pick(c.keys(namespace, resource), 0, 1, 5, 6)
+	keys := c.lockKeysOf(namespace, resource).inspect()
 	_, rd := runScript(ctx, c, c.idxs, scriptInspect, keys, nil, parseInspect, func(r reply[[]holder]) bool {
 		answers++
 		if r.node < wait {
@@ -67,11 +44,11 @@ func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, w
 			switch {
 			case r.err != nil || h.token == "":
 			case i == 0:
-				if g := add(writers, h, r.node); g.count > best.count {
+				if g := writers.add(h.token, h, r.node); g.count > best.count {
 					best = g
 				}
 			default:
-				add(readers, h, r.node)
+				readers.add(h.token, h, r.node)
 			}
 		}
 		// Decided when a writer holds a quorum (and its fence is certain,
@@ -101,14 +78,13 @@ func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, w
 	})
 	rd.stragglers(nil)
 	if best.count >= c.quorum {
-		best.info.HeldNodes = best.count
-		best.info.Fence, _ = best.fence.value(c.quorum)
-		best.info.Mode = ModeWrite
-		return best.info, best.first, nil
+		info := best.info(namespace, resource, c.quorum)
+		info.Mode = ModeWrite
+		return info, best.first, nil
 	}
 	// Readers: the one held longest speaks for them, with their greatest fence.
 	most, n, first, fence := best.count, 0, -1, int64(0)
-	var longest *group
+	var longest *holding
 	for _, g := range readers {
 		most = max(most, g.count)
 		if g.count < c.quorum {
@@ -119,47 +95,19 @@ func (c *Coordinator) inspect(ctx context.Context, namespace, resource string, w
 		if first < 0 || g.first < first {
 			first = g.first
 		}
-		if longest == nil || g.info.Remaining > longest.info.Remaining {
+		if longest == nil || g.remaining > longest.remaining {
 			longest = g
 		}
 	}
 	switch {
 	case n > 0:
-		info := longest.info
-		info.Mode, info.Readers, info.Fence, info.HeldNodes = ModeRead, n, fence, longest.count
+		info := longest.info(namespace, resource, c.quorum)
+		info.Mode, info.Readers, info.Fence = ModeRead, n, fence
 		return info, first, nil
 	case most+len(errs) >= c.quorum:
 		return Info{}, -1, unavailable(errs)
 	}
 	return Info{}, -1, ErrNotHeld
-}
-
-// holder is a token's record on a node, as inspect.lua reads it.
-type holder struct {
-	token       string
-	pttl, fence int64
-	committed   bool
-	owner       string
-}
-
-// parseInspect parses inspect.lua's reply: the writer (token "" if none),
-// then the readers.
-func parseInspect(cmd *redis.Cmd) ([]holder, error) {
-	v, err := cmd.Slice()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var hs []holder
-	for i := 0; i+5 <= len(v); i += 5 {
-		h := holder{pttl: toInt(v[i+1])}
-		h.token, _ = v[i].(string)
-		h.fence, h.committed, h.owner = recorded(v[i+2 : i+5])
-		hs = append(hs, h)
-	}
-	return hs, nil
 }
 
 // InspectSemaphore tells which permits of the semaphore a quorum holds (each
@@ -170,62 +118,42 @@ func (c *Coordinator) InspectSemaphore(ctx context.Context, namespace, name stri
 	if err := c.checkName(namespace, name); err != nil {
 		return SemaphoreInfo{}, err
 	}
-	keys := c.semKeys(namespace, name)
-	type holder struct {
+	// One group per permit and token.
+	type permitToken struct {
 		permit int
 		token  string
 	}
-	type group struct {
-		count int
-		fence fenceChoice
-		info  PermitInfo
-	}
-	groups := map[holder]*group{}
+	groups := holdings[permitToken]{}
 	limits := map[int]int{}
 	answered := 0
 	var errs []error
-	replies, rd := runScript(ctx, c, c.idxs, scriptPermitInspect, append([]string{keys[0], keys[1]}, keys[semLimit:]...), nil, func(cmd *redis.Cmd) ([]any, error) { return cmd.Slice() }, nil)
+	keys := c.semaphoreKeysOf(namespace, name).inspect()
+	replies, rd := runScript(ctx, c, c.idxs, scriptPermitInspect, keys, nil, parsePermitInspect, nil)
 	rd.stragglers(nil)
 	for _, r := range replies {
 		if r.err == nil && c.nodes[r.node].quarantined(time.Now()) {
 			r.err = c.nodes[r.node].fail(errQuarantined)
 		}
-		if r.err != nil || len(r.val) == 0 {
-			errs = append(errs, cmp.Or(r.err, errors.New("empty inspect reply")))
+		if r.err != nil {
+			errs = append(errs, r.err)
 			continue
 		}
 		answered++
-		if l := int(toInt(r.val[0])); l > 0 {
-			limits[l]++
+		if r.val.limit > 0 {
+			limits[r.val.limit]++
 		}
-		for _, e := range r.val[1:] {
-			v, ok := e.([]any)
-			if !ok || len(v) != 6 {
-				continue
-			}
-			h := holder{permit: int(toInt(v[0]))}
-			h.token, _ = v[1].(string)
-			g := groups[h]
-			if g == nil {
-				g = &group{info: PermitInfo{Index: h.permit, Remaining: time.Duration(toInt(v[2])) * time.Millisecond}}
-				groups[h] = g
-			}
-			g.count++
-			g.info.Remaining = min(g.info.Remaining, time.Duration(toInt(v[2]))*time.Millisecond)
-			fence, committed, owner := recorded(v[3:])
-			g.fence.add(committed, fence)
-			g.info.Owner = owner
+		for _, h := range r.val.holders {
+			groups.add(permitToken{h.permit, h.token}, h, r.node)
 		}
 	}
 	if answered < c.quorum {
 		return SemaphoreInfo{}, unavailable(errs)
 	}
 	info := SemaphoreInfo{Namespace: namespace, Name: name}
-	for _, g := range groups {
+	for k, g := range groups {
 		if g.count >= c.quorum {
-			g.info.HeldNodes = g.count
-			g.info.Fence, _ = g.fence.value(c.quorum)
-			info.Permits = append(info.Permits, g.info)
+			l := g.info(namespace, name, c.quorum)
+			info.Permits = append(info.Permits, PermitInfo{Index: k.permit, Owner: l.Owner, Fence: l.Fence, Remaining: l.Remaining, HeldNodes: l.HeldNodes})
 		}
 	}
 	slices.SortFunc(info.Permits, func(a, b PermitInfo) int { return a.Index - b.Index })
@@ -233,4 +161,41 @@ func (c *Coordinator) InspectSemaphore(ctx context.Context, namespace, name stri
 		info.Limit = most(limits)
 	}
 	return info, nil
+}
+
+// holding is what the nodes that answered an inspect round say about one
+// holder (a token; of a semaphore, a token on a permit): the one grouping of
+// records that Inspect, InspectSemaphore and List share.
+type holding struct {
+	count     int // nodes that hold it
+	first     int // the lowest index of a node that holds it
+	fence     fenceChoice
+	remaining time.Duration // the least remaining TTL over those nodes
+	owner     string
+}
+
+// holdings are the holders seen in a round, by key.
+type holdings[K comparable] map[K]*holding
+
+// add counts h, read on node, for the holder k.
+func (hs holdings[K]) add(k K, h holder, node int) *holding {
+	ttl := time.Duration(h.pttl) * time.Millisecond
+	g := hs[k]
+	if g == nil {
+		g = &holding{first: node, remaining: ttl}
+		hs[k] = g
+	}
+	g.count++
+	g.first = min(g.first, node)
+	g.remaining = min(g.remaining, ttl)
+	g.fence.add(h.committed, h.fence)
+	g.owner = h.owner
+	return g
+}
+
+// info is what Inspect tells of the holder g of resource, given a quorum q
+// (its fence: see fenceChoice); Mode and Readers are the caller's.
+func (g *holding) info(namespace, resource string, q int) Info {
+	fence, _ := g.fence.value(q)
+	return Info{Namespace: namespace, Resource: resource, Owner: g.owner, Fence: fence, Remaining: g.remaining, HeldNodes: g.count}
 }

@@ -3,13 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockd/redlockd/internal/valid"
 )
@@ -90,7 +87,7 @@ func (c *Coordinator) AcquireMulti(ctx context.Context, resources []string, o Ac
 		return MultiLock{}, err
 	}
 	for _, r := range resources {
-		a.parts = append(a.parts, &attempt{c: c, ns: a.ns, resource: r, keys: c.keys(a.ns, r),
+		a.parts = append(a.parts, &attempt{c: c, ns: a.ns, resource: r, keys: c.lockKeysOf(a.ns, r),
 			token: a.token, chosen: a.chosen, ttl: a.ttl, owner: a.owner})
 	}
 	a.resource, a.keys = "", nil
@@ -119,7 +116,7 @@ func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
 	var keys []string
 	for i, p := range a.parts {
 		ts[i] = &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: p, tg: p.target(), minFence: math.MaxInt64}
-		keys = append(keys, pick(p.keys, 0, 1, 2, 3, 5, 6, 7)...)
+		keys = append(keys, p.keys.acquire()...)
 	}
 	_, rd := runScript(ctx, c, c.idxs, scriptMulti, keys, a.args(), parseMulti(len(ts)), func(r reply[[]acqReply]) bool {
 		decided := true
@@ -165,34 +162,6 @@ func part(r reply[[]acqReply], i int) reply[acqReply] {
 		p.val = r.val[i]
 	}
 	return p
-}
-
-// parseMulti parses multi_acquire.lua's reply on n resources: a refusal is
-// every resource's.
-func parseMulti(n int) func(*redis.Cmd) ([]acqReply, error) {
-	return func(cmd *redis.Cmd) ([]acqReply, error) {
-		v, err := cmd.Slice()
-		if err != nil {
-			return nil, err
-		}
-		rs := make([]acqReply, n)
-		switch {
-		case len(v) == 2 && toInt(v[0]) == 0:
-			for i := range rs {
-				rs[i].pttl = toInt(v[1])
-			}
-			return rs, nil
-		case len(v) == n+1 && toInt(v[0]) == 1:
-			for i := range rs {
-				r, _ := v[i+1].([]any)
-				if rs[i], err = acqReplyOf(r); err != nil {
-					return nil, err
-				}
-			}
-			return rs, nil
-		}
-		return nil, fmt.Errorf("unexpected multi acquire reply %v", v)
-	}
 }
 
 // ExtendMulti extends a lock on several resources (DefaultTTL when ttl is

@@ -1,10 +1,7 @@
 package redlock
 
 import (
-	"context"
-	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,7 +10,7 @@ import (
 // (permitScripts) run the lock's on the permit that the token holds on each
 // node, found in the node's index of the permits (permits.lua).
 type target struct {
-	keys   []string // see keys, or semKeys
+	keys   scriptKeys // a lock's lockKeys, or a semaphore's semaphoreKeys
 	sem    bool
 	permit int // a semaphore's acquire round's: the permit it asked for (commit counts only it)
 }
@@ -26,15 +23,6 @@ func (tg target) script(s *redis.Script) *redis.Script {
 		return permitScripts[s]
 	}
 	return s
-}
-
-// with returns keys, and a semaphore's index keys (limit, permits,
-// holders) after them.
-func (tg target) with(keys []string) []string {
-	if tg.sem {
-		return append(slices.Clip(keys), tg.keys[semLimit:]...)
-	}
-	return keys
 }
 
 // int64s parses the integer reply of a lock script, or of its permit version.
@@ -106,22 +94,6 @@ func (tg target) extends() func(*redis.Cmd) (extReply, error) {
 	}
 }
 
-// permitReply splits a permit script's reply, {permit, reply, extra} (see
-// permit_find.lua), into the permit, a command holding the lock script's
-// reply, and extra.
-func permitReply(cmd *redis.Cmd) (permit int, body *redis.Cmd, extra any, err error) {
-	v, err := cmd.Slice()
-	if err != nil {
-		return -1, nil, nil, err
-	}
-	if len(v) != 3 {
-		return -1, nil, nil, fmt.Errorf("unexpected permit reply %v", v)
-	}
-	body = redis.NewCmd(context.Background())
-	body.SetVal(v[1])
-	return int(toInt(v[0])), body, v[2], nil
-}
-
 // semAttempt is what an attempt on a semaphore adds to a lock's: every round
 // asks the nodes for one permit, prefer, so that holders of a permit conflict
 // pairwise as a lock's do. The first round asks for a random permit (any is
@@ -151,27 +123,11 @@ type semAttempt struct {
 // another limit, refuses p: its acqReply says which (permit, mismatch).
 func (s *semAttempt) parser(p int) func(*redis.Cmd) (acqReply, error) {
 	return func(cmd *redis.Cmd) (acqReply, error) {
-		permit, body, free, err := permitReply(cmd)
-		if err != nil {
-			return acqReply{}, err
+		r, err := parsePermitAcquire(cmd)
+		if err != nil || r.permit == p || !r.ok {
+			return r, err
 		}
-		r := acqReply{pttl: -1, permit: permit}
-		if fv, ok := free.([]any); ok {
-			for _, f := range fv {
-				r.free = append(r.free, int(toInt(f)))
-			}
-		}
-		if v, _ := body.Slice(); len(v) == 2 && toInt(v[0]) == -2 {
-			r.mismatch = int(toInt(v[1]))
-			return r, nil
-		}
-		if a, err := parseAcquire(body); err != nil {
-			return acqReply{}, err
-		} else if permit == p || !a.ok {
-			a.permit, a.free = permit, r.free
-			return a, nil
-		}
-		return r, nil // the token holds another permit here
+		return acqReply{pttl: -1, permit: r.permit, free: r.free}, nil // the token holds another permit here
 	}
 }
 

@@ -33,13 +33,13 @@ type queue struct {
 func (q *queue) first() []*waiter { return q.ws[:min(q.heads, len(q.ws))] }
 
 // join appends a waiter for a's lock or semaphore to its queue (key
-// a.keys[0]), or for a's resources to each one's queue, at once, so that
+// a.keys.queue()), or for a's resources to each one's queue, at once, so that
 // two waiters that share queues are in the same order in each: the first
 // of any waiters is a head of all its queues, and none waits for another
 // in a cycle. A queue has heads heads (its first waiter sets it). The
 // waiter is told at once if it is a head of all its queues.
 func (h *waitHub) join(c *Coordinator, a *attempt, heads int) *waiter {
-	w := &waiter{keys: a.lockKeys(), own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
+	w := &waiter{keys: a.queues(), own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
 	if a.sem != nil {
 		w.a, w.offer = a, make(chan handoff, 1) // a release here may hand it a permit
 	}

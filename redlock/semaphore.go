@@ -111,7 +111,7 @@ func (c *Coordinator) AcquirePermit(ctx context.Context, name string, o PermitOp
 	if a.read {
 		return Permit{}, invalid("a semaphore has no read mode")
 	}
-	a.keys = c.semKeys(o.Namespace, name)
+	a.keys = c.semaphoreKeysOf(o.Namespace, name)
 	a.sem = &semAttempt{limit: o.Limit, prefer: rand.N(o.Limit)}
 	var lock Lock
 	if o.Wait == 0 {
@@ -145,9 +145,9 @@ func (c *Coordinator) ReleasePermit(ctx context.Context, namespace, name, token 
 	if err := c.checkName(namespace, name, token); err != nil {
 		return err
 	}
-	tg := target{keys: c.semKeys(namespace, name), sem: true}
-	if w := c.hub.claim(tg.keys[0], fingerprint(token)); w != nil {
-		return c.handOver(ctx, tg, token, w)
+	keys := c.semaphoreKeysOf(namespace, name)
+	if w := c.hub.claim(keys.queue(), fingerprint(token)); w != nil {
+		return c.handOver(ctx, keys, token, w)
 	}
-	return c.release(ctx, tg, token)
+	return c.release(ctx, target{keys: keys, sem: true}, token)
 }

@@ -49,7 +49,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		defer func() { f(time.Since(start), err == nil) }()
 	}
 
-	if c.hub.waiting(a.lockKeys(), 0) {
+	if c.hub.waiting(a.queues(), 0) {
 		if lock, ok := a.retried(ctx); ok {
 			return lock, nil
 		}
@@ -149,11 +149,11 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			c.hub.held(a.lockKeys(), lock.Until, true)
+			c.hub.held(a.queues(), lock.Until, true)
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
-			c.hub.held(a.lockKeys(), ranAt.Add(he.Remaining), false)
+			c.hub.held(a.queues(), ranAt.Add(he.Remaining), false)
 		}
 		if errors.Is(err, ErrLimitMismatch) { // waiting cannot change it
 			a.abandon(ctx)
@@ -274,7 +274,7 @@ func (a *attempt) interest() int {
 	switch {
 	case !a.waiting:
 		return 0
-	case a.c.hub.waiting(a.lockKeys(), 1):
+	case a.c.hub.waiting(a.queues(), 1):
 		return 2
 	}
 	return 1
