@@ -3,8 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"math"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -44,8 +42,13 @@ func (c *Coordinator) newAttempt(resource string, o AcquireOptions) (*attempt, e
 	if o.Mode != "" && o.Mode != ModeWrite && o.Mode != ModeRead {
 		return nil, invalid("mode must be read or write")
 	}
-	a := &attempt{c: c, ns: o.Namespace, resource: resource, keys: c.lockKeysOf(o.Namespace, resource),
-		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner, read: o.Mode == ModeRead}
+	a := &attempt{c: c, ns: o.Namespace, resource: resource,
+		token: o.Token, chosen: o.Token != "", ttl: ttl, owner: o.Owner}
+	if l := (lockKind{k: c.lockKeysOf(o.Namespace, resource)}); o.Mode == ModeRead {
+		a.kind = readerKind{l}
+	} else {
+		a.kind = writerKind{l}
+	}
 	if !a.chosen {
 		a.token = NewToken()
 	}
@@ -60,7 +63,7 @@ func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error)
 	if err := ctx.Err(); err != nil {
 		return Lock{}, errors.Join(ErrQuorumUnavailable, err)
 	}
-	a.last = true
+	a.left.state = lastRound // before any round: nothing else reads it yet
 	lock, err := a.run(ctx)
 	if err != nil && ctx.Err() != nil {
 		err = errors.Join(err, ctx.Err())
@@ -75,14 +78,14 @@ func (c *Coordinator) acquireOnce(ctx context.Context, a *attempt) (Lock, error)
 // no new acquire, and gets its lock (see retried).
 func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) {
 	c := a.c
-	if !c.hub.waiting(a.queues(), 0) {
+	if !c.hub.waiting(a.kind.queues(), 0) {
 		return Lock{}, false, nil
 	}
 	if lock, ok := a.retried(ctx); ok {
 		return lock, true, nil
 	}
 	c.stats.held.Add(1)
-	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.queues())}
+	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.kind.queues())}
 }
 
 // retried recognises the retry of an acquire whose lock its client token
@@ -95,48 +98,14 @@ func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) 
 // acquire then goes on as any other. Callers ask only while others wait
 // here: otherwise the acquire's own round re-acquires it.
 func (a *attempt) retried(ctx context.Context) (Lock, bool) {
-	c := a.c
 	if !a.chosen {
 		return Lock{}, false
 	}
-	if a.parts != nil {
-		locks, errs := make([]Lock, len(a.parts)), make([]error, len(a.parts))
-		c.each(len(a.parts), func(i int) { locks[i], _, errs[i] = c.extend(ctx, false, a.ns, a.parts[i].resource, a.token, a.ttl) })
-		if multiErr(errs) != nil {
-			return Lock{}, false
-		}
-		c.stats.acquired.Add(1)
-		a.locks = locks
-		return locks[0], true
+	lock, ok := a.kind.retried(ctx, a)
+	if ok {
+		a.c.stats.acquired.Add(1)
 	}
-	lock, p, err := c.extend(ctx, a.sem != nil, a.ns, a.resource, a.token, a.ttl)
-	switch {
-	case err != nil, lock.Mode != a.mode(), a.sem != nil && p.Limit != a.sem.limit:
-		return Lock{}, false
-	case a.sem != nil:
-		a.sem.prefer = p.Index
-	}
-	c.stats.acquired.Add(1)
-	return lock, true
-}
-
-// queues are the lock keys of a's resources: the queues it waits in.
-func (a *attempt) queues() []string {
-	if a.parts == nil {
-		return []string{a.keys.queue()}
-	}
-	ks := make([]string, len(a.parts))
-	for i, p := range a.parts {
-		ks[i] = p.keys.queue()
-	}
-	return ks
-}
-
-func (a *attempt) mode() Mode {
-	if a.read {
-		return ModeRead
-	}
-	return ModeWrite
+	return lock, ok
 }
 
 // attempt is one lock being acquired: the same token for every round.
@@ -144,29 +113,16 @@ type attempt struct {
 	c        *Coordinator
 	ns       string
 	resource string
-	keys     scriptKeys // a lock's lockKeys, a semaphore's semaphoreKeys; nil with parts
+	kind     kind
 	token    string
 	chosen   bool // the caller chose the token (idempotent acquire)
-	last     bool // no round follows this one
 	// waiting is set for a waiting acquire: its rounds ask the nodes to
 	// announce the lock's release (see interest).
 	waiting bool
 	until   time.Time // when a waiting acquire's wait ends
-	read    bool      // a reader's (ModeRead)
 	ttl     time.Duration
 	owner   string
-	sem     *semAttempt // a semaphore's permit; nil for a lock
-	// parts: a lock on several resources (AcquireMulti) has one attempt per
-	// resource, with its token, and no keys of its own; locks are those of
-	// its round that succeeded.
-	parts []*attempt
-	locks []Lock
-	// Nodes where a failed round of a random token may have left it (it
-	// failed, was silent, or granted late), to undo once no later round can
-	// run (see outcome); over once a waiting acquire ended without the lock.
-	mu    sync.Mutex
-	dirty []int
-	over  bool
+	left    leftovers // what its failed rounds may have left (see cleanup)
 }
 
 // acqTally counts the answers of an acquire round.
@@ -216,7 +172,7 @@ func (t *acqTally) add(r reply[acqReply]) bool {
 			t.yes++
 			t.existing = append(t.existing, r.val)
 			next := r.val.counter + 1
-			if t.a.read {
+			if t.a.kind.sharedFence() {
 				next = r.val.counter // a reader gets the last writer's fence
 			}
 			t.newFence = max(t.newFence, next)
@@ -235,35 +191,8 @@ func (t *acqTally) add(r reply[acqReply]) bool {
 	return n >= t.q || n+pending < t.q
 }
 
-// run is one round: the acquire script on every node, decided at the
-// quorum, then the fence commit if needed. On failure it releases what this
-// round may have set.
-func (a *attempt) run(ctx context.Context) (Lock, error) {
-	if a.parts != nil {
-		return a.runMulti(ctx)
-	}
-	c := a.c
-	c.stats.attempts.Add(1)
-	start := time.Now()
-	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
-	script, keys, parse, add := scriptAcquire, a.keys.acquire(), parseAcquire, t.add
-	args := a.args()
-	if a.read {
-		script = scriptRead
-	}
-	if a.sem != nil {
-		t.tg.permit = a.sem.prefer
-		script, parse, add = permitScripts[scriptAcquire], a.sem.parser(a.sem.prefer), a.sem.tally(t)
-		args = append(args, a.sem.prefer, a.sem.limit)
-	}
-	_, rd := runScript(ctx, c, c.idxs, script, keys, args, parse, add)
-	lock, err := a.outcome(ctx, start, t)
-	if a.sem != nil {
-		err = a.sem.after(err, c.quorum)
-	}
-	rd.stragglers(func(late []reply[acqReply], silent []int) { a.finish(err == nil, lock.Fence, t, late, silent) })
-	return lock, err
-}
+// run is one round (see kind.round).
+func (a *attempt) run(ctx context.Context) (Lock, error) { return a.kind.round(ctx, a) }
 
 // args are acquire.lua's ARGV.
 func (a *attempt) args() []any {
@@ -298,21 +227,21 @@ func (a *attempt) granted(ctx context.Context, start time.Time, t *acqTally) (Lo
 	held := t.yes
 	t.skipped = t.minFence == t.maxFence && !t.anyExisting && !a.chosen
 	if !t.skipped {
-		held, fence = c.commit(ctx, t.tg, a.token, t.answered, fence, a.read)
+		held, fence = c.commit(ctx, t.tg, a.token, t.answered, fence, a.kind.sharedFence())
 	}
 	validity := c.validity(a.ttl, start)
 	if held < c.quorum || validity <= 0 {
 		return Lock{}, false
 	}
 	return Lock{
-		Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Mode: a.mode(), Owner: a.owner,
+		Namespace: a.ns, Resource: a.resource, Token: a.token, Fence: fence, Mode: a.kind.mode(), Owner: a.owner,
 		TTL: a.ttl, Validity: validity, Start: start, Until: start.Add(validity),
 		Nodes: len(c.nodes), Quorum: c.quorum, Locked: held,
 	}, true
 }
 
 // failed undoes a failed acquire round and returns its error. ts are its
-// tallies: one per resource of a lock on several (see runMulti), which count
+// tallies: one per resource of a lock on several (see multiKind.round), which count
 // the same votes.
 func (a *attempt) failed(ctx context.Context, ts []*acqTally) error {
 	c, t := a.c, ts[0]

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,13 +11,7 @@ import (
 // undo releases a.token on the nodes idxs without leaving a tombstone: the
 // attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
-	if a.parts != nil {
-		a.c.each(len(a.parts), func(i int) { a.parts[i].undo(ctx, idxs) })
-		return
-	}
-	tg := a.target()
-	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), a.keys.release(a.token), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
-	rd.stragglers(nil)
+	a.kind.undo(ctx, a, idxs)
 }
 
 // abandon undoes, in the background, what the rounds of a waiting acquire
@@ -26,10 +21,10 @@ func (a *attempt) undo(ctx context.Context, idxs []int) {
 // before its wait ran out (its caller gone, a shutdown) also leaves the
 // wwait sets at once (see acquire.lua): it no longer keeps new readers out.
 func (a *attempt) abandon(ctx context.Context) {
-	a.mu.Lock()
-	a.over = true
-	dirty := slices.Compact(slices.Sorted(slices.Values(a.dirty)))
-	a.mu.Unlock()
+	a.left.mu.Lock()
+	a.left.state = ended
+	dirty := slices.Compact(slices.Sorted(slices.Values(a.left.nodes)))
+	a.left.mu.Unlock()
 	if len(dirty) > 0 && !a.chosen {
 		a.c.bg.Go(func() { a.undo(context.WithoutCancel(ctx), dirty) })
 	}
@@ -41,14 +36,7 @@ func (a *attempt) abandon(ctx context.Context) {
 // leaveWwait removes a.token from the wwait set of each of its resources on
 // every node, bounded by the node timeout.
 func (a *attempt) leaveWwait(ctx context.Context) {
-	parts := a.parts
-	if parts == nil {
-		parts = []*attempt{a}
-	}
-	var keys []string
-	for _, p := range parts {
-		keys = append(keys, p.keys.wwait())
-	}
+	keys := a.kind.wwaits()
 	ctx, cancel := context.WithTimeout(ctx, a.c.opts.NodeTimeout)
 	defer cancel()
 	a.c.each(len(a.c.nodes), func(i int) {
@@ -89,9 +77,9 @@ func (a *attempt) finish(ok bool, fence int64, t *acqTally, late []reply[acqRepl
 // put the token back and would keep new readers out for the rest of the
 // wait.
 func (a *attempt) rejoined() {
-	a.mu.Lock()
-	over := a.over
-	a.mu.Unlock()
+	a.left.mu.Lock()
+	over := a.left.state == ended
+	a.left.mu.Unlock()
 	if over && a.wwait() > 1 {
 		a.leaveWwait(context.Background())
 	}
@@ -123,22 +111,41 @@ func (a *attempt) writeBack(ok bool, fence int64, t *acqTally, late []reply[acqR
 		}
 		if len(grants) > 0 {
 			// One claim, never a greater fence: the lock's is decided.
-			a.c.claim(context.Background(), t.tg, a.token, grants, fence, a.read)
+			a.c.claim(context.Background(), t.tg, a.token, grants, fence, a.kind.sharedFence())
 		}
 	}
 	return undo
 }
 
+// cleanupState is when an attempt undoes what its failed rounds of a random
+// token may have left on the nodes (where a round failed, was silent, or
+// granted late): only once no later round can run, since an undo that runs
+// after the next round of the same token would delete what that round took.
+type cleanupState int
+
+const (
+	roundsLeft cleanupState = iota // later rounds may run: keep the nodes, to undo when it ends
+	lastRound                      // no round follows the one under way: undo at once
+	ended                          // it ended without the lock (abandon): undo at once
+)
+
+// leftovers are an attempt's cleanup state and the nodes kept to undo.
+type leftovers struct {
+	mu    sync.Mutex
+	state cleanupState
+	nodes []int // kept while roundsLeft; abandon undoes them
+}
+
 // cleanup undoes a random token on the nodes idxs, where a failed round may
 // have left it, once no later round can run: at once after a last round or
-// once the attempt is over, else when it ends (abandon).
+// once the attempt ended, else when it ends (abandon).
 func (a *attempt) cleanup(ctx context.Context, idxs []int) {
-	a.mu.Lock()
-	now := a.last || a.over
+	a.left.mu.Lock()
+	now := a.left.state != roundsLeft
 	if !now {
-		a.dirty = append(a.dirty, idxs...)
+		a.left.nodes = append(a.left.nodes, idxs...)
 	}
-	a.mu.Unlock()
+	a.left.mu.Unlock()
 	if now && len(idxs) > 0 {
 		a.undo(ctx, idxs)
 	}

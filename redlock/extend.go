@@ -11,24 +11,19 @@ import (
 // ErrLockExpired or ErrHeldByOther (the lock is lost), or
 // ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Extend(ctx context.Context, namespace, resource, token string, ttl time.Duration) (Lock, error) {
-	lock, _, err := c.extend(ctx, false, namespace, resource, token, ttl)
-	return lock, err
+	p, err := c.extend(ctx, lockTarget{c.lockKeysOf(namespace, resource)}, namespace, resource, token, ttl)
+	return p.Lock, err
 }
 
-// extend is Extend of a lock, or of a semaphore's permit (sem, whose name is
-// resource); for a semaphore it also returns the permit's index and limit,
-// in a Permit without its Lock.
-func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource, token string, ttl time.Duration) (Lock, Permit, error) {
+// extend is Extend of tg: a lock, or a semaphore's permit (whose name is
+// resource), whose index and limit it also returns (a lock's are 0).
+func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource, token string, ttl time.Duration) (Permit, error) {
 	if err := c.checkName(namespace, resource, token); err != nil {
-		return Lock{}, Permit{}, err
+		return Permit{}, err
 	}
 	ttl, err := c.ttlOrDefault(ttl)
 	if err != nil {
-		return Lock{}, Permit{}, err
-	}
-	tg := target{keys: c.lockKeysOf(namespace, resource), sem: sem}
-	if sem {
-		tg.keys = c.semaphoreKeysOf(namespace, resource)
+		return Permit{}, err
 	}
 	start := time.Now()
 	var p Permit
@@ -41,14 +36,14 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 	// client token's rounds on several permits), and only a quorum on one
 	// permit holds it. The other permits' yes votes count as no.
 	type held struct {
-		yes   int
-		fence fenceChoice
-		owner string
-		read  bool
+		yes    int
+		fence  fenceChoice
+		owner  string
+		reader bool
 	}
 	byPermit := map[int]*held{}
 	best := &held{}
-	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.keys.extend(), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.keys().extend(), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++
@@ -73,7 +68,7 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 				best = h
 				p.Index, p.Limit = r.val.permit, r.val.limit
 			}
-			h.read = h.read || r.val.read
+			h.reader = h.reader || r.val.reader
 		case r.val.state == 0:
 			refused++
 			absent = append(absent, r.node)
@@ -87,7 +82,7 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 		return t.decided() && (t.yes < c.quorum || certain || t.yes+t.no+t.bad == t.n)
 	})
 	mode := ModeWrite
-	if best.read {
+	if best.reader {
 		mode = ModeRead
 	}
 	lock, err := func() (Lock, error) {
@@ -130,7 +125,10 @@ func (c *Coordinator) extend(ctx context.Context, sem bool, namespace, resource,
 			c.reassert(context.Background(), tg, token, absent, ttl, lock.Fence, lock.Owner, lock.Mode, p)
 		}
 	})
-	return lock, p, err
+	if err != nil {
+		return Permit{}, err
+	}
+	return Permit{Lock: lock, Index: p.Index, Limit: p.Limit}, nil // p is the stragglers' now
 }
 
 // reassert puts token's lock back on the nodes idxs, where it vanished (a
@@ -142,10 +140,7 @@ func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idx
 	if len(idxs) == 0 {
 		return
 	}
-	args := []any{token, ttl.Milliseconds(), fence, owner, string(mode), c.fenceIdle()}
-	if tg.sem {
-		args = append(args, p.Index, p.Limit)
-	}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.keys.reassert(), args, tg.int64s(), nil)
+	args := append([]any{token, ttl.Milliseconds(), fence, owner, string(mode), c.fenceIdle()}, tg.reassertArgs(p)...)
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.keys().reassert(), args, tg.int64s(), nil)
 	rd.stragglers(nil)
 }

@@ -56,12 +56,12 @@ const maxClaims = 4
 // to no other token, so no two holders of a semaphore's permits get one
 // fence from a quorum. When concurrent acquires of other permits took the
 // value on too many nodes, it claims a greater one, at most maxClaims times.
-// A reader's (read) is the last writer's, shared: it is only recorded.
+// A reader's (shared) is the last writer's: it is only recorded.
 // Decided at the quorum, it returns on how many voting nodes the fence was
 // recorded and the token holds the lock, and the fence.
-func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64, read bool) (held int, _ int64) {
+func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs []int, fence int64, shared bool) (held int, _ int64) {
 	for try := 1; ; try++ {
-		held, top, refused := c.claim(ctx, tg, token, idxs, fence, read)
+		held, top, refused := c.claim(ctx, tg, token, idxs, fence, shared)
 		if held >= c.quorum || refused == 0 || try == maxClaims {
 			return held, fence
 		}
@@ -73,20 +73,20 @@ func (c *Coordinator) commit(ctx context.Context, tg target, token string, idxs 
 
 // claim is one round of commit: on how many voting nodes the fence was
 // recorded, the greatest counter seen, and how many holding nodes refused.
-func (c *Coordinator) claim(ctx context.Context, tg target, token string, idxs []int, fence int64, read bool) (held int, top int64, refused int) {
+func (c *Coordinator) claim(ctx context.Context, tg target, token string, idxs []int, fence int64, shared bool) (held int, top int64, refused int) {
 	t := &votes{n: len(idxs), q: c.quorum}
 	args := []any{token, fence, c.fenceIdle(), 1}
-	if read {
+	if shared {
 		args[3] = 0
 	}
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.keys.commit(), args, tg.commits(), func(r reply[commitReply]) bool {
+	_, rd := runScript(ctx, c, idxs, tg.script(scriptCommit), tg.keys().commit(), args, tg.commits(), func(r reply[commitReply]) bool {
 		if r.err == nil {
 			top = max(top, r.val.counter)
 		}
 		switch {
 		case r.err != nil || c.nodes[r.node].quarantined(time.Now()):
 			t.bad++
-		case r.val.state == 1 && r.val.permit == tg.permit: // a semaphore's: the same permit
+		case r.val.state == 1 && r.val.permit == tg.asked(): // a semaphore's: the same permit
 			t.yes++
 		case r.val.state == -1:
 			refused++

@@ -19,10 +19,11 @@ import (
 // failed hand-over sends it back to its rounds.
 func (c *Coordinator) handOver(ctx context.Context, keys semaphoreKeys, token string, w *waiter) error {
 	a := w.a
+	pk := a.kind.(*permitKind) // only a permit's waiters take hand-overs (see kind.takesHandOver)
 	c.stats.attempts.Add(1)
 	start := time.Now()
 	rel := votes{n: len(c.nodes), q: c.quorum}
-	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.target(), minFence: math.MaxInt64}
+	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: pk.target(), minFence: math.MaxInt64}
 	var errs []error
 	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner, c.fenceIdle(), fenceFloor()}
 	// The waiter gets one permit: the one of the first node that handed one
@@ -47,7 +48,7 @@ func (c *Coordinator) handOver(ctx context.Context, keys semaphoreKeys, token st
 		if r.err == nil && r.val.acq.ok {
 			if permit < 0 {
 				permit = r.val.permit
-				a.sem.prefer, t.tg.permit = permit, permit
+				pk.prefer, t.tg = permit, permitTarget{k: pk.k, permit: permit}
 			}
 			if r.val.permit != permit {
 				stray = append(stray, r.node)

@@ -1,35 +1,26 @@
 package redlock
 
 import (
+	"context"
 	"math/rand/v2"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// target is what a round works on: a lock, or a semaphore, whose scripts
-// (permitScripts) run the lock's on the permit that the token holds on each
-// node, found in the node's index of the permits (permits.lua).
-type target struct {
-	keys   scriptKeys // a lock's lockKeys, or a semaphore's semaphoreKeys
-	sem    bool
-	permit int // a semaphore's acquire round's: the permit it asked for (commit counts only it)
+// permitTarget is a semaphore's target: its scripts (permitScripts) run the
+// lock's on the permit that the token holds on each node, found in the
+// node's index of the permits (permits.lua).
+type permitTarget struct {
+	k      semaphoreKeys
+	permit int // an acquire round's: the permit it asked for (commit counts only it)
 }
 
-func (a *attempt) target() target { return target{keys: a.keys, sem: a.sem != nil} }
+func (tg permitTarget) keys() scriptKeys                     { return tg.k }
+func (tg permitTarget) script(s *redis.Script) *redis.Script { return permitScripts[s] }
+func (tg permitTarget) asked() int                           { return tg.permit }
 
-// script is s, or its version for a semaphore's permits.
-func (tg target) script(s *redis.Script) *redis.Script {
-	if tg.sem {
-		return permitScripts[s]
-	}
-	return s
-}
-
-// int64s parses the integer reply of a lock script, or of its permit version.
-func (tg target) int64s() func(*redis.Cmd) (int64, error) {
-	if !tg.sem {
-		return (*redis.Cmd).Int64
-	}
+// int64s parses the integer reply of a lock script's permit version.
+func (tg permitTarget) int64s() func(*redis.Cmd) (int64, error) {
 	return func(cmd *redis.Cmd) (int64, error) {
 		_, body, _, err := permitReply(cmd)
 		if err != nil {
@@ -39,50 +30,34 @@ func (tg target) int64s() func(*redis.Cmd) (int64, error) {
 	}
 }
 
-// releases parses release.lua's reply, or its permit version's.
-func (tg target) releases() func(*redis.Cmd) (relReply, error) {
-	if !tg.sem {
-		return func(cmd *redis.Cmd) (relReply, error) {
-			v, err := cmd.Int64()
-			return relReply{v: v}, err
-		}
-	}
+// releases parses release.lua's permit version's reply.
+func (tg permitTarget) releases() func(*redis.Cmd) (relReply, error) {
 	return func(cmd *redis.Cmd) (relReply, error) {
 		permit, body, _, err := permitReply(cmd)
 		if err != nil {
 			return relReply{}, err
 		}
-		v, err := body.Int64()
-		return relReply{permit: permit, v: v}, err
-	}
-}
-
-// commits parses commit.lua's reply, or its permit version's.
-func (tg target) commits() func(*redis.Cmd) (commitReply, error) {
-	return func(cmd *redis.Cmd) (commitReply, error) {
-		permit := 0
-		if tg.sem {
-			p, body, _, err := permitReply(cmd)
-			if err != nil {
-				return commitReply{}, err
-			}
-			permit, cmd = p, body
-		}
-		v, err := cmd.Slice()
-		if err != nil {
-			return commitReply{}, err
-		}
-		r, err := commitReplyOf(v)
+		r, err := parseRelease(body)
 		r.permit = permit
 		return r, err
 	}
 }
 
-// extends parses extend.lua's reply, or its permit version's.
-func (tg target) extends() func(*redis.Cmd) (extReply, error) {
-	if !tg.sem {
-		return parseExtend
+// commits parses commit.lua's permit version's reply.
+func (tg permitTarget) commits() func(*redis.Cmd) (commitReply, error) {
+	return func(cmd *redis.Cmd) (commitReply, error) {
+		permit, body, _, err := permitReply(cmd)
+		if err != nil {
+			return commitReply{}, err
+		}
+		r, err := parseCommit(body)
+		r.permit = permit
+		return r, err
 	}
+}
+
+// extends parses extend.lua's permit version's reply.
+func (tg permitTarget) extends() func(*redis.Cmd) (extReply, error) {
 	return func(cmd *redis.Cmd) (extReply, error) {
 		permit, body, limit, err := permitReply(cmd)
 		if err != nil {
@@ -94,7 +69,10 @@ func (tg target) extends() func(*redis.Cmd) (extReply, error) {
 	}
 }
 
-// semAttempt is what an attempt on a semaphore adds to a lock's: every round
+// reassertArgs are permit_reassert.lua's ARGV after reassert.lua's.
+func (tg permitTarget) reassertArgs(p Permit) []any { return []any{p.Index, p.Limit} }
+
+// permitKind is a semaphore's permit (AcquirePermit): every round
 // asks the nodes for one permit, prefer, so that holders of a permit conflict
 // pairwise as a lock's do. The first round asks for a random permit (any is
 // free on an idle semaphore, and clients arriving together spread over the
@@ -102,13 +80,14 @@ func (tg target) extends() func(*redis.Cmd) (extReply, error) {
 // it (or, when none is, the one that expires first), and the next round asks
 // for the permit reported free by most nodes, or the one whose release woke
 // the waiter.
-type semAttempt struct {
+type permitKind struct {
+	k      semaphoreKeys
 	limit  int
 	prefer int
 
-	// again: the last round was refused, but another permit may be granted
-	// at once (free on a quorum, or held by the token already).
-	again bool
+	// grantable: the last round was refused, but another permit may be
+	// granted at once (free on a quorum, or held by the token already).
+	grantable bool
 
 	// Of the last round: the limit a quorum of nodes hold the permits with
 	// (mismatch), and the permits they reported free or holding the token.
@@ -121,7 +100,7 @@ type semAttempt struct {
 // parser parses the replies of a round that asked for permit p. A node where
 // the token holds another permit already, or where the permits are held with
 // another limit, refuses p: its acqReply says which (permit, mismatch).
-func (s *semAttempt) parser(p int) func(*redis.Cmd) (acqReply, error) {
+func (s *permitKind) parser(p int) func(*redis.Cmd) (acqReply, error) {
 	return func(cmd *redis.Cmd) (acqReply, error) {
 		r, err := parsePermitAcquire(cmd)
 		if err != nil || r.permit == p || !r.ok {
@@ -132,7 +111,7 @@ func (s *semAttempt) parser(p int) func(*redis.Cmd) (acqReply, error) {
 }
 
 // tally is t.add, noting what the answers say about the permits first.
-func (s *semAttempt) tally(t *acqTally) func(reply[acqReply]) bool {
+func (s *permitKind) tally(t *acqTally) func(reply[acqReply]) bool {
 	s.mismatches, s.mismatch = 0, 0
 	s.free, s.held, s.soonest = map[int]int{}, map[int]int{}, map[int]int{}
 	return func(r reply[acqReply]) bool {
@@ -156,7 +135,7 @@ func (s *semAttempt) tally(t *acqTally) func(reply[acqReply]) bool {
 
 // after turns a failed round's error into a *LimitError when a quorum holds
 // the permits with another limit, and picks the next round's permit.
-func (s *semAttempt) after(err error, quorum int) error {
+func (s *permitKind) after(err error, quorum int) error {
 	if err == nil {
 		return nil
 	}
@@ -169,13 +148,13 @@ func (s *semAttempt) after(err error, quorum int) error {
 			break
 		}
 	}
-	s.again = len(s.held) > 0 || s.free[s.prefer] >= quorum
+	s.grantable = len(s.held) > 0 || s.free[s.prefer] >= quorum
 	return err
 }
 
 // freed makes a permit whose release woke the waiter the next one to ask for.
-func (s *semAttempt) freed(permit int) {
-	if s != nil && permit >= 0 && permit < s.limit {
+func (s *permitKind) freed(permit int) {
+	if permit >= 0 && permit < s.limit {
 		s.prefer = permit
 	}
 }
@@ -195,3 +174,48 @@ func most(m map[int]int) int {
 	}
 	return best
 }
+
+func (s *permitKind) target() permitTarget { return permitTarget{k: s.k} }
+
+func (*permitKind) mode() Mode { return ModeWrite }
+
+// round asks every node for the permit s.prefer (see permit_acquire.lua)
+// and picks the next round's permit from their answers.
+func (s *permitKind) round(ctx context.Context, a *attempt) (Lock, error) {
+	return a.runRound(ctx, acquireRound{
+		tg:     permitTarget{k: s.k, permit: s.prefer},
+		script: permitScripts[scriptAcquire],
+		args:   []any{s.prefer, s.limit},
+		parse:  s.parser(s.prefer),
+		tally:  s.tally,
+		after:  func(err error) error { return s.after(err, a.c.quorum) },
+	})
+}
+
+// retried re-acquires the permit the token holds, if it holds it with the
+// limit asked for; the permit is then the one asked for.
+func (s *permitKind) retried(ctx context.Context, a *attempt) (Lock, bool) {
+	p, ok := a.reacquire(ctx, s.target())
+	if !ok || p.Limit != s.limit {
+		return Lock{}, false
+	}
+	s.prefer = p.Index
+	return p.Lock, true
+}
+
+func (s *permitKind) undo(ctx context.Context, a *attempt, idxs []int) {
+	a.undoOn(ctx, s.target(), idxs)
+}
+
+func (s *permitKind) release(ctx context.Context, a *attempt, token string) error {
+	return a.c.release(ctx, s.target(), token)
+}
+
+// queues: a semaphore has one queue, whose first limit waiters contend (one
+// per permit), and a release may hand a permit to one of them (handOver).
+func (s *permitKind) queues() []string  { return []string{s.k.queue()} }
+func (s *permitKind) heads() int        { return s.limit }
+func (*permitKind) takesHandOver() bool { return true }
+func (*permitKind) wwaits() []string    { return nil }
+func (*permitKind) sharedFence() bool   { return false }
+func (s *permitKind) again() bool       { return s.grantable }

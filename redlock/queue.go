@@ -39,8 +39,8 @@ func (q *queue) first() []*waiter { return q.ws[:min(q.heads, len(q.ws))] }
 // in a cycle. A queue has heads heads (its first waiter sets it). The
 // waiter is told at once if it is a head of all its queues.
 func (h *waitHub) join(c *Coordinator, a *attempt, heads int) *waiter {
-	w := &waiter{keys: a.queues(), own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
-	if a.sem != nil {
+	w := &waiter{keys: a.kind.queues(), own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
+	if a.kind.takesHandOver() {
 		w.a, w.offer = a, make(chan handoff, 1) // a release here may hand it a permit
 	}
 	h.mu.Lock()

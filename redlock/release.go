@@ -15,7 +15,7 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	if err := c.checkName(namespace, resource, token); err != nil {
 		return err
 	}
-	return c.release(ctx, target{keys: c.lockKeysOf(namespace, resource)}, token)
+	return c.release(ctx, lockTarget{c.lockKeysOf(namespace, resource)}, token)
 }
 
 // release is Release of tg, whose names were checked.
@@ -29,7 +29,7 @@ func (c *Coordinator) release(ctx context.Context, tg target, token string) erro
 	// release) joins whichever permit it was.
 	byPermit := map[int]int{}
 	best := 0
-	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.keys.release(token), []any{token, c.released, keep}, tg.releases(), func(r reply[relReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.keys().release(token), []any{token, c.released, keep}, tg.releases(), func(r reply[relReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++

@@ -17,7 +17,7 @@ type acqReply struct {
 	fence     int64
 	counter   int64 // existing: the node's fence counter
 	pttl      int64 // the other holder's remaining TTL, when !ok
-	// A semaphore's (see semAttempt.parser): the permit, the permits free on
+	// A semaphore's (see permitKind.parser): the permit, the permits free on
 	// the node, and the limit of the permits held there when it differs.
 	permit   int
 	free     []int
@@ -96,7 +96,7 @@ type extReply struct {
 	fence     int64
 	committed bool // fence is the chosen one, not the node's tentative one
 	owner     string
-	read      bool // the token is a reader
+	reader    bool // the token is a reader
 	// A semaphore's: the permit the token holds on the node, and the limit.
 	permit, limit int
 }
@@ -109,7 +109,7 @@ func parseExtend(cmd *redis.Cmd) (extReply, error) {
 	r := extReply{state: toInt(v[0])}
 	if r.state == 1 && len(v) >= 4 {
 		r.fence, r.committed, r.owner = recorded(v[1:])
-		r.read = len(v) == 5
+		r.reader = len(v) == 5
 	}
 	return r, nil
 }
@@ -265,4 +265,19 @@ func parsePermitInspect(cmd *redis.Cmd) (semInspectReply, error) {
 		r.holders = append(r.holders, h)
 	}
 	return r, nil
+}
+
+// parseRelease reads release.lua's reply.
+func parseRelease(cmd *redis.Cmd) (relReply, error) {
+	v, err := cmd.Int64()
+	return relReply{v: v}, err
+}
+
+// parseCommit reads commit.lua's reply.
+func parseCommit(cmd *redis.Cmd) (commitReply, error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return commitReply{}, err
+	}
+	return commitReplyOf(v)
 }

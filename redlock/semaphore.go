@@ -85,7 +85,7 @@ func (c *Coordinator) acquirePermitOnce(ctx context.Context, a *attempt) (Lock, 
 		if err == nil {
 			return lock, nil
 		}
-		if i == 2 || !a.sem.again || !errors.Is(err, ErrLockHeld) {
+		if i == 2 || !a.kind.again() || !errors.Is(err, ErrLockHeld) {
 			a.abandon(ctx)
 			if ctx.Err() != nil {
 				err = errors.Join(err, ctx.Err())
@@ -108,11 +108,11 @@ func (c *Coordinator) AcquirePermit(ctx context.Context, name string, o PermitOp
 	if err != nil {
 		return Permit{}, err
 	}
-	if a.read {
+	if o.Mode == ModeRead {
 		return Permit{}, invalid("a semaphore has no read mode")
 	}
-	a.keys = c.semaphoreKeysOf(o.Namespace, name)
-	a.sem = &semAttempt{limit: o.Limit, prefer: rand.N(o.Limit)}
+	pk := &permitKind{k: c.semaphoreKeysOf(o.Namespace, name), limit: o.Limit, prefer: rand.N(o.Limit)}
+	a.kind = pk
 	var lock Lock
 	if o.Wait == 0 {
 		lock, err = c.acquirePermitOnce(ctx, a)
@@ -122,19 +122,14 @@ func (c *Coordinator) AcquirePermit(ctx context.Context, name string, o PermitOp
 	if err != nil {
 		return Permit{}, err
 	}
-	return Permit{Lock: lock, Limit: o.Limit, Index: a.sem.prefer}, nil
+	return Permit{Lock: lock, Limit: o.Limit, Index: pk.prefer}, nil
 }
 
 // ExtendPermit makes the permit held with token valid for ttl from now
 // (DefaultTTL when 0). May return ErrInvalid, ErrLockExpired (the permit is
 // lost) or ErrQuorumUnavailable.
 func (c *Coordinator) ExtendPermit(ctx context.Context, namespace, name, token string, ttl time.Duration) (Permit, error) {
-	lock, p, err := c.extend(ctx, true, namespace, name, token, ttl)
-	if err != nil {
-		return Permit{}, err
-	}
-	p.Lock = lock
-	return p, nil
+	return c.extend(ctx, permitTarget{k: c.semaphoreKeysOf(namespace, name)}, namespace, name, token, ttl)
 }
 
 // ReleasePermit releases the permit held with token; idempotent as Release.
@@ -149,5 +144,5 @@ func (c *Coordinator) ReleasePermit(ctx context.Context, namespace, name, token 
 	if w := c.hub.claim(keys.queue(), fingerprint(token)); w != nil {
 		return c.handOver(ctx, keys, token, w)
 	}
-	return c.release(ctx, target{keys: keys, sem: true}, token)
+	return c.release(ctx, permitTarget{k: keys}, token)
 }

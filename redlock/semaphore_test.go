@@ -376,7 +376,7 @@ func mixedPermits(t *testing.T, cl *cluster) string {
 // index of the permits): with reassert, which puts a permit back.
 func putPermit(t *testing.T, cl *cluster, name, token string, p Permit, idxs ...int) {
 	t.Helper()
-	cl.c.reassert(t.Context(), target{keys: cl.c.semaphoreKeysOf("", name), sem: true}, token, idxs, time.Minute, 1, "", ModeWrite, p)
+	cl.c.reassert(t.Context(), permitTarget{k: cl.c.semaphoreKeysOf("", name)}, token, idxs, time.Minute, 1, "", ModeWrite, p)
 	cl.settle()
 	for _, i := range idxs {
 		if v, err := cl.servers[i].Client().Get(t.Context(), "redlockd:lock:/"+name+"#"+strconv.Itoa(p.Index)).Result(); err != nil || v != token {
@@ -541,9 +541,8 @@ func TestSemaphoreFreePermitReported(t *testing.T) {
 // free permits it reports.
 func askPermit(t *testing.T, cl *cluster, name string, ask, limit int) (permit int, free []int) {
 	t.Helper()
-	a := &semAttempt{limit: limit, prefer: ask}
-	tg := target{keys: cl.c.semaphoreKeysOf("", name), sem: true}
-	keys := tg.keys.acquire()
+	a := &permitKind{limit: limit, prefer: ask}
+	keys := cl.c.semaphoreKeysOf("", name).acquire()
 	args := []any{NewToken(), time.Minute.Milliseconds(), "", 0, 0, ask, limit}
 	r, err := a.parser(ask)(permitScripts[scriptAcquire].Run(t.Context(), cl.c.nodes[0].client, keys, args...))
 	if err != nil || r.ok {

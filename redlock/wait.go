@@ -49,16 +49,12 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		defer func() { f(time.Since(start), err == nil) }()
 	}
 
-	if c.hub.waiting(a.queues(), 0) {
+	if c.hub.waiting(a.kind.queues(), 0) {
 		if lock, ok := a.retried(ctx); ok {
 			return lock, nil
 		}
 	}
-	heads := 1 // a lock's waiters contend one at a time; a semaphore's, one per permit
-	if a.sem != nil {
-		heads = a.sem.limit
-	}
-	w := c.hub.join(c, a, heads)
+	w := c.hub.join(c, a, a.kind.heads())
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
 	defer c.hub.leave(w)
@@ -85,7 +81,7 @@ func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) 
 	if ctx.Err() == nil || a.chosen {
 		return got.lock, nil
 	}
-	c.bg.Go(func() { _ = c.release(context.WithoutCancel(ctx), a.target(), got.lock.Token) })
+	c.bg.Go(func() { _ = a.kind.release(context.WithoutCancel(ctx), a, got.lock.Token) })
 	return Lock{}, errors.Join(&HeldError{}, ctx.Err())
 }
 
@@ -144,16 +140,16 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		}
 		w.drain()
 		if p := w.freed.Swap(0); p > 0 {
-			a.sem.freed(int(p) - 1)
+			a.kind.freed(int(p) - 1)
 		}
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			c.hub.held(a.queues(), lock.Until, true)
+			c.hub.held(a.kind.queues(), lock.Until, true)
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
-			c.hub.held(a.queues(), ranAt.Add(he.Remaining), false)
+			c.hub.held(a.kind.queues(), ranAt.Add(he.Remaining), false)
 		}
 		if errors.Is(err, ErrLimitMismatch) { // waiting cannot change it
 			a.abandon(ctx)
@@ -169,7 +165,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			if he.Remaining > 0 {
 				sleep = min(sleep, he.Remaining+time.Millisecond)
 			}
-			if a.sem != nil && a.sem.again { // another permit is free
+			if a.kind.again() { // another permit is free
 				sleep = jitter(c.opts.RetryDelay)
 			}
 		}
@@ -274,7 +270,7 @@ func (a *attempt) interest() int {
 	switch {
 	case !a.waiting:
 		return 0
-	case a.c.hub.waiting(a.queues(), 1):
+	case a.c.hub.waiting(a.kind.queues(), 1):
 		return 2
 	}
 	return 1
@@ -284,7 +280,7 @@ func (a *attempt) interest() int {
 // keeps new readers out for at most that long (see acquire.lua); 0 for
 // others.
 func (a *attempt) wwait() int64 {
-	if !a.waiting || a.read || a.sem != nil {
+	if !a.waiting || len(a.kind.wwaits()) == 0 {
 		return 0
 	}
 	return max(time.Until(a.until).Milliseconds(), 1)
