@@ -22,54 +22,22 @@ func (tg permitTarget) keys() scriptKeys                     { return tg.k }
 func (tg permitTarget) script(s *redis.Script) *redis.Script { return permitScripts[s] }
 func (tg permitTarget) asked() int                           { return tg.permit }
 
-// int64s parses the integer reply of a lock script's permit version.
+// The decoders of the permit versions' replies: the lock script's reply,
+// with the permit (and, of extend, the limit) the token holds on the node.
 func (tg permitTarget) int64s() func(*redis.Cmd) (int64, error) {
-	return func(cmd *redis.Cmd) (int64, error) {
-		_, body, _, err := permitReply(cmd)
-		if err != nil {
-			return 0, err
-		}
-		return body.Int64()
-	}
+	return onPermit((*redis.Cmd).Int64, func(*int64, int, any) {})
 }
 
-// releases parses release.lua's permit version's reply.
 func (tg permitTarget) releases() func(*redis.Cmd) (relReply, error) {
-	return func(cmd *redis.Cmd) (relReply, error) {
-		permit, body, _, err := permitReply(cmd)
-		if err != nil {
-			return relReply{}, err
-		}
-		r, err := parseRelease(body)
-		r.permit = permit
-		return r, err
-	}
+	return onPermit(parseRelease, func(r *relReply, permit int, _ any) { r.permit = permit })
 }
 
-// commits parses commit.lua's permit version's reply.
 func (tg permitTarget) commits() func(*redis.Cmd) (commitReply, error) {
-	return func(cmd *redis.Cmd) (commitReply, error) {
-		permit, body, _, err := permitReply(cmd)
-		if err != nil {
-			return commitReply{}, err
-		}
-		r, err := parseCommit(body)
-		r.permit = permit
-		return r, err
-	}
+	return onPermit(parseCommit, func(r *commitReply, permit int, _ any) { r.permit = permit })
 }
 
-// extends parses extend.lua's permit version's reply.
 func (tg permitTarget) extends() func(*redis.Cmd) (extReply, error) {
-	return func(cmd *redis.Cmd) (extReply, error) {
-		permit, body, limit, err := permitReply(cmd)
-		if err != nil {
-			return extReply{}, err
-		}
-		r, err := parseExtend(body)
-		r.permit, r.limit = permit, int(toInt(limit))
-		return r, err
-	}
+	return onPermit(parseExtend, func(r *extReply, permit int, limit any) { r.permit, r.limit = permit, int(toInt(limit)) })
 }
 
 // reassertArgs are permit_reassert.lua's ARGV after reassert.lua's.

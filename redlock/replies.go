@@ -187,6 +187,22 @@ func permitReply(cmd *redis.Cmd) (permit int, body *redis.Cmd, extra any, err er
 	return int(toInt(v[0])), body, v[2], nil
 }
 
+// onPermit is the decoder of a permit script's reply (see permitReply)
+// that reads the lock script's reply with parse and adds the permit and
+// the extra with set.
+func onPermit[T any](parse func(*redis.Cmd) (T, error), set func(r *T, permit int, extra any)) func(*redis.Cmd) (T, error) {
+	return func(cmd *redis.Cmd) (T, error) {
+		permit, body, extra, err := permitReply(cmd)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		r, err := parse(body)
+		set(&r, permit, extra)
+		return r, err
+	}
+}
+
 // handOverReply is a node's answer to permit_handover.lua: the permit, the
 // release's answer (as release.lua's) and the acquire's (as acquire.lua's).
 type handOverReply struct {
