@@ -321,19 +321,3 @@ func (r *round[T]) stragglers(f func(late []reply[T], silent []int)) {
 		}
 	})
 }
-
-// votes is the tally of most rounds: nodes that said yes, that said no, and
-// that failed (an error, silence, or a quarantined node, which does not
-// vote), out of n nodes asked, q of which must say yes. The outcome is
-// certain, and the kind of failure too: "no" (fewer than q can say yes
-// however the failures end) or "unavailable" (too many failed to tell).
-type votes struct{ n, q, yes, no, bad int }
-
-func (v *votes) decided() bool {
-	pending := v.n - v.yes - v.no - v.bad
-	return v.yes >= v.q || v.no > v.n-v.q || (v.yes+pending < v.q && v.yes+v.bad >= v.q)
-}
-
-// refused reports a failed round where too few failed to explain it: the
-// nodes said no.
-func (v *votes) refused() bool { return v.yes+v.bad < v.q }

@@ -97,7 +97,7 @@ func TestReacquireIgnoresStaleRecords(t *testing.T) {
 	}
 	cl.setDown(0)
 	for _, i := range []int{1, 2} {
-		if _, err := scriptAcquire.Run(ctx, cl.servers[i].Client(), cl.c.keys("", res), tok, 10000, "", 0, 0, DefaultFenceIdleTTL.Milliseconds(), fenceFloor()).Result(); err != nil {
+		if _, err := scriptAcquire.Run(ctx, cl.servers[i].Client(), cl.c.lockKeysOf("", res).acquire(), tok, 10000, "", 0, 0, DefaultFenceIdleTTL.Milliseconds(), fenceFloor()).Result(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -79,7 +79,7 @@ func waitPaused(t *testing.T, c *Coordinator, name string) {
 	eventually(t, patience, "an acquire paused between its rounds", func() bool {
 		c.hub.mu.Lock()
 		defer c.hub.mu.Unlock()
-		q := c.hub.queues[c.semKeys("", name)[0]]
+		q := c.hub.queues[c.semaphoreKeysOf("", name).queue()]
 		return q != nil && len(q.ws) == 1 && q.ws[0].paused
 	})
 }

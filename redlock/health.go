@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -353,101 +352,4 @@ func (n *node) promoted(at time.Time) {
 	n.replUntil.Store(max(n.replUntil.Load(), mono(at)+int64(n.opts.MaxTTL))) // only the health loop writes it
 	n.opts.Logger.Warn().Str("node", n.addr).Time("quarantined_until", at.Add(n.opts.MaxTTL)).
 		Msg("redlock: node was a replica and is a master again: it may have lost lock keys; it does not vote for max TTL")
-}
-
-// noteReply records what a request's answer says about the node (see the
-// package comment). A node down already keeps the description of its check;
-// an error after the caller's ctx ended says nothing about the node.
-func (n *node) noteReply(ctx context.Context, err error) {
-	old := n.health.Load()
-	if err == nil {
-		if old == nil || old.up || old.refused {
-			return // the common case allocates nothing
-		}
-		n.health.Store(&health{up: true, latency: old.latency, uptime: old.uptime, at: time.Now()})
-		return
-	}
-	if ctx.Err() != nil {
-		return
-	}
-	code := errCode(err)
-	if code == "READONLY" {
-		n.markReplica()
-	}
-	if old != nil && !old.up && (old.refused || code == "") {
-		return // down already, and this says no more
-	}
-	h := &health{err: n.describe(err), refused: code != "", at: time.Now()}
-	if old != nil {
-		h.latency, h.uptime = old.latency, old.uptime
-	}
-	n.health.Store(h)
-}
-
-// maxErrLen bounds the length of an error shown in Status.
-const maxErrLen = 120
-
-// refusals describes the error replies by which Redis refuses a command for
-// a state of the node rather than of the command.
-var refusals = map[string]string{
-	"READONLY":   errReplica,
-	"OOM":        "OOM: at maxmemory, refuses writes",
-	"MISCONF":    "MISCONF: cannot persist to disk, refuses writes",
-	"LOADING":    "LOADING: loading its dataset",
-	"BUSY":       "BUSY: running a slow script",
-	"MASTERDOWN": "MASTERDOWN: replica cut off from its master",
-	"NOREPLICAS": "NOREPLICAS: too few replicas, refuses writes",
-}
-
-// describe describes err in a few words for Status. go-redis errors name
-// the address at most, never credentials; a timeout says which one.
-func (n *node) describe(err error) string {
-	if err == nil {
-		return ""
-	}
-	if isTimeout(err) {
-		return fmt.Sprintf("no answer within the node timeout (%v)", n.opts.NodeTimeout)
-	}
-	if d, ok := refusals[errCode(err)]; ok {
-		return d
-	}
-	s := err.Error()
-	if len(s) > maxErrLen {
-		s = strings.ToValidUTF8(s[:maxErrLen], "") + "…" // a rune cut in two is dropped
-	}
-	return s
-}
-
-// isTimeout reports whether err is a command's timeout.
-func isTimeout(err error) bool {
-	var nerr net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout())
-}
-
-// errCode returns the first word of a Redis error reply in err (READONLY,
-// OOM, NOAUTH, ERR, ...), or "" if err holds none.
-func errCode(err error) string {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return ""
-	}
-	code, _, _ := strings.Cut(re.Error(), " ")
-	return code
-}
-
-// infoField reads the value of field from an INFO reply ("" if absent).
-func infoField(info, field string) string {
-	v, _ := infoValue(info, field)
-	return v
-}
-
-// infoValue reads the value of field from an INFO reply, and whether the
-// reply has it.
-func infoValue(info, field string) (string, bool) {
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v, true
-		}
-	}
-	return "", false
 }

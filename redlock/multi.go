@@ -3,13 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockd/redlockd/internal/valid"
 )
@@ -89,11 +86,14 @@ func (c *Coordinator) AcquireMulti(ctx context.Context, resources []string, o Ac
 	if err != nil {
 		return MultiLock{}, err
 	}
+	m := &multiKind{}
 	for _, r := range resources {
-		a.parts = append(a.parts, &attempt{c: c, ns: a.ns, resource: r, keys: c.keys(a.ns, r),
+		k := c.lockKeysOf(a.ns, r)
+		m.keys = append(m.keys, k)
+		m.parts = append(m.parts, &attempt{c: c, ns: a.ns, resource: r, kind: writerKind{lockKind{k: k}},
 			token: a.token, chosen: a.chosen, ttl: a.ttl, owner: a.owner})
 	}
-	a.resource, a.keys = "", nil
+	a.resource, a.kind = "", m
 	if o.Wait == 0 {
 		_, err = c.acquireOnce(ctx, a)
 	} else {
@@ -102,24 +102,36 @@ func (c *Coordinator) AcquireMulti(ctx context.Context, resources []string, o Ac
 	if err != nil {
 		return MultiLock{}, err
 	}
-	return multiLock(resources, a.locks), nil
+	return multiLock(resources, m.locks), nil
 }
 
-// runMulti is run for a lock on several resources: multi_acquire.lua on
-// every node, whose answer is split per resource and counted by one
-// acqTally per resource. Every node grants all or none, so the tallies
-// count the same votes; each resource's fence is chosen, written back and
-// finished as a lock's. It succeeds when every resource does, and else
-// undoes every resource.
-func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
+// multiKind is a writer's lock on several resources (AcquireMulti): one
+// attempt per resource (parts: a writer's lock each, with the attempt's
+// token, keys[i] its keys), whose rounds are one script on every node;
+// locks are those of the round that succeeded.
+type multiKind struct {
+	oneLock
+	keys  []lockKeys
+	parts []*attempt
+	locks []Lock
+}
+
+func (*multiKind) mode() Mode { return ModeWrite }
+
+// round runs multi_acquire.lua on every node, whose answer is split per
+// resource and counted by one acqTally per resource. Every node grants all
+// or none, so the tallies count the same votes; each resource's fence is
+// chosen, written back and finished as a lock's. It succeeds when every
+// resource does, and else undoes every resource.
+func (m *multiKind) round(ctx context.Context, a *attempt) (Lock, error) {
 	c := a.c
 	c.stats.attempts.Add(1)
 	start := time.Now()
-	ts := make([]*acqTally, len(a.parts))
+	ts := make([]*acqTally, len(m.parts))
 	var keys []string
-	for i, p := range a.parts {
-		ts[i] = &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: p, tg: p.target(), minFence: math.MaxInt64}
-		keys = append(keys, pick(p.keys, 0, 1, 2, 3, 5, 6, 7)...)
+	for i, p := range m.parts {
+		ts[i] = &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: p, tg: lockTarget{m.keys[i]}, minFence: math.MaxInt64}
+		keys = append(keys, m.keys[i].acquire()...)
 	}
 	_, rd := runScript(ctx, c, c.idxs, scriptMulti, keys, a.args(), parseMulti(len(ts)), func(r reply[[]acqReply]) bool {
 		decided := true
@@ -130,14 +142,14 @@ func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
 	})
 	locks, oks := make([]Lock, len(ts)), make([]bool, len(ts))
 	if ts[0].yes >= c.quorum { // the same votes for every resource
-		c.each(len(ts), func(i int) { locks[i], oks[i] = a.parts[i].granted(ctx, start, ts[i]) })
+		c.each(len(ts), func(i int) { locks[i], oks[i] = m.parts[i].granted(ctx, start, ts[i]) })
 	}
 	var err error
 	if slices.Contains(oks, false) {
 		err = a.failed(ctx, ts)
 	} else {
 		c.stats.acquired.Add(1)
-		a.locks = locks
+		m.locks = locks
 	}
 	rd.stragglers(func(late []reply[[]acqReply], silent []int) {
 		var undo []int // the same nodes for every resource: a node answers for all
@@ -158,6 +170,50 @@ func (a *attempt) runMulti(ctx context.Context) (Lock, error) {
 	return locks[0], err
 }
 
+// retried re-acquires every resource, as an extend of each does.
+func (m *multiKind) retried(ctx context.Context, a *attempt) (Lock, bool) {
+	locks, errs := make([]Lock, len(m.parts)), make([]error, len(m.parts))
+	a.c.each(len(m.parts), func(i int) {
+		p, err := a.c.extend(ctx, lockTarget{m.keys[i]}, a.ns, m.parts[i].resource, a.token, a.ttl)
+		locks[i], errs[i] = p.Lock, err
+	})
+	if multiErr(errs) != nil {
+		return Lock{}, false
+	}
+	m.locks = locks
+	return locks[0], true
+}
+
+func (m *multiKind) undo(ctx context.Context, _ *attempt, idxs []int) {
+	m.parts[0].c.each(len(m.parts), func(i int) { m.parts[i].undo(ctx, idxs) })
+}
+
+func (m *multiKind) release(ctx context.Context, a *attempt, token string) error {
+	errs := make([]error, len(m.parts))
+	a.c.each(len(m.parts), func(i int) { errs[i] = a.c.release(ctx, lockTarget{m.keys[i]}, token) })
+	return multiErr(errs)
+}
+
+// queues: it waits in the queue of each resource, and is woken by the
+// release of any of them.
+func (m *multiKind) queues() []string {
+	ks := make([]string, len(m.keys))
+	for i, k := range m.keys {
+		ks[i] = k.queue()
+	}
+	return ks
+}
+
+// wwaits: a waiting lock on several resources keeps new readers out of
+// each.
+func (m *multiKind) wwaits() []string {
+	ks := make([]string, len(m.keys))
+	for i, k := range m.keys {
+		ks[i] = k.wwait()
+	}
+	return ks
+}
+
 // part is resource i's answer in a node's answer to multi_acquire.lua.
 func part(r reply[[]acqReply], i int) reply[acqReply] {
 	p := reply[acqReply]{node: r.node, err: r.err, silent: r.silent}
@@ -165,34 +221,6 @@ func part(r reply[[]acqReply], i int) reply[acqReply] {
 		p.val = r.val[i]
 	}
 	return p
-}
-
-// parseMulti parses multi_acquire.lua's reply on n resources: a refusal is
-// every resource's.
-func parseMulti(n int) func(*redis.Cmd) ([]acqReply, error) {
-	return func(cmd *redis.Cmd) ([]acqReply, error) {
-		v, err := cmd.Slice()
-		if err != nil {
-			return nil, err
-		}
-		rs := make([]acqReply, n)
-		switch {
-		case len(v) == 2 && toInt(v[0]) == 0:
-			for i := range rs {
-				rs[i].pttl = toInt(v[1])
-			}
-			return rs, nil
-		case len(v) == n+1 && toInt(v[0]) == 1:
-			for i := range rs {
-				r, _ := v[i+1].([]any)
-				if rs[i], err = acqReplyOf(r); err != nil {
-					return nil, err
-				}
-			}
-			return rs, nil
-		}
-		return nil, fmt.Errorf("unexpected multi acquire reply %v", v)
-	}
 }
 
 // ExtendMulti extends a lock on several resources (DefaultTTL when ttl is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -337,3 +338,20 @@ func (n *node) quarantineWhy(now time.Time) string {
 
 // fail wraps err as this node's *NodeError.
 func (n *node) fail(err error) error { return &NodeError{Node: n.idx, Addr: n.addr, Err: err} }
+
+// infoField reads the value of field from an INFO reply ("" if absent).
+func infoField(info, field string) string {
+	v, _ := infoValue(info, field)
+	return v
+}
+
+// infoValue reads the value of field from an INFO reply, and whether the
+// reply has it.
+func infoValue(info, field string) (string, bool) {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
+}

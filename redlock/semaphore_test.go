@@ -376,7 +376,7 @@ func mixedPermits(t *testing.T, cl *cluster) string {
 // index of the permits): with reassert, which puts a permit back.
 func putPermit(t *testing.T, cl *cluster, name, token string, p Permit, idxs ...int) {
 	t.Helper()
-	cl.c.reassert(t.Context(), target{keys: cl.c.semKeys("", name), sem: true}, token, idxs, time.Minute, 1, "", ModeWrite, p)
+	cl.c.reassert(t.Context(), permitTarget{k: cl.c.semaphoreKeysOf("", name)}, token, idxs, time.Minute, 1, "", ModeWrite, p)
 	cl.settle()
 	for _, i := range idxs {
 		if v, err := cl.servers[i].Client().Get(t.Context(), "redlockd:lock:/"+name+"#"+strconv.Itoa(p.Index)).Result(); err != nil || v != token {
@@ -541,9 +541,8 @@ func TestSemaphoreFreePermitReported(t *testing.T) {
 // free permits it reports.
 func askPermit(t *testing.T, cl *cluster, name string, ask, limit int) (permit int, free []int) {
 	t.Helper()
-	a := &semAttempt{limit: limit, prefer: ask}
-	tg := target{keys: cl.c.semKeys("", name), sem: true}
-	keys := tg.with(pick(tg.keys, 0, 1, 2, 3, 5, 6, 7))
+	a := &permitKind{limit: limit, prefer: ask}
+	keys := cl.c.semaphoreKeysOf("", name).acquire()
 	args := []any{NewToken(), time.Minute.Milliseconds(), "", 0, 0, ask, limit}
 	r, err := a.parser(ask)(permitScripts[scriptAcquire].Run(t.Context(), cl.c.nodes[0].client, keys, args...))
 	if err != nil || r.ok {
@@ -569,7 +568,7 @@ func TestSemaphoreIndexKeysLiveAsLongAsPermits(t *testing.T) {
 	rdb := cl.servers[0].Client()
 	check := func(when string, atLeast time.Duration) {
 		t.Helper()
-		for _, k := range c.semKeys("", "s")[semLimit:] {
+		for _, k := range c.semaphoreKeysOf("", "s").index() {
 			if d, err := rdb.PTTL(ctx, k).Result(); err != nil || d < atLeast || d > 10*time.Minute {
 				t.Errorf("%s: %s expires in %v, %v; want at least %v", when, k, d, err, atLeast)
 			}
@@ -600,12 +599,12 @@ func TestSemaphoreExpiredPermitSwept(t *testing.T) {
 		p, err = c.AcquirePermit(ctx, "s", permitOpts(1, AcquireOptions{}))
 		return err == nil
 	})
-	keys := c.semKeys("", "s")
+	keys := c.semaphoreKeysOf("", "s")
 	rdb := cl.servers[0].Client()
-	if holders, err := rdb.ZRange(ctx, keys[semHolders], 0, -1).Result(); err != nil || !slices.Equal(holders, []string{p.Token}) {
+	if holders, err := rdb.ZRange(ctx, keys.Holders, 0, -1).Result(); err != nil || !slices.Equal(holders, []string{p.Token}) {
 		t.Errorf("holders %v, %v; want only the new holder's token (not %s)", holders, err, gone.Token)
 	}
-	if permits, err := rdb.ZRange(ctx, keys[semPermits], 0, -1).Result(); err != nil || !slices.Equal(permits, []string{"0"}) {
+	if permits, err := rdb.ZRange(ctx, keys.Permits, 0, -1).Result(); err != nil || !slices.Equal(permits, []string{"0"}) {
 		t.Errorf("permits %v, %v; want [0]", permits, err)
 	}
 }

@@ -2,18 +2,11 @@ package redlock
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"math/bits"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Waiting acquires.
@@ -45,43 +38,6 @@ import (
 // behind the heads (it would be served before them); a release that finds
 // no idle head is announced as above.
 
-// counters are the coordinator's statistics, read by Stats.
-type counters struct {
-	attempts, acquired, held, split, unavailable atomic.Uint64
-	waiting                                      atomic.Int64
-}
-
-// Stats is a snapshot of a coordinator's counters, for metrics.
-type Stats struct {
-	Waiting int64 // acquires waiting for a lock now
-	// Attempts counts acquire rounds sent to the nodes; Acquired, Held and
-	// Unavailable count their outcomes (held: another owner had a quorum).
-	Attempts, Acquired, Held, Unavailable uint64
-	// SplitVotes counts failed rounds that won some nodes while other owners
-	// held fewer than a quorum: contention split the votes so that nobody
-	// may have won.
-	SplitVotes uint64
-}
-
-// Stats returns the coordinator's counters.
-func (c *Coordinator) Stats() Stats {
-	return Stats{
-		Waiting:     c.stats.waiting.Load(),
-		Attempts:    c.stats.attempts.Load(),
-		Acquired:    c.stats.acquired.Load(),
-		Held:        c.stats.held.Load(),
-		Unavailable: c.stats.unavailable.Load(),
-		SplitVotes:  c.stats.split.Load(),
-	}
-}
-
-// fingerprint is how release messages name the releasing token without
-// revealing it: the first 16 hex digits of its SHA-1.
-func fingerprint(token string) string {
-	sum := sha1.Sum([]byte(token))
-	return hex.EncodeToString(sum[:8])
-}
-
 // acquireWaiting is Acquire with a wait (see the comment at the top). Most
 // waiters of a busy lock sit behind the head for a long time, with this frame
 // on their stack: so it keeps few locals and leaves the rounds to contend.
@@ -93,16 +49,12 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		defer func() { f(time.Since(start), err == nil) }()
 	}
 
-	if c.hub.waiting(a.lockKeys(), 0) {
+	if c.hub.waiting(a.kind.queues(), 0) {
 		if lock, ok := a.retried(ctx); ok {
 			return lock, nil
 		}
 	}
-	heads := 1 // a lock's waiters contend one at a time; a semaphore's, one per permit
-	if a.sem != nil {
-		heads = a.sem.limit
-	}
-	w := c.hub.join(c, a, heads)
+	w := c.hub.join(c, a, a.kind.heads())
 	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
 	defer c.stats.waiting.Add(-1)
 	defer c.hub.leave(w)
@@ -129,7 +81,7 @@ func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) 
 	if ctx.Err() == nil || a.chosen {
 		return got.lock, nil
 	}
-	c.bg.Go(func() { _ = c.release(context.WithoutCancel(ctx), a.target(), got.lock.Token) })
+	c.bg.Go(func() { _ = a.kind.release(context.WithoutCancel(ctx), a, got.lock.Token) })
 	return Lock{}, errors.Join(&HeldError{}, ctx.Err())
 }
 
@@ -188,16 +140,16 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		}
 		w.drain()
 		if p := w.freed.Swap(0); p > 0 {
-			a.sem.freed(int(p) - 1)
+			a.kind.freed(int(p) - 1)
 		}
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			c.hub.held(a.lockKeys(), lock.Until, true)
+			c.hub.held(a.kind.queues(), lock.Until, true)
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
-			c.hub.held(a.lockKeys(), ranAt.Add(he.Remaining), false)
+			c.hub.held(a.kind.queues(), ranAt.Add(he.Remaining), false)
 		}
 		if errors.Is(err, ErrLimitMismatch) { // waiting cannot change it
 			a.abandon(ctx)
@@ -213,7 +165,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			if he.Remaining > 0 {
 				sleep = min(sleep, he.Remaining+time.Millisecond)
 			}
-			if a.sem != nil && a.sem.again { // another permit is free
+			if a.kind.again() { // another permit is free
 				sleep = jitter(c.opts.RetryDelay)
 			}
 		}
@@ -311,274 +263,33 @@ func (w *waiter) drain() {
 	}
 }
 
-// waitHub holds the queues of waiters per lock key and the subscriptions
-// that wake them. Its zero value is ready once start has run.
-type waitHub struct {
-	mu     sync.Mutex
-	queues map[string]*queue
-	subs   []*redis.PubSub
-	closed bool
-	wg     sync.WaitGroup
+// interest tells acquire.lua whether to ask for release announcements: 0
+// no (nobody waits), 1 when refused (this acquire will wait), 2 also when
+// granted (others wait behind it here).
+func (a *attempt) interest() int {
+	switch {
+	case !a.waiting:
+		return 0
+	case a.c.hub.waiting(a.kind.queues(), 1):
+		return 2
+	}
+	return 1
 }
 
-// queue is the waiters of one lock or semaphore, first come first served;
-// the first heads of them are its heads, which contend.
-type queue struct {
-	ws    []*waiter
-	heads int
-	// freeAt is when the lock (a permit) is next free as its heads last
-	// learned: the holder's remaining TTL from a refused round, or the end
-	// of a head's own lock. The zero time when unknown.
-	freeAt time.Time
+// wwait is what is left of a waiting writer's wait, in ms: a refused round
+// keeps new readers out for at most that long (see acquire.lua); 0 for
+// others.
+func (a *attempt) wwait() int64 {
+	if !a.waiting || len(a.kind.wwaits()) == 0 {
+		return 0
+	}
+	return max(time.Until(a.until).Milliseconds(), 1)
 }
 
-// first returns the heads.
-func (q *queue) first() []*waiter { return q.ws[:min(q.heads, len(q.ws))] }
-
-// join appends a waiter for a's lock or semaphore to its queue (key
-// a.keys[0]), or for a's resources to each one's queue, at once, so that
-// two waiters that share queues are in the same order in each: the first
-// of any waiters is a head of all its queues, and none waits for another
-// in a cycle. A queue has heads heads (its first waiter sets it). The
-// waiter is told at once if it is a head of all its queues.
-func (h *waitHub) join(c *Coordinator, a *attempt, heads int) *waiter {
-	w := &waiter{keys: a.lockKeys(), own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
-	if a.sem != nil {
-		w.a, w.offer = a, make(chan handoff, 1) // a release here may hand it a permit
+// jitter returns a duration uniformly in [d/2, 3d/2).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.queues == nil {
-		h.queues = map[string]*queue{}
-	}
-	for _, key := range w.keys {
-		q := h.queues[key]
-		if q == nil {
-			q = &queue{heads: heads}
-			h.queues[key] = q
-		}
-		if len(q.ws) >= q.heads {
-			w.behind++
-		}
-		q.ws = append(q.ws, w)
-	}
-	if w.behind == 0 {
-		w.head <- struct{}{}
-	}
-	return w
-}
-
-// leave removes w from its queues. Where w was a head, the next waiter
-// becomes one, and is told if it is a head of all its queues now.
-func (h *waitHub) leave(w *waiter) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, key := range w.keys {
-		q := h.queues[key]
-		i := slices.Index(q.ws, w)
-		if i < 0 {
-			continue
-		}
-		q.ws = slices.Delete(q.ws, i, i+1)
-		if i < q.heads && len(q.ws) >= q.heads {
-			next := q.ws[q.heads-1]
-			if next.behind--; next.behind == 0 {
-				next.head <- struct{}{}
-			}
-		}
-		if len(q.ws) == 0 {
-			delete(h.queues, key)
-		}
-	}
-}
-
-// setPaused marks w as waiting idle (in pause, or queued behind the heads)
-// or not. A semaphore's waiter that waits idle may be claimed by a
-// hand-over; marked busy, setPaused returns whether it was, and the caller
-// must then receive its outcome from w.offer.
-func (h *waitHub) setPaused(w *waiter, paused bool) (claimed bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	w.paused = paused
-	claimed, w.claimed = w.claimed, false
-	return claimed
-}
-
-// claim returns a head of key that waits idle (not in a round), claimed for
-// a hand-over from the release of from (a fingerprint), or nil: the first
-// head that is a semaphore's and not from's own. A waiter behind the heads
-// is never claimed, even while every head is in a round: it would be served
-// before them, out of turn.
-func (h *waitHub) claim(key, from string) *waiter {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	q := h.queues[key]
-	if q == nil {
-		return nil
-	}
-	for _, w := range q.first() {
-		if w.a != nil && w.paused && !w.claimed && w.own != from {
-			w.claimed = true
-			return w
-		}
-	}
-	return nil
-}
-
-// held notes that the lock of keys is held until at least until (see
-// queue.freeAt): later for a lock a head took, the first expiry a refused
-// round saw otherwise.
-func (h *waitHub) held(keys []string, until time.Time, took bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, k := range keys {
-		if q := h.queues[k]; q != nil && (!took || q.freeAt.Before(until)) {
-			q.freeAt = until
-		}
-	}
-}
-
-// busyFor is how long the lock of keys stays held as its waiters here last
-// learned (see queue.freeAt): the longest of keys'; 0 when unknown.
-func (h *waitHub) busyFor(keys []string) time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var d time.Duration
-	for _, k := range keys {
-		if q := h.queues[k]; q != nil {
-			d = max(d, time.Until(q.freeAt))
-		}
-	}
-	return d
-}
-
-// waiting reports whether more than n wait for one of keys.
-func (h *waitHub) waiting(keys []string, n int) bool {
-	return slices.ContainsFunc(keys, func(k string) bool { return h.waiters(k) > n })
-}
-
-// waiters is how many wait for key.
-func (h *waitHub) waiters(key string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if q := h.queues[key]; q != nil {
-		return len(q.ws)
-	}
-	return 0
-}
-
-// notify wakes a head waiter of key, unless the release (from) was its own:
-// the one this release woke already (another node's announcement of it),
-// else the first head (of a semaphore, the first without a permit to try).
-// The key of a semaphore's permit i, <prefix>#i, wakes a head of the
-// semaphore's queue (<prefix>#) and tells it i.
-func (h *waitHub) notify(key, from string, node int) {
-	permit := -1
-	if i := strings.LastIndexByte(key, '#'); i >= 0 {
-		permit, _ = strconv.Atoi(key[i+1:])
-		key = key[:i+1]
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	q := h.queues[key]
-	if q == nil {
-		return
-	}
-	heads := q.first()
-	i := slices.IndexFunc(heads, func(w *waiter) bool { return w.wokenBy == from })
-	if i < 0 {
-		i = slices.IndexFunc(heads, func(w *waiter) bool { return w.own != from && (q.heads == 1 || w.freed.Load() == 0) })
-	}
-	if i < 0 || heads[i].own == from {
-		return
-	}
-	w := heads[i]
-	w.wokenBy = from
-	if permit >= 0 {
-		w.freed.Store(int64(permit) + 1)
-	}
-	select {
-	case w.wake <- node:
-	default:
-	}
-}
-
-// wakeAll wakes every head: a subscription was re-made, messages are lost.
-func (h *waitHub) wakeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, q := range h.queues {
-		for _, w := range q.first() {
-			select {
-			case w.wake <- -1:
-			default:
-			}
-		}
-	}
-}
-
-// start subscribes to the release channel on every node, in the
-// background. New calls it once.
-func (h *waitHub) start(c *Coordinator) {
-	for _, n := range c.nodes {
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			ps := n.client.Subscribe(context.Background(), c.released)
-			h.mu.Lock()
-			if h.closed {
-				h.mu.Unlock()
-				_ = ps.Close()
-				return
-			}
-			h.subs = append(h.subs, ps)
-			h.mu.Unlock()
-			subscribed := h.confirm(c, n, ps)
-			for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
-				switch m := m.(type) {
-				case *redis.Message:
-					if key, from, ok := strings.Cut(m.Payload, "|"); ok {
-						h.notify(key, from, n.idx)
-					}
-				case *redis.Subscription:
-					if m.Kind == "subscribe" {
-						if subscribed++; subscribed > 1 {
-							h.wakeAll()
-						}
-					}
-				}
-			}
-		}()
-	}
-}
-
-// confirm reads the first reply to n's subscription, within the node
-// timeout, and returns 1 if it is the subscription's confirmation, else 0.
-// A refusal (an ACL without SUBSCRIBE or the channel) is logged: go-redis
-// would swallow it, and waiting acquires would be woken by no release.
-func (h *waitHub) confirm(c *Coordinator, n *node, ps *redis.PubSub) int {
-	m, err := ps.ReceiveTimeout(context.Background(), c.opts.NodeTimeout)
-	if code := errCode(err); code != "" {
-		c.opts.Logger.Warn().Str("node", n.addr).Str("error", n.describe(err)).Str("channel", c.released).
-			Msg("redlock: the node refused the subscription to release announcements: a release wakes no waiting acquire, which tries again only when the holder's TTL ends or every poll interval; allow SUBSCRIBE on the channel (docs/safety.md)")
-	}
-	if s, ok := m.(*redis.Subscription); ok && s.Kind == "subscribe" {
-		return 1
-	}
-	return 0
-}
-
-// close ends the subscriptions and waits for their goroutines.
-func (h *waitHub) close() error {
-	h.mu.Lock()
-	h.closed = true
-	subs := h.subs
-	h.subs = nil
-	h.mu.Unlock()
-	var errs []error
-	for _, ps := range subs {
-		errs = append(errs, ps.Close())
-	}
-	h.wg.Wait()
-	return errors.Join(errs...)
+	return d/2 + rand.N(d)
 }

@@ -219,7 +219,7 @@ func TestWaitCancelCleansUp(t *testing.T) {
 	if cancelled.Load() != 100 {
 		t.Fatalf("%d of 100 waiters reported the cancellation", cancelled.Load())
 	}
-	if cl.c.Stats().Waiting != 0 || cl.c.hub.waiters(cl.c.keys("", res)[0]) > 0 {
+	if cl.c.Stats().Waiting != 0 || cl.c.hub.waiters(cl.c.lockKeysOf("", res).Lock) > 0 {
 		t.Fatal("cancelled waiters left in the queue")
 	}
 	// A leak would be 100 goroutines or more; the clients' pools may have
@@ -229,7 +229,7 @@ func TestWaitCancelCleansUp(t *testing.T) {
 	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Wait: 50 * time.Millisecond}); !errors.Is(err, ErrLockHeld) {
 		t.Fatalf("timed-out waiter err = %v", err)
 	}
-	if cl.c.hub.waiters(cl.c.keys("", res)[0]) > 0 {
+	if cl.c.hub.waiters(cl.c.lockKeysOf("", res).Lock) > 0 {
 		t.Fatal("timed-out waiter left in the queue")
 	}
 }

@@ -1,0 +1,268 @@
+package redlock
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// permitTarget is a semaphore's target: its scripts (permitScripts) run the
+// lock's on the permit that the token holds on each node, found in the
+// node's index of the permits (permits.lua).
+type permitTarget struct {
+	k      semaphoreKeys
+	permit int // an acquire round's: the permit it asked for (commit counts only it)
+}
+
+func (tg permitTarget) keys() scriptKeys                     { return tg.k }
+func (tg permitTarget) script(s *redis.Script) *redis.Script { return permitScripts[s] }
+func (tg permitTarget) asked() int                           { return tg.permit }
+
+// The decoders of the permit versions' replies: the lock script's reply,
+// with the permit (and, of extend, the limit) the token holds on the node.
+func (tg permitTarget) int64s() func(*redis.Cmd) (int64, error) {
+	return onPermit((*redis.Cmd).Int64, func(*int64, int, any) {})
+}
+
+func (tg permitTarget) releases() func(*redis.Cmd) (relReply, error) {
+	return onPermit(parseRelease, func(r *relReply, permit int, _ any) { r.permit = permit })
+}
+
+func (tg permitTarget) commits() func(*redis.Cmd) (commitReply, error) {
+	return onPermit(parseCommit, func(r *commitReply, permit int, _ any) { r.permit = permit })
+}
+
+func (tg permitTarget) extends() func(*redis.Cmd) (extReply, error) {
+	return onPermit(parseExtend, func(r *extReply, permit int, limit any) { r.permit, r.limit = permit, int(toInt(limit)) })
+}
+
+// reassertArgs are permit_reassert.lua's ARGV after reassert.lua's.
+func (tg permitTarget) reassertArgs(p Permit) []any { return []any{p.Index, p.Limit} }
+
+// permitKind is a semaphore's permit (AcquirePermit): every round
+// asks the nodes for one permit, prefer, so that holders of a permit conflict
+// pairwise as a lock's do. The first round asks for a random permit (any is
+// free on an idle semaphore, and clients arriving together spread over the
+// permits); a node that refuses it reports the first permit free there after
+// it (or, when none is, the one that expires first), and the next round asks
+// for the permit reported free by most nodes, or the one whose release woke
+// the waiter.
+type permitKind struct {
+	k      semaphoreKeys
+	limit  int
+	prefer int
+
+	// grantable: the last round was refused, but another permit may be
+	// granted at once (free on a quorum, or held by the token already).
+	grantable bool
+
+	// Of the last round: the limit a quorum of nodes hold the permits with
+	// (mismatch), and the permits they reported free or holding the token.
+	mismatch, mismatches int
+	free                 map[int]int // permit → nodes
+	held                 map[int]int // permit → nodes where the token holds it already
+	soonest              map[int]int // permit → nodes where it expires first of all, when none is free
+}
+
+// parser parses the replies of a round that asked for permit p. A node where
+// the token holds another permit already, or where the permits are held with
+// another limit, refuses p: its acqReply says which (permit, mismatch).
+func (s *permitKind) parser(p int) func(*redis.Cmd) (acqReply, error) {
+	return func(cmd *redis.Cmd) (acqReply, error) {
+		r, err := parsePermitAcquire(cmd)
+		if err != nil || r.permit == p || !r.ok {
+			return r, err
+		}
+		return acqReply{pttl: -1, permit: r.permit, free: r.free}, nil // the token holds another permit here
+	}
+}
+
+// tally is t.add, noting what the answers say about the permits first.
+func (s *permitKind) tally(t *acqTally) func(reply[acqReply]) bool {
+	s.mismatches, s.mismatch = 0, 0
+	s.free, s.held, s.soonest = map[int]int{}, map[int]int{}, map[int]int{}
+	return func(r reply[acqReply]) bool {
+		if r.err == nil {
+			switch v := r.val; {
+			case v.mismatch > 0:
+				s.mismatches++
+				s.mismatch = v.mismatch
+			case !v.ok && v.pttl < 0:
+				s.held[v.permit]++
+			case !v.ok && len(v.free) == 0:
+				s.soonest[v.permit]++
+			}
+			for _, f := range r.val.free {
+				s.free[f]++
+			}
+		}
+		return t.add(r)
+	}
+}
+
+// after turns a failed round's error into a *LimitError when a quorum holds
+// the permits with another limit, and picks the next round's permit.
+func (s *permitKind) after(err error, quorum int) error {
+	if err == nil {
+		return nil
+	}
+	if s.mismatches >= quorum {
+		return &LimitError{Limit: s.mismatch}
+	}
+	for _, m := range []map[int]int{s.held, s.free, s.soonest} {
+		if len(m) > 0 {
+			s.prefer = most(m)
+			break
+		}
+	}
+	s.grantable = len(s.held) > 0 || s.free[s.prefer] >= quorum
+	return err
+}
+
+// freed makes a permit whose release woke the waiter the next one to ask for.
+func (s *permitKind) freed(permit int) {
+	if permit >= 0 && permit < s.limit {
+		s.prefer = permit
+	}
+}
+
+// most is the key of m with the greatest count, a random one among ties.
+func most(m map[int]int) int {
+	best, n, ties := -1, 0, 0
+	for k, v := range m {
+		switch {
+		case v > n:
+			best, n, ties = k, v, 1
+		case v == n:
+			if ties++; rand.N(ties) == 0 {
+				best = k
+			}
+		}
+	}
+	return best
+}
+
+func (s *permitKind) target() permitTarget { return permitTarget{k: s.k} }
+
+func (*permitKind) mode() Mode { return ModeWrite }
+
+// round asks every node for the permit s.prefer (see permit_acquire.lua)
+// and picks the next round's permit from their answers.
+func (s *permitKind) round(ctx context.Context, a *attempt) (Lock, error) {
+	return a.runRound(ctx, acquireRound{
+		tg:     permitTarget{k: s.k, permit: s.prefer},
+		script: permitScripts[scriptAcquire],
+		args:   []any{s.prefer, s.limit},
+		parse:  s.parser(s.prefer),
+		tally:  s.tally,
+		after:  func(err error) error { return s.after(err, a.c.quorum) },
+	})
+}
+
+// retried re-acquires the permit the token holds, if it holds it with the
+// limit asked for; the permit is then the one asked for.
+func (s *permitKind) retried(ctx context.Context, a *attempt) (Lock, bool) {
+	p, ok := a.reacquire(ctx, s.target())
+	if !ok || p.Limit != s.limit {
+		return Lock{}, false
+	}
+	s.prefer = p.Index
+	return p.Lock, true
+}
+
+func (s *permitKind) undo(ctx context.Context, a *attempt, idxs []int) {
+	a.undoOn(ctx, s.target(), idxs)
+}
+
+func (s *permitKind) release(ctx context.Context, a *attempt, token string) error {
+	return a.c.release(ctx, s.target(), token)
+}
+
+// queues: a semaphore has one queue, whose first limit waiters contend (one
+// per permit), and a release may hand a permit to one of them (handOver).
+func (s *permitKind) queues() []string  { return []string{s.k.queue()} }
+func (s *permitKind) heads() int        { return s.limit }
+func (*permitKind) takesHandOver() bool { return true }
+func (*permitKind) wwaits() []string    { return nil }
+func (*permitKind) sharedFence() bool   { return false }
+func (s *permitKind) again() bool       { return s.grantable }
+
+// handOver releases the permit that token holds and gives it, on every node
+// where token held it, to the waiting acquire of w in the same script
+// (permit_handover.lua): the permit is never free while w waits, so no
+// announcement, wake-up and round come between a release and the next
+// holder. That is a release followed at once by an acquire on each node, so
+// the waiter's lock is decided as an acquire round's (acqTally, outcome:
+// validity from the round's start, fence written back when the nodes'
+// differ, grants undone when short of a quorum), and the releaser's answer
+// as a release's. The waiter gets its outcome before the releaser: a
+// failed hand-over sends it back to its rounds.
+func (c *Coordinator) handOver(ctx context.Context, keys semaphoreKeys, token string, w *waiter) error {
+	a := w.a
+	pk := a.kind.(*permitKind) // only a permit's waiters take hand-overs (see kind.takesHandOver)
+	c.stats.attempts.Add(1)
+	start := time.Now()
+	rel := votes{n: len(c.nodes), q: c.quorum}
+	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: pk.target(), minFence: math.MaxInt64}
+	var errs []error
+	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner, c.fenceIdle(), fenceFloor()}
+	// The waiter gets one permit: the one of the first node that handed one
+	// over (the releasing token may hold different permits on different
+	// nodes, left by a client token's rounds on several). Grants of another
+	// permit count as refusals, and are undone.
+	acqDecided, permit := false, -1
+	var stray []int
+	_, rd := runScript(ctx, c, c.idxs, scriptPermitHandover, keys.handOver(token), args, parseHandOver, func(r reply[handOverReply]) bool {
+		switch {
+		case r.err != nil:
+			rel.bad++
+			errs = append(errs, r.err)
+		case c.nodes[r.node].quarantined(time.Now()):
+			rel.bad++
+			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
+		case r.val.released == 1 || r.val.released == 2:
+			rel.yes++
+		default:
+			rel.no++
+		}
+		if r.err == nil && r.val.acq.ok {
+			if permit < 0 {
+				permit = r.val.permit
+				pk.prefer, t.tg = permit, permitTarget{k: pk.k, permit: permit}
+			}
+			if r.val.permit != permit {
+				stray = append(stray, r.node)
+				r.val.acq = acqReply{pttl: -1, permit: r.val.permit}
+			}
+		}
+		acqDecided = t.add(reply[acqReply]{node: r.node, val: r.val.acq, err: r.err, silent: r.silent})
+		return rel.decided() && acqDecided
+	})
+	lock, err := a.outcome(ctx, start, t)
+	w.offer <- handoff{lock: lock, err: err}
+	// Let the waiter, readied on this P, run first: the new holder's answer
+	// then usually leaves before the releaser's, and the permit is not idle
+	// between them for the clients (a client that released is done with it).
+	runtime.Gosched()
+	if len(stray) > 0 {
+		a.undo(context.WithoutCancel(ctx), stray)
+	}
+	rd.stragglers(func(late []reply[handOverReply], silent []int) {
+		acq := make([]reply[acqReply], 0, len(late))
+		for _, r := range late {
+			acq = append(acq, reply[acqReply]{node: r.node, val: r.val.acq, err: r.err})
+		}
+		a.finish(err == nil, lock.Fence, t, acq, silent)
+	})
+	switch {
+	case rel.yes >= c.quorum:
+		return nil
+	case rel.refused():
+		return ErrLockExpired
+	}
+	return unavailable(errs)
+}
