@@ -10,7 +10,6 @@
 --                                   (left by one of its failed rounds), so it gets none
 --    {-1, 2 or 0, {0, -1}}          the releasing token holds no permit here (2: it released one
 --                                   within keep_ms)
--- INCLUDE fence.lua
 -- INCLUDE permits.lua
 local permit = mine(ARGV[1])
 if permit < 0 then
@@ -37,5 +36,5 @@ redis.call('SET', lock, ARGV[4], 'PX', ARGV[5])
 local f = fence_next(KEYS[3], ARGV[7], ARGV[8])
 redis.call('HSET', meta, 'owner', ARGV[6], 'nf', string.format('%d', f))
 redis.call('PEXPIRE', meta, ARGV[5])
-record(permit, ARGV[4], nowms())
+record(permit, ARGV[4], now_ms())
 return {permit, 1, {1, f, 0, 0}}
