@@ -36,7 +36,7 @@ if v == false and redis.call('EXISTS', KEYS[5], KEYS[7]) > 0 then
 end
 if pttl == nil then
   if (v == false or v == ARGV[1]) and ARGV[4] == '2' then
-    want_release(KEYS[4], tonumber(ARGV[2]) + 1000)
+    redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[2]) + 1000)
   end
   if v == false then
     return {1, lock_grant(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[6], ARGV[7]), 0, 0}
@@ -55,7 +55,7 @@ if pttl == nil then
   pttl = redis.call('PTTL', KEYS[1])
 end
 if ARGV[4] ~= '0' then
-  want_release(KEYS[4], math.max(pttl, 1) + 1000)
+  redis.call('SET', KEYS[4], '1', 'PX', math.max(pttl, 1) + 1000)
   if now ~= nil and tonumber(ARGV[5]) > 0 then -- refused by readers: only their check sets now
     local px = math.min(math.max(pttl, 1) + 1000, tonumber(ARGV[5]))
     redis.call('ZADD', KEYS[7], now + px, ARGV[1])

@@ -7,7 +7,7 @@
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   lock_renew(KEYS[1], KEYS[2], ARGV[2])
-  return {1, record_shown(KEYS[2], '')}
+  return {1, record_read(KEYS[2], '', '')}
 end
 local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if s then
@@ -15,12 +15,13 @@ if s then
   local now = now_ms()
   if tonumber(s) > now then
     redis.call('ZADD', KEYS[3], 'XX', now + ttl, tok)
-    readers_keep(KEYS[3], KEYS[4], ttl)
-    local fence, nf, owner = record_shown(KEYS[4], tok .. ':')
+    keep_at_least(KEYS[3], ttl)
+    keep_at_least(KEYS[4], ttl)
+    local fence, nf, owner = record_read(KEYS[4], tok .. ':', '')
     return {1, fence, nf, owner, 'read'}
   end
 end
-if v == false and not readers_held(KEYS[3]) then
+if v == false and not readers_live(KEYS[3]) then
   return {0}
 end
 return {-1} -- a writer's, or live readers'

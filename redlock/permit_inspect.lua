@@ -8,7 +8,7 @@ local out = {tonumber(redis.call('GET', limitkey) or '0')}
 for _, i in ipairs(redis.call('ZRANGEBYSCORE', permitskey, '(' .. now_ms(), '+inf')) do
   local v = redis.call('GET', lockp .. i)
   if v then
-    local fence, nf, owner = record_shown(metap .. i, '')
+    local fence, nf, owner = record_read(metap .. i, '', '')
     out[#out + 1] = {tonumber(i), v, redis.call('PTTL', lockp .. i), fence, nf, owner}
   end
 end

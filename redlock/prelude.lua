@@ -31,16 +31,11 @@ end
 -- INCLUDE fence.lua
 
 -- record_read is the record of a holder: a writer's (hash meta, prefix '') or a reader's (hash
--- rmeta, prefix '<token>:'): its chosen fence, tentative fence and owner, each false if unset.
-local function record_read(hash, prefix)
+-- rmeta, prefix '<token>:'): its chosen fence, tentative fence and owner, each unset (nil, or ''
+-- as the replies show it) if not written.
+local function record_read(hash, prefix, unset)
   local m = redis.call('HMGET', hash, prefix .. 'fence', prefix .. 'nf', prefix .. 'owner')
-  return m[1], m[2], m[3]
-end
-
--- record_shown is record_read with '' for what is unset, as the scripts reply it.
-local function record_shown(hash, prefix)
-  local fence, nf, owner = record_read(hash, prefix)
-  return fence or '', nf or '', owner or ''
+  return m[1] or unset, m[2] or unset, m[3] or unset
 end
 
 -- record_forget deletes a reader's record (prefix '<token>:') from rmeta.
@@ -89,27 +84,16 @@ local function last_expiry(set)
   return tonumber(last[2])
 end
 
--- readers_live says whether a reader that has not expired by now (ms) holds the lock here.
+-- readers_live says whether a reader that has not expired by now (ms) holds the lock here. Without
+-- now, at this node's time, taken only if the readers key exists.
 local function readers_live(readers, now)
+  if now == nil then
+    if redis.call('EXISTS', readers) == 0 then
+      return false
+    end
+    now = now_ms()
+  end
   return redis.call('ZCOUNT', readers, '(' .. now, '+inf') > 0
-end
-
--- readers_held is readers_live at this node's time; a lock that has no readers key costs no
--- TIME.
-local function readers_held(readers)
-  return redis.call('EXISTS', readers) == 1 and readers_live(readers, now_ms())
-end
-
--- readers_keep makes the readers and their records live at least px ms more.
-local function readers_keep(readers, rmeta, px)
-  keep_at_least(readers, px)
-  keep_at_least(rmeta, px)
-end
-
--- want_release asks for the lock's release to be announced (see announce) for px ms: acquire.lua
--- and read_acquire.lua set it for a waiter.
-local function want_release(waiting, px)
-  redis.call('SET', waiting, '1', 'PX', px)
 end
 
 -- announce publishes the release of lock by token on channel if someone waits for it (the

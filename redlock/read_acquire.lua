@@ -24,12 +24,12 @@ if pttl == -2 and not mine then
 end
 if pttl ~= -2 then
   if ARGV[4] ~= '0' then
-    want_release(KEYS[4], math.max(pttl, 1) + 1000)
+    redis.call('SET', KEYS[4], '1', 'PX', math.max(pttl, 1) + 1000)
   end
   return {0, pttl}
 end
 if ARGV[4] == '2' then
-  want_release(KEYS[4], tonumber(ARGV[2]) + 1000)
+  redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[2]) + 1000)
 end
 local tok = ARGV[1]
 redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), tok)

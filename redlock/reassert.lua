@@ -15,7 +15,8 @@ if ARGV[5] == 'read' then
   local tok, ttl = ARGV[1], tonumber(ARGV[2])
   redis.call('ZADD', KEYS[4], now_ms() + ttl, tok)
   redis.call('HSET', KEYS[5], tok .. ':owner', ARGV[4], tok .. ':fence', ARGV[3])
-  readers_keep(KEYS[4], KEYS[5], ttl)
+  keep_at_least(KEYS[4], ttl)
+  keep_at_least(KEYS[5], ttl)
   raise()
   return 1
 end

@@ -34,7 +34,7 @@ end
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return 2
 end
-if v == false and not readers_held(KEYS[5]) then
+if v == false and not readers_live(KEYS[5]) then
   return 0
 end
 return -1
