@@ -50,10 +50,17 @@ var (
 	includeLine = regexp.MustCompile(`(?m)^-- INCLUDE (\S+)$`)
 )
 
-// script is the script of file: with the lock script of file body (if
+// script is the script of file (see compose), added to scripts.
+func script(file string, body ...string) *redis.Script {
+	s := redis.NewScript(compose(file, body...))
+	scripts = append(scripts, s)
+	return s
+}
+
+// compose is the source of file: with the lock script of file body (if
 // given) in place of its "-- BODY" line, the files it includes in place of
 // their "-- INCLUDE" lines, and the prelude's functions it calls before it.
-func script(file string, body ...string) *redis.Script {
+func compose(file string, body ...string) string {
 	src := embedded(file)
 	if len(body) > 0 {
 		if !bodyLine.MatchString(src) {
@@ -61,9 +68,7 @@ func script(file string, body ...string) *redis.Script {
 		}
 		src = bodyLine.ReplaceAllLiteralString(src, embedded(body[0]))
 	}
-	s := redis.NewScript(withPrelude(include(src)))
-	scripts = append(scripts, s)
-	return s
+	return withPrelude(include(src))
 }
 
 func embedded(name string) string {
