@@ -21,44 +21,32 @@
 --                      quorum (the re-acquire is then a new acquisition)
 --    {0, pttl}:        held by another token, or by readers: pttl the remaining TTL in ms (of
 --                      the reader that expires last)
--- INCLUDE fence.lua
 local v = redis.call('GET', KEYS[1])
 local now, pttl
 if v == false and redis.call('EXISTS', KEYS[5], KEYS[7]) > 0 then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  now = now_ms()
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-  local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
-  if last[2] then
-    pttl = tonumber(last[2]) - now
+  pttl = last_expiry(KEYS[5])
+  if pttl then
+    pttl = pttl - now
   else
     redis.call('DEL', KEYS[6]) -- records of expired readers
     redis.call('ZREM', KEYS[7], ARGV[1])
   end
 end
 if pttl == nil then
-  if v == false or v == ARGV[1] then
-    if ARGV[4] == '2' then
-      redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[2]) + 1000)
-    end
+  if (v == false or v == ARGV[1]) and ARGV[4] == '2' then
+    redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[2]) + 1000)
   end
   if v == false then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    local f = fence_next(KEYS[3], ARGV[6], ARGV[7])
-    redis.call('DEL', KEYS[2])
-    redis.call('HSET', KEYS[2], 'owner', ARGV[3], 'nf', string.format('%d', f))
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
-    return {1, f, 0, 0}
+    return {1, lock_grant(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[6], ARGV[7]), 0, 0}
   elseif v == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
     redis.call('HSET', KEYS[2], 'owner', ARGV[3])
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
-    local m = redis.call('HMGET', KEYS[2], 'fence', 'nf')
-    local counter = fence_peek(KEYS[3], ARGV[7])
-    if m[1] then
-      return {1, tonumber(m[1]), 1, 1, counter}
-    elseif m[2] then
-      return {1, tonumber(m[2]), 1, 0, counter}
+    lock_renew(KEYS[1], KEYS[2], ARGV[2])
+    local fence, nf = record_read(KEYS[2], '')
+    local again = held_again(fence, nf, fence_peek(KEYS[3], ARGV[7]))
+    if again then
+      return again
     end
     local f = fence_next(KEYS[3], ARGV[6], ARGV[7])
     redis.call('HSET', KEYS[2], 'nf', string.format('%d', f))
@@ -71,9 +59,7 @@ if ARGV[4] ~= '0' then
   if now ~= nil and tonumber(ARGV[5]) > 0 then -- refused by readers: only their check sets now
     local px = math.min(math.max(pttl, 1) + 1000, tonumber(ARGV[5]))
     redis.call('ZADD', KEYS[7], now + px, ARGV[1])
-    if redis.call('PTTL', KEYS[7]) < px then
-      redis.call('PEXPIRE', KEYS[7], px)
-    end
+    keep_at_least(KEYS[7], px)
   end
 end
 return {0, pttl}

@@ -12,34 +12,27 @@
 --    {0, counter} the token does not hold the lock here
 --    {-1, counter} the token holds the lock here, but this node gave the fence to another token
 --    (counter: this node's fence counter, after the commit)
--- INCLUDE fence.lua
 local f = tonumber(ARGV[2])
-local function counter()
-  return tonumber(redis.call('GET', KEYS[3]) or '0')
-end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local m = redis.call('HMGET', KEYS[2], 'fence', 'nf')
-  local mine = tonumber(m[1]) == f or tonumber(m[2]) == f
+  local fence, nf = record_read(KEYS[2], '')
+  local mine = tonumber(fence) == f or tonumber(nf) == f
   if not fence_claim(KEYS[3], f, ARGV[3], mine or ARGV[4] == '0') then
-    return {-1, counter()}
+    return {-1, fence_counter(KEYS[3])}
   end
   redis.call('HSET', KEYS[2], 'fence', ARGV[2])
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl > 0 then
     redis.call('PEXPIRE', KEYS[2], pttl)
   end
-  return {1, counter()}
+  return {1, fence_counter(KEYS[3])}
 end
 fence_claim(KEYS[3], f, ARGV[3], false)
 local s = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if s then
-  local t = redis.call('TIME')
-  if tonumber(s) > t[1] * 1000 + math.floor(t[2] / 1000) then
-    redis.call('HSET', KEYS[5], ARGV[1] .. ':fence', ARGV[2])
-    if redis.call('PTTL', KEYS[5]) < 0 then -- made anew: as long as the readers
-      redis.call('PEXPIRE', KEYS[5], math.max(redis.call('PTTL', KEYS[4]), 1))
-    end
-    return {1, counter()}
+if s and tonumber(s) > now_ms() then
+  redis.call('HSET', KEYS[5], ARGV[1] .. ':fence', ARGV[2])
+  if redis.call('PTTL', KEYS[5]) < 0 then -- made anew: as long as the readers
+    redis.call('PEXPIRE', KEYS[5], math.max(redis.call('PTTL', KEYS[4]), 1))
   end
+  return {1, fence_counter(KEYS[3])}
 end
-return {0, counter()}
+return {0, fence_counter(KEYS[3])}

@@ -6,34 +6,22 @@
 --    {0} no lock here; {-1} held by another token (a writer, or live readers)
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  local m = redis.call('HMGET', KEYS[2], 'fence', 'nf', 'owner')
-  return {1, m[1] or '', m[2] or '', m[3] or ''}
+  lock_renew(KEYS[1], KEYS[2], ARGV[2])
+  return {1, record_read(KEYS[2], '', '')}
 end
 local s = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if s then
   local tok, ttl = ARGV[1], tonumber(ARGV[2])
-  local t = redis.call('TIME')
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local now = now_ms()
   if tonumber(s) > now then
     redis.call('ZADD', KEYS[3], 'XX', now + ttl, tok)
-    for _, k in ipairs({KEYS[3], KEYS[4]}) do
-      if redis.call('PTTL', k) < ttl then
-        redis.call('PEXPIRE', k, ttl)
-      end
-    end
-    local m = redis.call('HMGET', KEYS[4], tok .. ':fence', tok .. ':nf', tok .. ':owner')
-    return {1, m[1] or '', m[2] or '', m[3] or '', 'read'}
+    keep_at_least(KEYS[3], ttl)
+    keep_at_least(KEYS[4], ttl)
+    local fence, nf, owner = record_read(KEYS[4], tok .. ':', '')
+    return {1, fence, nf, owner, 'read'}
   end
 end
-if v == false then -- held by another token if live readers hold it
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    local t = redis.call('TIME')
-    if redis.call('ZCOUNT', KEYS[3], '(' .. (t[1] * 1000 + math.floor(t[2] / 1000)), '+inf') > 0 then
-      return {-1}
-    end
-  end
+if v == false and not readers_live(KEYS[3]) then
   return {0}
 end
-return {-1}
+return {-1} -- a writer's, or live readers'

@@ -1,11 +1,12 @@
--- fence.lua: the fence counter of a resource, included (-- INCLUDE fence.lua) by the scripts that
--- make or raise fences. No key lives forever: a counter lives idle_ms after its last change
+-- fence.lua: the fence counter of a resource, part of the scripts' prelude (prelude.lua includes
+-- it). No key lives forever: a counter lives idle_ms after its last change
 -- (Options.FenceIdleTTL). A counter made anew (the first fence of a resource, after it was idle
 -- that long, or on a node restarted empty) starts at floor, the coordinator's clock in
 -- microseconds, above every fence handed out before (the argument and its assumption are in
 -- docs/safety.md, fencing tokens). Every node of a round gets the same floor, so a new resource's
 -- nodes agree on its first fence. Integers stay exact: Lua numbers are doubles, and microseconds
 -- since 1970 stay below 2^53 until the year 2255; values are written with %d.
+
 local function fence_write(key, f, idle_ms)
   redis.call('SET', key, string.format('%d', f), 'PX', idle_ms)
 end
@@ -20,6 +21,10 @@ local function fence_next(key, idle_ms, floor)
   end
   return f
 end
+-- fence_counter is this node's counter, 0 when it has none.
+local function fence_counter(key)
+  return tonumber(redis.call('GET', key) or '0')
+end
 -- fence_peek is what fence_next would hand out, less one.
 local function fence_peek(key, floor)
   return tonumber(redis.call('GET', key) or (tonumber(floor) - 1))
@@ -29,8 +34,7 @@ end
 -- whether f is this token's here (mine: f is the fence this node recorded for the token).
 -- Each node gives each value to at most one token, so a fence claimed on a quorum is one holder's.
 local function fence_claim(key, f, idle_ms, mine)
-  local cur = tonumber(redis.call('GET', key) or '0')
-  if cur < f then
+  if fence_counter(key) < f then
     fence_write(key, f, idle_ms)
     return true
   end

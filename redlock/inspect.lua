@@ -5,23 +5,20 @@
 --    token, pttl, fence, nf, owner of each live reader
 local v = redis.call('GET', KEYS[1])
 if v then
-  local m = redis.call('HMGET', KEYS[2], 'fence', 'nf', 'owner')
-  return {v, redis.call('PTTL', KEYS[1]), m[1] or '', m[2] or '', m[3] or ''}
+  local fence, nf, owner = record_read(KEYS[2], '', '')
+  return {v, redis.call('PTTL', KEYS[1]), fence, nf, owner}
 end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   return {}
 end
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now = now_ms()
 local out = {'', 0, '', '', ''}
 local rs = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #rs, 2 do
   local tok = rs[i]
-  local m = redis.call('HMGET', KEYS[4], tok .. ':fence', tok .. ':nf', tok .. ':owner')
-  out[#out + 1] = tok
-  out[#out + 1] = tonumber(rs[i + 1]) - now
-  out[#out + 1] = m[1] or ''
-  out[#out + 1] = m[2] or ''
-  out[#out + 1] = m[3] or ''
+  local fence, nf, owner = record_read(KEYS[4], tok .. ':', '')
+  for _, x in ipairs({tok, tonumber(rs[i + 1]) - now, fence, nf, owner}) do
+    out[#out + 1] = x
+  end
 end
 return out

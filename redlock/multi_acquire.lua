@@ -22,16 +22,11 @@ local function on(i)
   end
   return body()
 end
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now = now_ms()
 local refused = {}
 for i = 1, n do
   local v = redis.call('GET', all[7 * i - 6])
-  if v == false then
-    if redis.call('ZCOUNT', all[7 * i - 2], '(' .. now, '+inf') > 0 then
-      refused[#refused + 1] = i
-    end
-  elseif v ~= ARGV[1] then
+  if (v == false and readers_live(all[7 * i - 2], now)) or (v and v ~= ARGV[1]) then
     refused[#refused + 1] = i
   end
 end

@@ -41,7 +41,7 @@ if r[1] == 1 then
   if stored ~= want then
     redis.call('SET', limitkey, want, 'KEEPTTL')
   end
-  record(permit, ARGV[1], nowms())
+  record(permit, ARGV[1], now_ms())
   return {permit, r, {}}
 end
 if held < want then

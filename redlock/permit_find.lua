@@ -18,7 +18,7 @@ end
 local r = body()
 if permit >= 0 then
   if redis.call('EXISTS', KEYS[1]) == 1 then
-    record(permit, ARGV[1], nowms())
+    record(permit, ARGV[1], now_ms())
   else
     drop(permit, ARGV[1])
   end

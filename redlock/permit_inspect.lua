@@ -5,11 +5,11 @@
 --    node's tentative one or '')
 -- INCLUDE permits.lua
 local out = {tonumber(redis.call('GET', limitkey) or '0')}
-for _, i in ipairs(redis.call('ZRANGEBYSCORE', permitskey, '(' .. nowms(), '+inf')) do
+for _, i in ipairs(redis.call('ZRANGEBYSCORE', permitskey, '(' .. now_ms(), '+inf')) do
   local v = redis.call('GET', lockp .. i)
   if v then
-    local m = redis.call('HMGET', metap .. i, 'fence', 'nf', 'owner')
-    out[#out + 1] = {tonumber(i), v, redis.call('PTTL', lockp .. i), m[1] or '', m[2] or '', m[3] or ''}
+    local fence, nf, owner = record_read(metap .. i, '', '')
+    out[#out + 1] = {tonumber(i), v, redis.call('PTTL', lockp .. i), fence, nf, owner}
   end
 end
 return out

@@ -21,6 +21,6 @@ if r == 1 then
   if redis.call('GET', limitkey) ~= limit then
     redis.call('SET', limitkey, limit, 'KEEPTTL')
   end
-  record(permit, ARGV[1], nowms())
+  record(permit, ARGV[1], now_ms())
 end
 return {permit, r, tonumber(limit)}

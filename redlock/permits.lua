@@ -19,12 +19,6 @@ local permitskey = table.remove(KEYS)
 local limitkey = table.remove(KEYS)
 local lockp, metap = KEYS[1], KEYS[2]
 
--- nowms is this node's clock in ms.
-local function nowms()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
-end
-
 -- sweep drops the permits expired by now (ms) from both sets: each expiry is dropped once.
 local function sweep(now)
   local gone = redis.call('ZRANGEBYSCORE', permitskey, '-inf', now)
@@ -49,7 +43,7 @@ local function soonest()
   if pttl >= 0 then
     return tonumber(first[1]), pttl
   end
-  sweep(nowms())
+  sweep(now_ms())
   first = redis.call('ZRANGE', permitskey, 0, 0)
   if not first[1] then
     return nil, nil
@@ -73,9 +67,7 @@ end
 -- keep makes the limit and the two sets live at least px ms more.
 local function keep(px)
   for _, k in ipairs({limitkey, permitskey, holderskey}) do
-    if redis.call('PTTL', k) < px then
-      redis.call('PEXPIRE', k, px)
-    end
+    keep_at_least(k, px)
   end
 end
 

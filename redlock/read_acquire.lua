@@ -8,19 +8,18 @@
 -- live as long as their longest reader. interest: as acquire.lua's.
 -- => acquire.lua's replies: {1, fence, 0, 0} new, {1, fence, 1, c, counter} already a reader,
 --    {0, pttl} refused (pttl: the writer's remaining TTL, or the waiting writers')
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now = now_ms()
 local pttl = redis.call('PTTL', KEYS[1])
 for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)) do
-  redis.call('HDEL', KEYS[6], tok .. ':fence', tok .. ':nf', tok .. ':owner') -- expired readers
+  record_forget(KEYS[6], tok .. ':') -- expired readers
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 local mine = redis.call('ZSCORE', KEYS[5], ARGV[1])
 if pttl == -2 and not mine then
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
-  local last = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')
-  if last[2] then
-    pttl = tonumber(last[2]) - now
+  local last = last_expiry(KEYS[7])
+  if last then
+    pttl = last - now
   end
 end
 if pttl ~= -2 then
@@ -35,17 +34,15 @@ end
 local tok = ARGV[1]
 redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), tok)
 redis.call('HSET', KEYS[6], tok .. ':owner', ARGV[3])
-local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
-local keep = math.max(tonumber(last[2]) - now, 1)
+local keep = math.max(last_expiry(KEYS[5]) - now, 1)
 redis.call('PEXPIRE', KEYS[5], keep)
 redis.call('PEXPIRE', KEYS[6], keep)
-local counter = tonumber(redis.call('GET', KEYS[3]) or '0')
+local counter = fence_counter(KEYS[3])
 if mine then
-  local m = redis.call('HMGET', KEYS[6], tok .. ':fence', tok .. ':nf')
-  if m[1] then
-    return {1, tonumber(m[1]), 1, 1, counter}
-  elseif m[2] then
-    return {1, tonumber(m[2]), 1, 0, counter}
+  local fence, nf = record_read(KEYS[6], tok .. ':')
+  local again = held_again(fence, nf, counter)
+  if again then
+    return again
   end
 else
   redis.call('HDEL', KEYS[6], tok .. ':fence')

@@ -4,7 +4,6 @@
 -- KEYS: [lock, meta, fence, readers, rmeta]  ARGV: [token, ttl_ms, fence, owner, mode, idle_ms]
 -- The fence counter is raised to the lock's fence (see fence.lua).
 -- => 1 token holds the lock here now, -1 held by another token
--- INCLUDE fence.lua
 local v = redis.call('GET', KEYS[1])
 local function raise()
   fence_claim(KEYS[3], tonumber(ARGV[3]), ARGV[6], false)
@@ -14,27 +13,19 @@ if ARGV[5] == 'read' then
     return -1
   end
   local tok, ttl = ARGV[1], tonumber(ARGV[2])
-  local t = redis.call('TIME')
-  redis.call('ZADD', KEYS[4], t[1] * 1000 + math.floor(t[2] / 1000) + ttl, tok)
+  redis.call('ZADD', KEYS[4], now_ms() + ttl, tok)
   redis.call('HSET', KEYS[5], tok .. ':owner', ARGV[4], tok .. ':fence', ARGV[3])
-  for _, k in ipairs({KEYS[4], KEYS[5]}) do
-    if redis.call('PTTL', k) < ttl then
-      redis.call('PEXPIRE', k, ttl)
-    end
-  end
+  keep_at_least(KEYS[4], ttl)
+  keep_at_least(KEYS[5], ttl)
   raise()
   return 1
 end
 if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'owner', ARGV[4], 'fence', ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  lock_set(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4], 'fence', ARGV[3])
   raise()
   return 1
 elseif v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  lock_renew(KEYS[1], KEYS[2], ARGV[2])
   return 1
 end
 return -1
