@@ -33,9 +33,10 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 
 // readJSONBody reads the body of r and returns its JSON value (numbers as
 // json.Number), and whether it has one (not if it is empty); it leaves
-// r.Body drained (the caller replaces it). It checks what JSON Schema cannot say: one JSON
-// value in UTF-8, with no member named twice in an object and nothing
-// after it. It returns a *requestError.
+// r.Body drained (the caller replaces it). It checks what JSON Schema cannot
+// say: one JSON value in UTF-8, with nothing after it, and an object (the
+// body; its members are never objects) naming no member twice, where
+// encoding/json would let the last one win. It returns a *requestError.
 func readJSONBody(r *http.Request) (v any, ok bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, false, nil
@@ -55,54 +56,59 @@ func readJSONBody(r *http.Request) (v any, ok bool, err error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if v, err = decodeValue(dec); err != nil {
-		return nil, false, err
+	if err := dec.Decode(&v); err != nil {
+		return nil, false, jsonError(err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		return nil, false, badRequest("unexpected data after the JSON value")
+	}
+	if obj, isObj := v.(map[string]any); isObj && countMembers(data) != len(obj) {
+		return nil, false, duplicateMember(data)
 	}
 	return v, true, nil
 }
 
-// decodeValue decodes the next JSON value of dec as encoding/json decodes
-// into an any, but refuses an object that names a member twice (which
-// encoding/json would let the last one win).
-func decodeValue(dec *json.Decoder) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, jsonError(err)
-	}
-	switch tok {
-	case json.Delim('{'):
-		obj := map[string]any{}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return nil, jsonError(err)
-			}
-			name, _ := tok.(string)
-			if _, dup := obj[name]; dup {
-				return nil, badRequest("duplicate member %q", truncate(name, 64))
-			}
-			if obj[name], err = decodeValue(dec); err != nil {
-				return nil, err
-			}
+// countMembers counts the members of the JSON object that data, valid JSON,
+// holds: the colons outside strings at depth 1.
+func countMembers(data []byte) int {
+	n, depth, inString, escaped := 0, 0, false, false
+	for _, c := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ':' && depth == 1:
+			n++
 		}
-		_, err = dec.Token() // '}'
-		return obj, jsonError(err)
-	case json.Delim('['):
-		arr := []any{}
-		for dec.More() {
-			v, err := decodeValue(dec)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		_, err = dec.Token() // ']'
-		return arr, jsonError(err)
 	}
-	return tok, nil
+	return n
+}
+
+// duplicateMember is the error of data, a valid JSON object that names a
+// member twice.
+func duplicateMember(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	seen := map[string]bool{}
+	_, _ = dec.Token() // {
+	for dec.More() {
+		tok, _ := dec.Token()
+		name, _ := tok.(string)
+		if seen[name] {
+			return badRequest("duplicate member %q", truncate(name, 64))
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		_ = dec.Decode(&skip)
+	}
+	return badRequest("duplicate member")
 }
 
 // plainIntegers returns v with each number that is an integer written with
@@ -141,11 +147,8 @@ func (decodedBody) Read([]byte) (int, error) {
 }
 func (decodedBody) Close() error { return nil }
 
-// jsonError describes a JSON syntax error for the client; nil if err is.
+// jsonError describes a JSON syntax error for the client.
 func jsonError(err error) error {
-	if err == nil {
-		return nil
-	}
 	var syntaxErr *json.SyntaxError
 	detail := "malformed JSON"
 	switch {

@@ -44,7 +44,7 @@ func TestDecodeStrictDetails(t *testing.T) {
 		`"x"`:                                          `the body: value must be an object`,
 		`{"ttl_ms":1`:                                  `malformed JSON: unexpected end of the body`,
 		`{"ttl_ms":}`:                                  `malformed JSON: invalid character '}' looking for beginning of value`,
-		`{1: 2}`:                                       `malformed JSON: invalid character '1'`,
+		`{1: 2}`:                                       `malformed JSON: invalid character '1' looking for beginning of object key string`,
 		"{\"owner\": \"\xff\"}":                        `the body is not valid UTF-8`,
 		`{"` + strings.Repeat("x", 100) + `": 1}`: `the body: unknown member "` + strings.Repeat("x", 64) + `…"`,
 	} {
@@ -79,7 +79,8 @@ func TestDecodeStrictValues(t *testing.T) {
 		`{"ttl_ms": 12.5e2}`:                 {TTL: 1250 * time.Millisecond},
 		`{"ttl_ms": 10000, "wait_ms": 0, "owner": "h\u00e9/1 \"x\"", "token": "` + tokenA + `"}`: {
 			TTL: 10 * time.Second, Owner: `hé/1 "x"`, Token: tokenA},
-		` { "owner" : "o" , "ttl_ms" : -0e0 } `: {}, // -0e0 is no integer: refused
+		` { "owner" : "o" , "ttl_ms" : -0e0 } `:       {},                                       // -0e0 is no integer: refused
+		`{"owner": "a:\"b\\\":{c}[", "ttl_ms": 1000}`: {TTL: time.Second, Owner: `a:"b\":{c}[`}, // one member, whatever the string holds
 	} {
 		w := serve(t, h, request{method: "POST", target: "/locks/x", body: body})
 		if exp.TTL == 0 {

@@ -21,11 +21,23 @@ import (
 
 // operation is what validateRequest needs of one operation of openapi.yaml,
 // resolved once: its route for openapi3filter, its parameters (the path's
-// and the operation's) and its request body, if it has one.
+// and the operation's) and its request body, if it has one. A string in the
+// path or a header is its raw value (percent-decoded in the path), so its
+// schema checks it at once (direct); openapi3filter decodes the others.
 type operation struct {
-	route  *routers.Route
-	params openapi3.Parameters
-	body   *openapi3.RequestBody // nil: the operation takes no body
+	route          *routers.Route
+	direct, styled []*openapi3.Parameter
+	body           *openapi3.RequestBody // nil: the operation takes no body
+}
+
+// addParam adds p to the parameters of o.
+func (o *operation) addParam(p *openapi3.Parameter) {
+	if p.Content == nil && p.Schema != nil && p.Schema.Value.Type.Is(openapi3.TypeString) &&
+		(p.In == openapi3.ParameterInPath || p.In == openapi3.ParameterInHeader) {
+		o.direct = append(o.direct, p)
+	} else {
+		o.styled = append(o.styled, p)
+	}
 }
 
 // operations are the operations of openapi.yaml by "METHOD /path" (chi's
@@ -43,10 +55,12 @@ var operations = sync.OnceValues(func() (map[string]*operation, error) {
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			o := &operation{route: &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op}}
-			o.params = append(o.params, op.Parameters...)
+			for _, p := range op.Parameters {
+				o.addParam(p.Value)
+			}
 			for _, p := range item.Parameters { // the path's, unless the operation overrides them
 				if op.Parameters.GetByInAndName(p.Value.In, p.Value.Name) == nil {
-					o.params = append(o.params, p)
+					o.addParam(p.Value)
 				}
 			}
 			if op.RequestBody != nil {
@@ -99,22 +113,34 @@ func (s *Server) validateRequest(ops map[string]*operation) func(http.Handler) h
 // validate checks r against o, and replaces a body it validated with a
 // decodedBody (see readJSONBody). It returns a *requestError.
 func (o *operation) validate(r *http.Request, rctx *chi.Context) error {
-	if len(o.params) > 0 {
-		in := &openapi3filter.RequestValidationInput{Request: r, Route: o.route, Options: paramOptions}
-		if keys := rctx.URLParams.Keys; len(keys) > 0 {
-			in.PathParams = make(map[string]string, len(keys))
-			for i, k := range keys {
-				// The generated router percent-decodes path parameters too.
-				v, err := url.PathUnescape(rctx.URLParams.Values[i])
-				if err != nil {
-					return &requestError{detail: k + ": not a valid percent-encoded path segment", err: err}
-				}
-				in.PathParams[k] = v
+	for _, p := range o.direct {
+		var v string
+		if p.In == openapi3.ParameterInPath {
+			var err error
+			// The generated router percent-decodes path parameters too.
+			if v, err = url.PathUnescape(rctx.URLParam(p.Name)); err != nil {
+				return &requestError{detail: p.Name + ": not a valid percent-encoded path segment", err: err}
 			}
+		} else if vs := r.Header.Values(p.Name); len(vs) > 0 {
+			v = vs[0] // the generated router refuses more
+		} else if p.Required {
+			return &requestError{detail: paramDetail(p, openapi3filter.ErrInvalidRequired), err: openapi3filter.ErrInvalidRequired}
+		} else {
+			continue
 		}
-		for _, p := range o.params {
-			if err := openapi3filter.ValidateParameter(context.Background(), in, p.Value); err != nil {
-				return &requestError{detail: paramDetail(p.Value, err), err: err}
+		if err := p.Schema.Value.VisitJSON(v); err != nil {
+			return &requestError{detail: paramDetail(p, err), err: err}
+		}
+	}
+	if len(o.styled) > 0 {
+		in := &openapi3filter.RequestValidationInput{Request: r, Route: o.route, Options: paramOptions,
+			PathParams: make(map[string]string, len(rctx.URLParams.Keys))}
+		for i, k := range rctx.URLParams.Keys {
+			in.PathParams[k], _ = url.PathUnescape(rctx.URLParams.Values[i])
+		}
+		for _, p := range o.styled {
+			if err := openapi3filter.ValidateParameter(context.Background(), in, p); err != nil {
+				return &requestError{detail: paramDetail(p, err), err: err}
 			}
 		}
 	}
