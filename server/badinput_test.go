@@ -9,7 +9,9 @@ import (
 )
 
 // badRequests are malformed requests (openapi.yaml), with the status and
-// problem kind each must get. None may reach the Locker.
+// problem kind each must get. None may reach the Locker, but those beyond
+// the bounds of the coordinator's configuration (max TTL, max wait), which
+// it refuses (see boundedFake).
 var badRequests = map[string]struct {
 	req    request
 	status int
@@ -103,7 +105,7 @@ var badRequests = map[string]struct {
 func TestBadInput(t *testing.T) {
 	for name, tc := range badRequests {
 		t.Run(name, func(t *testing.T) {
-			_, h := newHandler(newFake(t), nil)
+			_, h := newHandler(boundedFake(t), nil)
 			w := serve(t, h, tc.req)
 			checkProblem(t, w, tc.status, tc.kind)
 			if tc.status == 405 && w.Header().Get("Allow") == "" {

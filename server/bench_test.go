@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/redlock"
@@ -67,12 +68,18 @@ func BenchmarkReleaseHandler(b *testing.B) {
 	}
 }
 
-func BenchmarkDecodeStrict(b *testing.B) {
-	body := []byte(`{"ttl_ms":30000,"wait_ms":1000,"owner":"host-1/4242"}`)
-	fields := bodyFields["POST /locks/{resource}"]
+// BenchmarkValidateBody is an acquire's body read, decoded and validated
+// against its schema in openapi.yaml, as validateRequest does.
+func BenchmarkValidateBody(b *testing.B) {
+	body := `{"ttl_ms":30000,"wait_ms":1000,"owner":"host-1/4242"}`
+	op := mustOperations()["POST /locks/{resource}"]
+	r := httptest.NewRequest(http.MethodPost, "/locks/bench", nil)
+	rctx := chi.NewRouteContext()
+	rctx.URLParams.Add("resource", "bench")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeStrict(body, fields); err != nil {
+		r.Body = io.NopCloser(strings.NewReader(body))
+		if err := op.validate(r, rctx); err != nil {
 			b.Fatal(err)
 		}
 	}

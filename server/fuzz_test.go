@@ -155,8 +155,9 @@ func checkFuzzResponse(t *testing.T, r *http.Request, w *httptest.ResponseRecord
 }
 
 // validatingLocker returns a fake Locker that fails the test when called
-// with arguments the server should have rejected, or with a namespace other
-// than namespace. Its answers depend on the resource, to reach the error
+// with arguments the server should have rejected (openapi.yaml's rules), or
+// with a namespace other than namespace; it refuses, as the coordinator does,
+// a TTL or wait beyond the bounds of its configuration (checkBounds). Its answers depend on the resource, to reach the error
 // paths. It counts its calls, those that ask to change a lock (Acquire,
 // Extend, Release: mutations) and those that did (changed).
 func validatingLocker(t *testing.T, namespace string) *fakeLocker {
@@ -166,7 +167,7 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 		}
 	}
 	checkTTL := func(ttl time.Duration) {
-		if ttl < redlock.MinTTL || ttl > redlock.DefaultMaxTTL {
+		if ttl < redlock.MinTTL {
 			t.Errorf("invalid TTL %v", ttl)
 		}
 	}
@@ -198,8 +199,12 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 	l.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
 		checkName(o.Namespace, resource)
 		checkTTL(o.TTL)
-		if o.Wait < 0 || o.Wait > redlock.DefaultMaxWait {
+		if o.Wait < 0 {
 			t.Errorf("invalid wait %v", o.Wait)
+		}
+		if err := checkBounds(o.TTL, o.Wait); err != nil {
+			l.calls.Add(1)
+			return redlock.Lock{}, err
 		}
 		if o.Token != "" {
 			checkToken(o.Token)
@@ -221,6 +226,10 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 		checkName(namespace, resource)
 		checkToken(token)
 		checkTTL(ttl)
+		if err := checkBounds(ttl, 0); err != nil {
+			l.calls.Add(1)
+			return redlock.Lock{}, err
+		}
 		if err := mutate(errFor(resource)); err != nil {
 			return redlock.Lock{}, err
 		}
@@ -281,6 +290,10 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 	l.AcquireMultiFn = func(_ context.Context, rs []string, o redlock.AcquireOptions) (redlock.MultiLock, error) {
 		checkNames(o.Namespace, rs)
 		checkTTL(o.TTL)
+		if err := checkBounds(o.TTL, o.Wait); err != nil {
+			l.calls.Add(1)
+			return redlock.MultiLock{}, err
+		}
 		if err := mutate(errFor(rs[0])); err != nil {
 			return redlock.MultiLock{}, err
 		}
@@ -295,6 +308,10 @@ func validatingLocker(t *testing.T, namespace string) *fakeLocker {
 		checkNames(namespace, rs)
 		checkToken(token)
 		checkTTL(ttl)
+		if err := checkBounds(ttl, 0); err != nil {
+			l.calls.Add(1)
+			return redlock.MultiLock{}, err
+		}
 		if err := mutate(errFor(rs[0])); err != nil {
 			return redlock.MultiLock{}, err
 		}

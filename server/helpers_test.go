@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -98,6 +99,40 @@ func newFake(t testing.TB) *fakeLocker {
 			return redlock.MultiLock{}, nil
 		},
 	}
+}
+
+// checkBounds refuses, as the coordinator does with ErrInvalid, a TTL or a
+// wait beyond the bounds of its configuration (redlock.Options.MaxTTL and
+// MaxWait, at their defaults): the server leaves those to it.
+func checkBounds(ttl, wait time.Duration) error {
+	switch {
+	case ttl > redlock.DefaultMaxTTL:
+		return fmt.Errorf("%w: ttl must be within [%d, %d] ms", redlock.ErrInvalid, redlock.MinTTL.Milliseconds(), redlock.DefaultMaxTTL.Milliseconds())
+	case wait > redlock.DefaultMaxWait:
+		return fmt.Errorf("%w: wait must be within [0, %d] ms", redlock.ErrInvalid, redlock.DefaultMaxWait.Milliseconds())
+	}
+	return nil
+}
+
+// boundedFake is newFake whose acquires and extends of locks answer as the
+// coordinator does a TTL or wait beyond its bounds (checkBounds), and fail
+// the test for any other arguments.
+func boundedFake(t testing.TB) *fakeLocker {
+	f := newFake(t)
+	refuse := func(ttl, wait time.Duration) error {
+		err := checkBounds(ttl, wait)
+		if err == nil {
+			t.Errorf("unexpected call with TTL %v, wait %v", ttl, wait)
+		}
+		return err
+	}
+	f.AcquireFn = func(_ context.Context, _ string, o redlock.AcquireOptions) (redlock.Lock, error) {
+		return redlock.Lock{}, refuse(o.TTL, o.Wait)
+	}
+	f.ExtendFn = func(_ context.Context, _, _, _ string, ttl time.Duration) (redlock.Lock, error) {
+		return redlock.Lock{}, refuse(ttl, 0)
+	}
+	return f
 }
 
 func (f *fakeLocker) Acquire(ctx context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {

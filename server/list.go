@@ -11,20 +11,16 @@ import (
 // ListLocks lists a page of the locks held in the caller's namespace: 200,
 // never with a token.
 func (s *Server) ListLocks(ctx context.Context, req api.ListLocksRequestObject) (api.ListLocksResponseObject, error) {
-	if err := s.admitAny(ctx); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	o := redlock.ListOptions{Namespace: namespaceFrom(ctx), Limit: redlock.DefaultListLimit}
 	p := req.Params
 	if p.Limit != nil {
-		if o.Limit = *p.Limit; o.Limit < 1 || o.Limit > redlock.MaxListLimit {
-			return nil, badRequest("limit must be within [1, %d]", redlock.MaxListLimit)
-		}
+		o.Limit = *p.Limit
 	}
 	if p.Prefix != nil {
-		if o.Prefix = *p.Prefix; !redlock.ValidPrefix(o.Prefix) {
-			return nil, badRequest("prefix must be 0-%d characters of [A-Za-z0-9._:-]", redlock.MaxNameLen)
-		}
+		o.Prefix = *p.Prefix
 	}
 	if p.Cursor != nil {
 		o.Cursor = *p.Cursor

@@ -3,9 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net/url"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -15,23 +16,13 @@ import (
 // with milliseconds (openapi.yaml).
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Details of invalid-request problems for the inputs with a fixed syntax.
-const (
-	resourceRule  = "resource must be 1-200 characters of [A-Za-z0-9._:-], other than . and .., after percent-decoding"
-	lockTokenRule = "the Lock-Token header must be 22-128 characters of [A-Za-z0-9_-]"
-	tokenRule     = "token must be 22-128 characters of [A-Za-z0-9_-]"
-)
-
 // AcquireLock takes a lock: 201. An acquire with wait_ms waits here, in its
 // handler (see waitFor).
 func (s *Server) AcquireLock(ctx context.Context, req api.AcquireLockRequestObject) (api.AcquireLockResponseObject, error) {
-	if err := s.admit(ctx, req.Resource); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
-	o, err := s.acquireOptions(ctx, req.Body)
-	if err != nil {
-		return nil, err
-	}
+	o := s.acquireOptions(ctx, req.Body)
 	return waitFor(s, ctx, o, "acquire", func(ctx context.Context, o redlock.AcquireOptions) (api.AcquireLockResponseObject, error) {
 		return s.acquire(ctx, req.Resource, o)
 	})
@@ -59,7 +50,12 @@ func waitFor[T any](s *Server, ctx context.Context, o redlock.AcquireOptions, op
 			return resp, err
 		}
 		// A lock that is free now needs no waiting slot: one round, as
-		// without wait_ms, that answers full only if the lock is held.
+		// without wait_ms, that answers full only if the lock is held. The
+		// coordinator, which bounds waits, does not see this one.
+		if o.Wait > s.cfg.MaxWait {
+			var zero T
+			return zero, fmt.Errorf("%w: wait must be within [0, %d] ms", redlock.ErrInvalid, s.cfg.MaxWait.Milliseconds())
+		}
 		o.Wait = 0
 	}
 	defer s.cfg.Metrics.observeOp(op, time.Now())
@@ -70,41 +66,28 @@ func waitFor[T any](s *Server, ctx context.Context, o redlock.AcquireOptions, op
 	return resp, err
 }
 
-// acquireOptions checks the body of an acquire and returns its options.
-func (s *Server) acquireOptions(ctx context.Context, b *api.AcquireRequest) (redlock.AcquireOptions, error) {
+// acquireOptions returns the options of an acquire's body, which
+// validateRequest has checked against openapi.yaml; the coordinator checks
+// what depends on its configuration (max TTL, max wait).
+func (s *Server) acquireOptions(ctx context.Context, b *api.AcquireRequest) redlock.AcquireOptions {
 	o := redlock.AcquireOptions{Namespace: namespaceFrom(ctx), TTL: s.cfg.DefaultTTL}
 	if b == nil {
-		return o, nil
+		return o
 	}
-	var err error
-	if o.TTL, err = s.ttl(b.TTLMs); err != nil {
-		return o, err
-	}
+	o.TTL = s.ttl(b.TTLMs)
 	if b.WaitMs != nil {
-		if *b.WaitMs < 0 || *b.WaitMs > s.cfg.MaxWait.Milliseconds() {
-			return o, badRequest("wait_ms must be within [0, %d]", s.cfg.MaxWait.Milliseconds())
-		}
-		o.Wait = time.Duration(*b.WaitMs) * time.Millisecond
+		o.Wait = millis(*b.WaitMs)
 	}
 	if b.Token != nil {
-		if !redlock.ValidToken(*b.Token) {
-			return o, badRequest(tokenRule)
-		}
 		o.Token = *b.Token
 	}
 	if b.Owner != nil {
-		if utf8.RuneCountInString(*b.Owner) > redlock.MaxOwnerLen {
-			return o, badRequest("owner must be at most %d characters", redlock.MaxOwnerLen)
-		}
 		o.Owner = *b.Owner
 	}
 	if b.Mode != nil {
-		if !b.Mode.Valid() {
-			return o, badRequest("mode must be read or write")
-		}
 		o.Mode = redlock.Mode(*b.Mode)
 	}
-	return o, nil
+	return o
 }
 
 // acquire takes the lock and makes the 201 response.
@@ -122,7 +105,7 @@ func (s *Server) acquire(ctx context.Context, resource string, o redlock.Acquire
 
 // ReleaseLock releases a lock: 204.
 func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObject) (api.ReleaseLockResponseObject, error) {
-	if err := withToken(s.admit(ctx, req.Resource), req.Params.LockToken); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("release", time.Now())
@@ -135,15 +118,11 @@ func (s *Server) ReleaseLock(ctx context.Context, req api.ReleaseLockRequestObje
 
 // ExtendLock extends a lock: 200 with the lock.
 func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject) (api.ExtendLockResponseObject, error) {
-	if err := withToken(s.admit(ctx, req.Resource), req.Params.LockToken); err != nil {
-		return nil, err
-	}
-	ttl, err := s.extendTTL(req.Body)
-	if err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("extend", time.Now())
-	lock, err := s.cfg.Locker.Extend(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken, ttl)
+	lock, err := s.cfg.Locker.Extend(ctx, namespaceFrom(ctx), req.Resource, req.Params.LockToken, s.extendTTL(req.Body))
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +133,7 @@ func (s *Server) ExtendLock(ctx context.Context, req api.ExtendLockRequestObject
 // InspectLock tells whether a lock is held and by whom: 200, with held false
 // when it is free (404 is only for paths that name no route).
 func (s *Server) InspectLock(ctx context.Context, req api.InspectLockRequestObject) (api.InspectLockResponseObject, error) {
-	if err := s.admit(ctx, req.Resource); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("inspect", time.Now())
@@ -183,22 +162,12 @@ func inspected(ctx context.Context, body api.LockInfo) api.InspectLock200JSONRes
 	return api.InspectLock200JSONResponse{Body: body, Headers: api.InspectLock200ResponseHeaders{XRequestId: requestID(ctx)}}
 }
 
-// admit returns errShuttingDown once BeginShutdown was called, else an
-// invalid-request error if resource is not a valid name. With API keys, it
-// also refuses a request that authenticate did not let through (a safety
-// net: authenticate runs before routing and answers those itself).
-func (s *Server) admit(ctx context.Context, resource string) error {
-	if err := s.admitAny(ctx); err != nil {
-		return err
-	}
-	if !redlock.ValidName(resource) {
-		return badRequest(resourceRule)
-	}
-	return nil
-}
-
-// admitAny is admit without a resource.
-func (s *Server) admitAny(ctx context.Context) error {
+// admit returns errShuttingDown once BeginShutdown was called. With API
+// keys, it also refuses a request that authenticate did not let through (a
+// safety net: authenticate runs before routing and answers those itself).
+// The request's parameters and body are valid as openapi.yaml says
+// (validateRequest).
+func (s *Server) admit(ctx context.Context) error {
 	if rq := reqInfoOf(ctx); s.cfg.Keys.Len() > 0 && (rq == nil || rq.caller == nil) {
 		return errNoKey
 	}
@@ -208,34 +177,28 @@ func (s *Server) admitAny(ctx context.Context) error {
 	return nil
 }
 
-// ttl returns the TTL asked for in ms, or the default TTL if nil. May return
-// an invalid-request error.
-func (s *Server) ttl(ms *int64) (time.Duration, error) {
+// ttl returns the TTL asked for in ms, or the default TTL if nil.
+func (s *Server) ttl(ms *int64) time.Duration {
 	if ms == nil {
-		return s.cfg.DefaultTTL, nil
+		return s.cfg.DefaultTTL
 	}
-	if *ms < redlock.MinTTL.Milliseconds() || *ms > s.cfg.MaxTTL.Milliseconds() {
-		return 0, badRequest("ttl_ms must be within [%d, %d]", redlock.MinTTL.Milliseconds(), s.cfg.MaxTTL.Milliseconds())
-	}
-	return time.Duration(*ms) * time.Millisecond, nil
-}
-
-// withToken is err, the admission of an extend or release, or else an
-// invalid-request error if its Lock-Token is malformed.
-func withToken(err error, token string) error {
-	if err == nil && !redlock.ValidToken(token) {
-		return badRequest(lockTokenRule)
-	}
-	return err
+	return millis(*ms)
 }
 
 // extendTTL is the TTL an extend's body asks for (the default TTL when it
-// gives none). May return an invalid-request error.
-func (s *Server) extendTTL(b *api.ExtendRequest) (time.Duration, error) {
+// gives none).
+func (s *Server) extendTTL(b *api.ExtendRequest) time.Duration {
 	if b == nil {
-		return s.cfg.DefaultTTL, nil
+		return s.cfg.DefaultTTL
 	}
 	return s.ttl(b.TTLMs)
+}
+
+// millis is ms milliseconds, saturated at the bounds of time.Duration, so
+// that the coordinator refuses a huge value rather than a wrapped one.
+func millis(ms int64) time.Duration {
+	const most = math.MaxInt64 / int64(time.Millisecond)
+	return time.Duration(min(max(ms, -most), most)) * time.Millisecond
 }
 
 // lockResponse is the body of a successful acquire or extend.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redlockd/redlockd/api"
-	"github.com/redlockd/redlockd/internal/valid"
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -16,13 +15,10 @@ func (s *Server) AcquireLocks(ctx context.Context, req api.AcquireLocksRequestOb
 	if b == nil {
 		b = &api.MultiAcquireRequest{} // no resources: refused as such
 	}
-	if err := s.admitResources(ctx, b.Resources); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
-	o, err := s.acquireOptions(ctx, &api.AcquireRequest{TTLMs: b.TTLMs, WaitMs: b.WaitMs, Token: b.Token, Owner: b.Owner})
-	if err != nil {
-		return nil, err
-	}
+	o := s.acquireOptions(ctx, &api.AcquireRequest{TTLMs: b.TTLMs, WaitMs: b.WaitMs, Token: b.Token, Owner: b.Owner})
 	return waitFor(s, ctx, o, "acquire", func(ctx context.Context, o redlock.AcquireOptions) (api.AcquireLocksResponseObject, error) {
 		lock, err := s.cfg.Locker.AcquireMulti(ctx, b.Resources, o)
 		if err != nil {
@@ -38,7 +34,7 @@ func (s *Server) AcquireLocks(ctx context.Context, req api.AcquireLocksRequestOb
 
 // ReleaseLocks releases the locks of several resources: 204.
 func (s *Server) ReleaseLocks(ctx context.Context, req api.ReleaseLocksRequestObject) (api.ReleaseLocksResponseObject, error) {
-	if err := withToken(s.admitResources(ctx, req.Params.Resource), req.Params.LockToken); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("release", time.Now())
@@ -51,32 +47,16 @@ func (s *Server) ReleaseLocks(ctx context.Context, req api.ReleaseLocksRequestOb
 
 // ExtendLocks extends the locks of several resources: 200.
 func (s *Server) ExtendLocks(ctx context.Context, req api.ExtendLocksRequestObject) (api.ExtendLocksResponseObject, error) {
-	if err := withToken(s.admitResources(ctx, req.Params.Resource), req.Params.LockToken); err != nil {
-		return nil, err
-	}
-	ttl, err := s.extendTTL(req.Body)
-	if err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("extend", time.Now())
-	lock, err := s.cfg.Locker.ExtendMulti(ctx, namespaceFrom(ctx), req.Params.Resource, req.Params.LockToken, ttl)
+	lock, err := s.cfg.Locker.ExtendMulti(ctx, namespaceFrom(ctx), req.Params.Resource, req.Params.LockToken, s.extendTTL(req.Body))
 	if err != nil {
 		return nil, err
 	}
 	setOutcome(ctx, "extended")
 	return api.ExtendLocks200JSONResponse{Body: multiResponse(lock), Headers: api.ExtendLocks200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
-}
-
-// admitResources is admit for the resources of a multi-resource lock: 1 to
-// redlock.MaxResources valid names, none repeated.
-func (s *Server) admitResources(ctx context.Context, resources []string) error {
-	if err := s.admitAny(ctx); err != nil {
-		return err
-	}
-	if problem := valid.Resources(resources); problem != "" {
-		return badRequest("%s", problem)
-	}
-	return nil
 }
 
 // multiLocation is the URL of a multi-resource lock: /locks?resource=a&….

@@ -217,14 +217,24 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // invalidDetail is the message of a redlock.ErrInvalid error without its
-// package prefix. redlock never puts tokens in these messages.
+// package prefix; a rule ("ttl must be …") names its argument by its JSON
+// member (members), as schemaDetail does. redlock never puts tokens in these
+// messages.
 func invalidDetail(err error) string {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	msg = strings.TrimPrefix(strings.TrimPrefix(msg, redlock.ErrInvalid.Error()), ": ")
+	if arg, rule, ok := strings.Cut(msg, " "); ok && members[arg] != "" && strings.HasPrefix(rule, "must ") {
+		msg = members[arg] + ": " + rule
+	}
 	return cmp.Or(msg, "invalid argument")
 }
 
-// paramError is the generated router's hook for bad path and header parameters.
+// members are the JSON members of the coordinator's arguments that it
+// checks against its configuration.
+var members = map[string]string{"ttl": "ttl_ms", "wait": "wait_ms"}
+
+// paramError is the generated router's hook for parameters it cannot bind
+// (before validateRequest checks them against openapi.yaml).
 func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		missing *api.RequiredHeaderError
@@ -240,22 +250,14 @@ func (s *Server) paramError(w http.ResponseWriter, r *http.Request, err error) {
 		detail = fmt.Sprintf("the %s parameter is required (the Location of the acquire names the resources)", absent.ParamName)
 	case errors.As(err, &many):
 		detail = fmt.Sprintf("the %s header must be given once", many.ParamName)
-	case errors.As(err, &format) && format.ParamName == "resource":
-		detail = resourceRule
-	case errors.As(err, &format) && format.ParamName == "name":
-		detail = nameRule
-	case errors.As(err, &format) && format.ParamName == "Lock-Token":
-		detail = lockTokenRule
-	case errors.As(err, &format) && format.ParamName == "limit":
-		detail = fmt.Sprintf("limit must be one integer within [1, %d]", redlock.MaxListLimit)
 	case errors.As(err, &format):
-		detail = fmt.Sprintf("the %s parameter must be given once", format.ParamName)
+		detail = fmt.Sprintf("%s: must be given once, as openapi.yaml types it", format.ParamName)
 	}
 	s.writeProblem(w, r, &requestError{detail: detail, err: err})
 }
 
 // bodyError is the strict handler's hook for request bodies it cannot
-// decode. strictJSON has decoded the body before, so this is rare.
+// decode. validateRequest has decoded the body before, so this is rare.
 func (s *Server) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	detail := "malformed JSON body"
 	if errors.Is(err, io.EOF) {

@@ -11,9 +11,6 @@ import (
 	"github.com/redlockd/redlockd/redlock"
 )
 
-// nameRule is the invalid-request detail of a bad semaphore name.
-const nameRule = "name must be 1-200 characters of [A-Za-z0-9._:-], other than . and .., after percent-decoding"
-
 // Errors of AcquirePermit that problemFor words apart from those of locks.
 var (
 	// errPermitsHeld wraps redlock.ErrLockHeld: every permit is held.
@@ -31,17 +28,14 @@ func (e *limitMismatch) Unwrap() error { return e.err }
 
 // AcquirePermit takes a permit of a semaphore: 201. It waits as AcquireLock.
 func (s *Server) AcquirePermit(ctx context.Context, req api.AcquirePermitRequestObject) (api.AcquirePermitResponseObject, error) {
-	if err := s.admitSemaphore(ctx, req.Name); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	b := req.Body
-	if b == nil || b.Limit < 1 || b.Limit > redlock.MaxLimit {
-		return nil, badRequest("limit is required: an integer within [1, %d]", redlock.MaxLimit)
+	if b == nil {
+		b = &api.AcquirePermitRequest{} // no limit: refused as such
 	}
-	o, err := s.acquireOptions(ctx, &api.AcquireRequest{TTLMs: b.TTLMs, WaitMs: b.WaitMs, Token: b.Token, Owner: b.Owner})
-	if err != nil {
-		return nil, err
-	}
+	o := s.acquireOptions(ctx, &api.AcquireRequest{TTLMs: b.TTLMs, WaitMs: b.WaitMs, Token: b.Token, Owner: b.Owner})
 	return waitFor(s, ctx, o, "acquire_permit", func(ctx context.Context, o redlock.AcquireOptions) (api.AcquirePermitResponseObject, error) {
 		p, err := s.cfg.Locker.AcquirePermit(ctx, req.Name, redlock.PermitOptions{AcquireOptions: o, Limit: b.Limit})
 		switch {
@@ -62,15 +56,11 @@ func (s *Server) AcquirePermit(ctx context.Context, req api.AcquirePermitRequest
 
 // ExtendPermit extends a permit: 200 with the permit.
 func (s *Server) ExtendPermit(ctx context.Context, req api.ExtendPermitRequestObject) (api.ExtendPermitResponseObject, error) {
-	if err := withToken(s.admitSemaphore(ctx, req.Name), req.Params.LockToken); err != nil {
-		return nil, err
-	}
-	ttl, err := s.extendTTL(req.Body)
-	if err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("extend_permit", time.Now())
-	p, err := s.cfg.Locker.ExtendPermit(ctx, namespaceFrom(ctx), req.Name, req.Params.LockToken, ttl)
+	p, err := s.cfg.Locker.ExtendPermit(ctx, namespaceFrom(ctx), req.Name, req.Params.LockToken, s.extendTTL(req.Body))
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +70,7 @@ func (s *Server) ExtendPermit(ctx context.Context, req api.ExtendPermitRequestOb
 
 // ReleasePermit releases a permit: 204.
 func (s *Server) ReleasePermit(ctx context.Context, req api.ReleasePermitRequestObject) (api.ReleasePermitResponseObject, error) {
-	if err := withToken(s.admitSemaphore(ctx, req.Name), req.Params.LockToken); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("release_permit", time.Now())
@@ -94,7 +84,7 @@ func (s *Server) ReleasePermit(ctx context.Context, req api.ReleasePermitRequest
 // InspectSemaphore tells which permits are held and by whom, never their
 // tokens: 200, with no permit when the semaphore is free.
 func (s *Server) InspectSemaphore(ctx context.Context, req api.InspectSemaphoreRequestObject) (api.InspectSemaphoreResponseObject, error) {
-	if err := s.admitSemaphore(ctx, req.Name); err != nil {
+	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	defer s.cfg.Metrics.observeOp("inspect_semaphore", time.Now())
@@ -113,17 +103,6 @@ func (s *Server) InspectSemaphore(ctx context.Context, req api.InspectSemaphoreR
 	}
 	setOutcome(ctx, outcome)
 	return api.InspectSemaphore200JSONResponse{Body: body, Headers: api.InspectSemaphore200ResponseHeaders{XRequestId: requestID(ctx)}}, nil
-}
-
-// admitSemaphore is admit for a semaphore's name.
-func (s *Server) admitSemaphore(ctx context.Context, name string) error {
-	if err := s.admitAny(ctx); err != nil {
-		return err
-	}
-	if !redlock.ValidName(name) {
-		return badRequest(nameRule)
-	}
-	return nil
 }
 
 // permitResponse is the body of a successful permit acquire or extend.

@@ -34,8 +34,9 @@ var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.Me
 	http.MethodDelete, http.MethodPut, http.MethodOptions}
 
 // Config configures a Server. The zero value of each field but Locker means
-// its default. The limits should be the coordinator's (redlock.Options), so
-// that the server rejects with a clear message what the coordinator would.
+// its default. The limits should be the coordinator's (redlock.Options):
+// requests are checked against openapi.yaml here, and against the bounds of
+// the configuration (max TTL, max wait) by the coordinator.
 type Config struct {
 	// Locker takes, extends, releases and inspects locks. Required.
 	Locker Locker
@@ -43,7 +44,9 @@ type Config struct {
 	// receives tokens. Default: the zero Logger, which logs nothing.
 	Log zerolog.Logger
 	// DefaultTTL is the TTL of a lock when a request gives none, MaxTTL the
-	// largest TTL and MaxWait the largest wait_ms a request may ask for.
+	// largest TTL (it bounds Retry-After) and MaxWait the largest wait_ms a
+	// request may ask for (checked here only when the waiting slots are
+	// full, as such an acquire reaches the coordinator without its wait).
 	// Defaults: redlock.DefaultTTL, DefaultMaxTTL and DefaultMaxWait.
 	DefaultTTL, MaxTTL, MaxWait time.Duration
 	// MaxWaiters bounds the acquires with wait_ms > 0 in progress at once;
@@ -115,7 +118,8 @@ func New(cfg Config) *Server {
 
 // Handler returns the HTTP handler of the whole API: the generated routes on
 // a chi router, behind the middlewares of request ids, access log, panics,
-// API keys and body limits, with strictJSON checking request bodies, and in
+// API keys and body limits, with validateRequest checking requests against
+// openapi.yaml, and in
 // otelhttp with Config.Tracer. Every error body is made by writeProblem.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
@@ -129,7 +133,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	api.HandlerWithOptions(strict, api.ChiServerOptions{
 		BaseRouter:       r,
-		Middlewares:      []api.MiddlewareFunc{s.strictJSON},
+		Middlewares:      []api.MiddlewareFunc{s.validateRequest(mustOperations())},
 		ErrorHandlerFunc: s.paramError,
 	})
 	r.Method(http.MethodGet, "/metrics", s.metricsHandler()) // promhttp, not generated: see api/cfg.yaml

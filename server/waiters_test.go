@@ -288,3 +288,27 @@ func (c chanWriter) Write(p []byte) (int, error) {
 	c <- string(p)
 	return len(p), nil
 }
+
+// TestWaitBoundWhenSlotsFull: an acquire that finds every waiting slot taken
+// makes one round without its wait, which the coordinator then never sees;
+// a wait_ms above max wait is still 400 invalid-request naming wait_ms, and
+// takes no round.
+func TestWaitBoundWhenSlotsFull(t *testing.T) {
+	f, entered, release := waitingFake(t, 1)
+	h := New(Config{Locker: f, MaxWaiters: 1}).Handler()
+	done := make(chan *httptest.ResponseRecorder)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, newRequest(request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`}))
+		done <- w
+	}()
+	<-entered // the only slot is taken
+	w := serve(t, h, request{method: "POST", target: "/locks/y", body: fmt.Sprintf(`{"wait_ms": %d}`, redlock.DefaultMaxWait.Milliseconds()+1)})
+	if p := checkProblem(t, w, http.StatusBadRequest, "invalid-request"); !strings.Contains(p.Detail, "wait_ms") {
+		t.Errorf("detail %q does not name wait_ms", p.Detail)
+	}
+	close(release)
+	if w := <-done; w.Code != http.StatusCreated {
+		t.Errorf("the waiting acquire: %d %s", w.Code, w.Body)
+	}
+}

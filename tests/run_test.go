@@ -715,7 +715,7 @@ func TestRunShortGatewayMaxWait(t *testing.T) {
 	// A TTL above the gateway's max TTL: refused at once.
 	p = run("--resource", res, "--ttl", "2m", "--", "true")
 	p.wantExit(runUsage, 30*time.Second)
-	if msg := p.errs.String(); !strings.Contains(msg, "ttl_ms must be within") {
+	if msg := p.errs.String(); !strings.Contains(msg, "ttl_ms: must be within") {
 		t.Errorf("stderr %q does not say why the gateway refused", msg)
 	}
 }
