@@ -31,7 +31,7 @@ class MultiTest(unittest.TestCase):
         self.assertEqual(lock.resources, (b, a))
         self.assertGreater(lock.fencing_tokens[0], other.fencing_token)
         self.assertNotIn(lock.token, repr(lock))
-        self.assertGreater(lock.remaining(), 4)
+        self.assertGreater(lock.remaining(), 25)  # a margin of 5 s for a starved process
         info = self.client.inspect(a)
         self.assertEqual((info.held, info.owner, info.fencing_token), (True, "py-multi", lock.fencing_tokens[1]))
         with self.assertRaises(LockHeldError):

@@ -28,8 +28,8 @@ class SemaphoreTest(unittest.TestCase):
         self.assertIn(first.permit, (0, 1))
         self.assertRegex(first.token, r"^[A-Za-z0-9_-]{22,128}$")
         self.assertNotIn(first.token, repr(first))
-        self.assertLessEqual(first.until, start + 5)  # rule 1: counted from before the request
-        self.assertGreater(first.remaining(), 4)
+        self.assertLessEqual(first.until, start + 30)  # rule 1: counted from before the request
+        self.assertGreater(first.remaining(), 25)  # a margin of 5 s for a starved process
 
         second = self.client.acquire_permit(self.name, limit=2, ttl=30, owner="py-second")
         self.assertEqual({first.permit, second.permit}, {0, 1})
