@@ -10,12 +10,12 @@ import { url, authURL, apiKey, resource, client, closedURL } from './helpers.js'
 test('acquire, inspect, list, extend, release', async () => {
   const c = client(), res = resource('basic');
   const before = performance.now();
-  const lock = await c.acquire(res, { ttlMs: 2_000, owner: 'js-test' });
+  const lock = await c.acquire(res, { ttlMs: 30_000, owner: 'js-test' });
   assert.equal(lock.resource, res);
   assert.match(lock.token, /^[A-Za-z0-9_-]{22,128}$/);
   assert.ok(lock.fencing_token > 0);
   assert.ok(lock.startedAt >= before && lock.validUntil === lock.startedAt + lock.validity_ms);
-  assert.ok(lock.validity_ms > 0 && lock.validity_ms <= 2_000);
+  assert.ok(lock.validity_ms > 0 && lock.validity_ms <= 30_000);
   assert.match(lock.requestId, /^[A-Za-z0-9._-]{1,64}$/);
 
   const info = await c.inspect(res);
@@ -24,11 +24,11 @@ test('acquire, inspect, list, extend, release', async () => {
   const page = await c.list({ prefix: res });
   assert.deepEqual(page.locks.map((l) => [l.resource, l.fencing_token]), [[res, lock.fencing_token]]);
 
-  const ext = await c.extend(res, lock.token, { ttlMs: 2_000 });
+  const ext = await c.extend(res, lock.token, { ttlMs: 30_000 });
   assert.equal(ext.fencing_token, lock.fencing_token);
   assert.ok(ext.startedAt > lock.startedAt);
 
-  const held = await c.acquire(res, { ttlMs: 2_000 }).then(() => assert.fail('acquired a held lock'), (e) => e);
+  const held = await c.acquire(res, { ttlMs: 30_000 }).then(() => assert.fail('acquired a held lock'), (e) => e);
   assert.ok(held instanceof LockHeldError, held);
   assert.equal(held.status, 409);
   assert.equal(held.type, 'urn:redlockd:problem:lock-held');
@@ -45,25 +45,25 @@ test('acquire, inspect, list, extend, release', async () => {
 
 test('a client-chosen token makes acquire idempotent', async () => {
   const c = client(), res = resource('idem'), token = newToken();
-  const first = await c.acquire(res, { ttlMs: 2_000, token });
-  const again = await c.acquire(res, { ttlMs: 2_000, token });
+  const first = await c.acquire(res, { ttlMs: 30_000, token });
+  const again = await c.acquire(res, { ttlMs: 30_000, token });
   assert.equal(again.fencing_token, first.fencing_token);
   await c.release(res, token);
 });
 
 test('readers share the lock with the last writer\'s fencing token; a writer is refused meanwhile', async () => {
   const c = client(), res = resource('readers');
-  const writer = await c.acquire(res, { ttlMs: 2_000 });
+  const writer = await c.acquire(res, { ttlMs: 30_000 });
   assert.equal(writer.mode, 'write');
   await c.release(res, writer.token);
-  const r1 = await c.acquire(res, { ttlMs: 2_000, mode: 'read' });
+  const r1 = await c.acquire(res, { ttlMs: 30_000, mode: 'read' });
   const r2 = await c.withLock(res, async ({ fencingToken }) => {
     const info = await c.inspect(res);
     assert.deepEqual([info.mode, info.readers, info.fencing_token], ['read', 2, writer.fencing_token]);
     return fencingToken;
-  }, { ttlMs: 2_000, mode: 'read' });
+  }, { ttlMs: 30_000, mode: 'read' });
   assert.deepEqual([r1.mode, r1.fencing_token, r2], ['read', writer.fencing_token, writer.fencing_token]);
-  const held = await c.acquire(res, { ttlMs: 2_000, mode: 'write' }).then(() => assert.fail('a writer got in'), (e) => e);
+  const held = await c.acquire(res, { ttlMs: 30_000, mode: 'write' }).then(() => assert.fail('a writer got in'), (e) => e);
   assert.ok(held instanceof LockHeldError, held);
   await c.release(res, r1.token);
   const bad = await c.acquire(res, { mode: 'READ' }).then(() => assert.fail('mode READ accepted'), (e) => e);
@@ -93,7 +93,7 @@ test('config errors: ConfigError with status and request id', async () => {
 test('API keys: the right key works, a wrong one is a ConfigError 401', { skip: !authURL && 'REDLOCKD_TESTS_AUTH_URL is not set' }, async () => {
   const res = resource('auth');
   const good = new Client({ url: authURL, apiKey });
-  const lock = await good.acquire(res, { ttlMs: 2_000 });
+  const lock = await good.acquire(res, { ttlMs: 30_000 });
   await good.release(res, lock.token);
 
   const wrongKey = 'not-a-key-0123456789abcdefghijkl';

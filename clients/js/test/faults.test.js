@@ -128,6 +128,6 @@ test('several resources: a majority of nodes paused past the validity makes the 
   assert.ok(reason instanceof LockLostError, reason);
   assert.ok(err instanceof LockLostError, err);
   // Resumed, the nodes grant the resources again.
-  const fences = await c.withLocks(rs, ({ fencingTokens }) => fencingTokens, { ttlMs: 2_000, waitMs: 30_000 });
+  const fences = await c.withLocks(rs, ({ fencingTokens }) => fencingTokens, { ttlMs: 30_000, waitMs: 30_000 });
   assert.equal(fences.length, 2);
 });

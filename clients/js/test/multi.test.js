@@ -8,24 +8,24 @@ import { resource, client } from './helpers.js';
 
 test('acquireMulti takes all or none; one token extends and releases both', async () => {
   const c = client(), a = resource('multi-a'), b = resource('multi-b');
-  const other = await c.acquire(b, { ttlMs: 5_000 });
-  const held = await c.acquireMulti([a, b], { ttlMs: 2_000 }).then(() => assert.fail('acquired a held resource'), (e) => e);
+  const other = await c.acquire(b, { ttlMs: 30_000 });
+  const held = await c.acquireMulti([a, b], { ttlMs: 30_000 }).then(() => assert.fail('acquired a held resource'), (e) => e);
   assert.ok(held instanceof LockHeldError && held.status === 409 && held.retryAfterMs > 0 && held.requestId, held);
   assert.equal((await c.inspect(a)).held, false, 'a was taken without b');
   await c.release(b, other.token);
 
   const before = performance.now();
-  const lock = await c.acquireMulti([b, a], { ttlMs: 2_000, owner: 'js-multi' });
+  const lock = await c.acquireMulti([b, a], { ttlMs: 30_000, owner: 'js-multi' });
   assert.deepEqual(lock.resources.map((r) => r.resource), [b, a]);
   assert.ok(lock.resources[0].fencing_token > other.fencing_token, 'b\'s fence did not increase');
   assert.ok(lock.startedAt >= before && lock.validUntil === lock.startedAt + lock.validity_ms && lock.validity_ms > 0);
   const info = await c.inspect(a);
   assert.deepEqual([info.held, info.owner, info.fencing_token], [true, 'js-multi', lock.resources[1].fencing_token]);
-  const single = await c.acquire(a, { ttlMs: 2_000 }).then(() => assert.fail('a single lock got in'), (e) => e);
+  const single = await c.acquire(a, { ttlMs: 30_000 }).then(() => assert.fail('a single lock got in'), (e) => e);
   assert.ok(single instanceof LockHeldError, single);
 
-  const ext = await c.extendMulti([a, b], lock.token, { ttlMs: 3_000 });
-  assert.deepEqual([ext.ttl_ms, ext.token], [3_000, lock.token]);
+  const ext = await c.extendMulti([a, b], lock.token, { ttlMs: 45_000 });
+  assert.deepEqual([ext.ttl_ms, ext.token], [45_000, lock.token]);
   await c.releaseMulti([a, b], lock.token);
   assert.deepEqual([(await c.inspect(a)).held, (await c.inspect(b)).held], [false, false]);
   const gone = await c.extendMulti([a, b], lock.token).then(() => assert.fail('extended released locks'), (e) => e);
@@ -55,7 +55,7 @@ test('withLocks: [a, b] and [b, a] take turns without deadlock and release both'
     inside--;
     return Object.fromEntries(resources.map((r, i) => [r, fencingTokens[i]]));
   };
-  const [x, y] = await Promise.all([[a, b], [b, a]].map((rs) => c.withLocks(rs, work, { ttlMs: 3_000, waitMs: 10_000 })));
+  const [x, y] = await Promise.all([[a, b], [b, a]].map((rs) => c.withLocks(rs, work, { ttlMs: 30_000, waitMs: 10_000 })));
   assert.notEqual(x[a], y[a]);
   assert.equal(Math.sign(x[a] - y[a]), Math.sign(x[b] - y[b]), 'the fences of a and b disagree on the order');
   assert.deepEqual([(await c.inspect(a)).held, (await c.inspect(b)).held], [false, false]);

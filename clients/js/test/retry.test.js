@@ -48,7 +48,7 @@ for (const [kind, { run, fences }] of Object.entries(kinds)) {
     } finally {
       await proxy.close();
     }
-    const [after] = await run(client(), r, { ttlMs: 2_000 }); // released: held again at once
+    const [after] = await run(client(), r, { ttlMs: 30_000 }); // released: held again at once
     assert.equal(after.length, lost.length);
   });
 }
@@ -63,13 +63,13 @@ test('a list of URLs: a gateway that refuses connections, then a proxy\'s 502 an
     assert.ok((await c.inspect(resource('list'))).requestId);
     // A hold tries every URL once even without a wait.
     const fences = await new Client({ url: [refused, proxy.url] })
-      .withLocks([resource('list-a'), resource('list-b')], ({ fencingTokens }) => fencingTokens, { ttlMs: 2_000 });
+      .withLocks([resource('list-a'), resource('list-b')], ({ fencingTokens }) => fencingTokens, { ttlMs: 30_000 });
     assert.equal(fences.length, 2);
 
     let failed = 0;
     proxy.fail = (req) => (req.method === 'POST' && failed < 2 ? [502, 504][failed++] : 0);
     const held = await new Client({ url: proxy.url })
-      .withLocks([resource('bad-a'), resource('bad-b')], ({ fencingTokens }) => fencingTokens, { ttlMs: 2_000, waitMs: 10_000 });
+      .withLocks([resource('bad-a'), resource('bad-b')], ({ fencingTokens }) => fencingTokens, { ttlMs: 30_000, waitMs: 10_000 });
     assert.equal(held.length, 2);
     assert.equal(failed, 2);
   } finally {

@@ -17,16 +17,19 @@ const untilAborted = (signal) => new Promise((resolve) => {
 
 test('contention: two withLock on one resource take turns, fences increase', async () => {
   const c = client(), res = resource('turns');
+  // ttl 3 s: an extension (every ttl/3) has ttl/3 = 1 s to answer, which a
+  // starved process meets; the work lasts ttl/2, past the first extension.
+  const ttlMs = 3_000;
   let inside = 0;
   const fences = [];
   const work = async ({ fencingToken, signal }) => {
     assert.equal(++inside, 1, 'two holders at once');
     fences.push(fencingToken);
-    await sleep(1_200, undefined, { signal }); // longer than the TTL: extended, and the other waits past its TTL
+    await sleep(ttlMs / 2, undefined, { signal }); // longer than ttl/3: extended, and the other waits past an extension
     inside--;
     return fencingToken;
   };
-  const results = await Promise.all([0, 1].map(() => c.withLock(res, work, { ttlMs: 1_000, waitMs: 10_000 })));
+  const results = await Promise.all([0, 1].map(() => c.withLock(res, work, { ttlMs, waitMs: 30_000 })));
   assert.deepEqual(results.toSorted(), fences);
   assert.ok(fences[1] > fences[0], `fences ${fences}`);
   assert.equal((await c.inspect(res)).held, false, 'not released');
@@ -34,14 +37,17 @@ test('contention: two withLock on one resource take turns, fences increase', asy
 
 test('waiting: held by another, withLock waits, then extends at once before the work', async () => {
   const c = client(), res = resource('wait');
-  const other = await c.acquire(res, { ttlMs: 800 });
+  // The wait for other's TTL (2.5 s) must eat more than ttl/3 (1 s) of the
+  // 3 s validity: a margin of 1.5 s for a starved process between the two
+  // acquires; the extension then has at least ttl/3 to answer.
+  const other = await c.acquire(res, { ttlMs: 2_500 });
   const proxy = await startProxy();
   try {
     const fence = await new Client({ url: proxy.url }).withLock(res, ({ fencingToken }) => {
       // The wait ate most of the validity: an extension came first (rule 1).
       assert.deepEqual(proxy.methods, ['POST', 'PATCH']);
       return fencingToken;
-    }, { ttlMs: 1_500, waitMs: 5_000 });
+    }, { ttlMs: 3_000, waitMs: 30_000 });
     assert.ok(fence > other.fencing_token);
     assert.deepEqual(proxy.methods, ['POST', 'PATCH', 'DELETE']);
   } finally {
@@ -49,8 +55,8 @@ test('waiting: held by another, withLock waits, then extends at once before the 
   }
 
   // Without waiting: LockHeldError, fn never runs.
-  const held = await c.acquire(res, { ttlMs: 2_000 });
-  const err = await c.withLock(res, () => assert.fail('ran without the lock'), { ttlMs: 1_000 }).catch((e) => e);
+  const held = await c.acquire(res, { ttlMs: 30_000 });
+  const err = await c.withLock(res, () => assert.fail('ran without the lock'), { ttlMs: 30_000 }).catch((e) => e);
   assert.ok(err instanceof LockHeldError && err.retryAfterMs > 0 && err.requestId, err);
   await c.release(res, held.token);
 });
@@ -110,17 +116,24 @@ test('the gateway stops answering: the signal fires before the validity ends', a
   const proxy = await startProxy();
   try {
     const c = new Client({ url: proxy.url, timeoutMs: 1_000 });
+    const ttlMs = 1_500;
+    // The validity ends at the latest ttlMs after start. A timer for that
+    // moment, set before the hold's own, runs after it even when a starved
+    // event loop runs both late: the signal must have fired by then.
     const start = performance.now();
-    let lostAt;
+    let lostAt, held, firedByTTL;
+    setTimeout(() => { firedByTTL = held?.aborted; }, ttlMs);
     const err = await c.withLock(res, async ({ signal }) => {
+      held = signal;
       proxy.stall = () => true;
       lostAt = await untilAborted(signal);
       proxy.stall = () => false;
       assert.ok(signal.reason instanceof LockLostError, signal.reason);
       signal.throwIfAborted();
-    }, { ttlMs: 1_500 }).catch((e) => e);
+    }, { ttlMs }).catch((e) => e);
     assert.ok(err instanceof LockLostError, err);
-    assert.ok(lostAt - start < 1_500, `lost ${lostAt - start} ms after the acquire began, past the TTL`);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, ttlMs + 1 - (performance.now() - start)))); // the check above has run
+    assert.ok(firedByTTL, `lost ${lostAt - start} ms after the acquire began, after the TTL's timer`);
     assert.ok(proxy.methods.filter((m) => m === 'PATCH').length >= 1, 'no extension was tried');
   } finally {
     await proxy.close();
@@ -132,10 +145,10 @@ test('the lock taken over: the extension 409s, the signal fires, release reports
   let other;
   const err = await c.withLock(res, async ({ signal, token }) => {
     await c.release(res, token); // e.g. an operator, or a paused holder's lock expiring
-    other = await c.acquire(res, { ttlMs: 5_000 });
+    other = await c.acquire(res, { ttlMs: 30_000 });
     await untilAborted(signal); // at the next extension, ttl/3
     return 'done';
-  }, { ttlMs: 1_500 }).catch((e) => e);
+  }, { ttlMs: 3_000 }).catch((e) => e); // 3 s: the release and acquire above fit before the validity ends
   assert.ok(err instanceof LockLostError, err);
   assert.ok(err.cause instanceof NotOwnerError && err.cause.lockState === 'held-by-other', err.cause);
   assert.ok(err.requestId);
@@ -152,7 +165,7 @@ test('the lock expires through a silent gateway and is taken: release reports No
       proxy.stall = (req) => req.method === 'PATCH';
       await untilAborted(signal);
       // A holder that goes on regardless: another client takes the lock.
-      other = await c.acquire(res, { ttlMs: 5_000, waitMs: 5_000 });
+      other = await c.acquire(res, { ttlMs: 30_000, waitMs: 30_000 });
       return 'done';
     }, { ttlMs: 1_000 }).catch((e) => e);
     assert.ok(err instanceof LockLostError, err);
@@ -170,14 +183,14 @@ test('the lock expires through a silent gateway and is taken: release reports No
 test('fn throws: the lock is released and fn\'s error is thrown', async () => {
   const c = client(), res = resource('throws');
   const boom = new Error('boom');
-  await assert.rejects(c.withLock(res, () => { throw boom; }, { ttlMs: 1_000 }), (e) => e === boom);
+  await assert.rejects(c.withLock(res, () => { throw boom; }, { ttlMs: 30_000 }), (e) => e === boom);
   assert.equal((await c.inspect(res)).held, false);
 });
 
 test('withLock errors: unavailable and config', async () => {
   const down = new Client({ url: await closedURL(), timeoutMs: 1_000 });
-  await assert.rejects(down.withLock(resource('down'), () => assert.fail('ran'), { ttlMs: 1_000 }), UnavailableError);
-  await assert.rejects(client().withLock('a/b', () => assert.fail('ran'), { ttlMs: 1_000 }), ConfigError);
+  await assert.rejects(down.withLock(resource('down'), () => assert.fail('ran'), { ttlMs: 30_000 }), UnavailableError);
+  await assert.rejects(client().withLock('a/b', () => assert.fail('ran'), { ttlMs: 30_000 }), ConfigError);
   if (authURL) {
     const wrong = new Client({ url: authURL, apiKey: 'not-a-key-0123456789abcdefghijkl' });
     await assert.rejects(wrong.withLock(resource('key'), () => assert.fail('ran')), (e) => e instanceof ConfigError && e.status === 401 && e.requestId !== '');
@@ -186,9 +199,9 @@ test('withLock errors: unavailable and config', async () => {
 
 test('the caller\'s signal cancels a wait', async () => {
   const c = client(), res = resource('cancel');
-  const held = await c.acquire(res, { ttlMs: 5_000 });
+  const held = await c.acquire(res, { ttlMs: 30_000 });
   const ac = new AbortController();
   setTimeout(() => ac.abort(new Error('cancelled')), 200);
-  await assert.rejects(c.withLock(res, () => assert.fail('ran'), { waitMs: 5_000, signal: ac.signal }), /cancelled/);
+  await assert.rejects(c.withLock(res, () => assert.fail('ran'), { waitMs: 30_000, signal: ac.signal }), /cancelled/);
   await c.release(res, held.token);
 });

@@ -124,7 +124,7 @@ class FaultTest(unittest.TestCase):
         self.assertNotIsInstance(e.exception, NotOwnerError)
         self.assertEqual(e.exception.type, "lost")
         # Once the nodes answer again the locks are free (expired), and taken at once.
-        with client.lock(resources=resources, ttl=2, wait=30) as again:
+        with client.lock(resources=resources, ttl=30, wait=30) as again:
             again.check()
 
     def test_c_retried_acquire_keeps_fence(self) -> None:
@@ -133,10 +133,10 @@ class FaultTest(unittest.TestCase):
         client = Client(proxy.url)
         name = self.res
         kinds: Dict[str, Callable[[], Union[HeldLock, HeldLocks, HeldPermit]]] = {
-            "several": lambda: client.lock(resources=[name + "-a", name + "-b"], ttl=5, wait=10),
-            "lock": lambda: client.lock(name + "-c", ttl=5, wait=10),
-            "read": lambda: client.lock(name + "-d", ttl=5, wait=10, mode="read"),
-            "permit": lambda: client.permit(name + "-e", limit=2, ttl=5, wait=10),
+            "several": lambda: client.lock(resources=[name + "-a", name + "-b"], ttl=30, wait=10),
+            "lock": lambda: client.lock(name + "-c", ttl=30, wait=10),
+            "read": lambda: client.lock(name + "-d", ttl=30, wait=10, mode="read"),
+            "permit": lambda: client.permit(name + "-e", limit=2, ttl=30, wait=10),
         }
         for kind, hold in kinds.items():
             with self.subTest(kind):

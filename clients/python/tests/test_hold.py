@@ -21,7 +21,7 @@ AnyHold = Union[HeldLock, HeldLocks, HeldPermit]
 
 
 def hold_past_ttl(test: unittest.TestCase, held: AnyHold, seconds: float) -> None:
-    """Works for seconds (longer than the TTL), checking the hold all along."""
+    """Works for seconds (longer than the TTL, or than ttl/3), checking the hold all along."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         held.check()
@@ -44,13 +44,13 @@ class HoldTest(unittest.TestCase):
     def test_read(self) -> None:
         proxy = self.proxy()
         via = Client(proxy.url)
-        with via.lock(self.res, ttl=1.5, mode="read", owner="reader-1") as r1, \
-                via.lock(self.res, ttl=1.5, mode="read", owner="reader-2") as r2:
+        with via.lock(self.res, ttl=3, mode="read", owner="reader-1") as r1, \
+                via.lock(self.res, ttl=3, mode="read", owner="reader-2") as r2:
             self.assertIsInstance(r1, HeldLock)
             assert r1.lock is not None and r2.lock is not None
             self.assertEqual((r1.lock.mode, r2.lock.mode), ("read", "read"))
-            hold_past_ttl(self, r2, 2.5)
-            self.assertGreaterEqual(proxy.counts["PATCH"], 6)  # both, every ttl/3
+            hold_past_ttl(self, r2, 3.6)  # past the 3 s TTL
+            self.assertGreaterEqual(proxy.counts["PATCH"], 4)  # both, every ttl/3: 3 each on time, 2 if starved
             info = self.client.inspect(self.res)
             self.assertEqual((info.mode, info.readers), ("read", 2))
             with self.assertRaises(LockHeldError):
@@ -71,13 +71,13 @@ class HoldTest(unittest.TestCase):
 
     def test_several(self) -> None:
         proxy = self.proxy()
-        with Client(proxy.url).lock(resources=[self.a, self.b], ttl=1.5, owner="py-several") as held:
+        with Client(proxy.url).lock(resources=[self.a, self.b], ttl=3, owner="py-several") as held:
             self.assertIsInstance(held, HeldLocks)
             self.assertEqual(proxy.counts["PATCH"], 0)  # no wait: no extension at once
             self.assertEqual(held.resources, (self.a, self.b))
             self.assertNotIn(held.token, repr(held))
-            hold_past_ttl(self, held, 2.5)
-            self.assertGreaterEqual(proxy.counts["PATCH"], 3)
+            hold_past_ttl(self, held, 3.6)  # past the 3 s TTL
+            self.assertGreaterEqual(proxy.counts["PATCH"], 2)  # every ttl/3: 3 on time, 2 if starved
             for r, fence in zip(held.resources, held.fencing_tokens):
                 info = self.client.inspect(r)
                 self.assertEqual((info.held, info.owner, info.fencing_token), (True, "py-several", fence))
@@ -87,9 +87,11 @@ class HoldTest(unittest.TestCase):
         self.assertEqual((self.client.inspect(self.a).held, self.client.inspect(self.b).held), (False, False))
 
     def test_several_wait_extends_at_once(self) -> None:
-        first = self.client.acquire(self.b, ttl=1)  # the hold waits for it to expire
+        # The hold waits for it to expire: more than ttl/3 of the hold's 3 s,
+        # with 1.5 s to spare for a starved process.
+        first = self.client.acquire(self.b, ttl=2.5)
         proxy = self.proxy()
-        with Client(proxy.url).lock(resources=[self.a, self.b], ttl=1.5, wait=10) as held:
+        with Client(proxy.url).lock(resources=[self.a, self.b], ttl=3, wait=10) as held:
             self.assertGreaterEqual(proxy.counts["PATCH"], 1)
             assert held.lock is not None
             self.assertGreater(held.lock.remaining(), 1)
@@ -99,7 +101,7 @@ class HoldTest(unittest.TestCase):
         with self.assertRaises(NotOwnerError) as e:
             with self.client.lock(resources=[self.a, self.b], ttl=3) as held:
                 self.client.release_multi([self.a, self.b], held.token)
-                taken = self.client.acquire(self.a, ttl=10)
+                taken = self.client.acquire(self.a, ttl=30)
                 self.assertTrue(held.lost.wait(5), "an extension did not find the locks taken")
                 with self.assertRaises(NotOwnerError):
                     held.check()
@@ -110,13 +112,13 @@ class HoldTest(unittest.TestCase):
         # The hold's acquire_multi gets 503 twice, then the locks: no error.
         proxy = self.proxy()
         proxy.fail["POST"] = 2
-        with Client(proxy.url).lock(resources=[self.a, self.b], ttl=5, wait=10) as held:
+        with Client(proxy.url).lock(resources=[self.a, self.b], ttl=30, wait=10) as held:
             self.assertEqual(proxy.counts["POST"], 3)
             self.assertEqual(self.client.inspect(self.a).fencing_token, held.fencing_tokens[0])
         # Without a wait there is one try: the 503 is raised.
         proxy.fail["POST"] = 1
         with self.assertRaises(UnavailableError) as e:
-            with Client(proxy.url).lock(resources=[self.a, self.b], ttl=5):
+            with Client(proxy.url).lock(resources=[self.a, self.b], ttl=30):
                 self.fail("entered after a 503")
         self.assertEqual((e.exception.status, e.exception.request_id), (503, "py-proxy-503"))
 
@@ -124,14 +126,14 @@ class HoldTest(unittest.TestCase):
         # A refused connection is tried on the next URL at once, by the hold
         # and by a single call; a gateway that answers 503 makes the next one
         # current, and the hold's retry goes there.
-        with Client([closed_url(), URL]).lock(resources=[self.a, self.b], ttl=5) as held:
+        with Client([closed_url(), URL]).lock(resources=[self.a, self.b], ttl=30) as held:
             held.check()
-        lock = Client([closed_url(), closed_url(), URL]).acquire_multi([self.a, self.b], ttl=5)
+        lock = Client([closed_url(), closed_url(), URL]).acquire_multi([self.a, self.b], ttl=30)
         self.client.release_multi([self.a, self.b], lock.token)
         proxy = self.proxy()
         proxy.fail["POST"] = 1
         client = Client([proxy.url, URL])
-        with client.lock(resources=[self.a, self.b], ttl=5, wait=10) as held:
+        with client.lock(resources=[self.a, self.b], ttl=30, wait=10) as held:
             self.assertEqual(client.url, URL)
             self.assertEqual(self.client.inspect(self.b).fencing_token, held.fencing_tokens[1])
         self.assertEqual(proxy.counts["POST"], 1)
@@ -139,24 +141,26 @@ class HoldTest(unittest.TestCase):
     def test_permit(self) -> None:
         proxy = self.proxy()
         via = Client(proxy.url)
-        with via.permit(self.res, limit=2, ttl=1.5, owner="p1") as p1, via.permit(self.res, limit=2, ttl=1.5) as p2:
+        with via.permit(self.res, limit=2, ttl=3, owner="p1") as p1, via.permit(self.res, limit=2, ttl=3) as p2:
             self.assertIsInstance(p1, HeldPermit)
             self.assertEqual({p1.permit, p2.permit}, {0, 1})
             self.assertNotEqual(p1.fencing_token, p2.fencing_token)
             with self.assertRaises(LockHeldError):
                 with self.client.permit(self.res, limit=2, ttl=1, wait=0.3):
                     self.fail("a third holder entered a semaphore of 2")
-            hold_past_ttl(self, p1, 2.5)
-            self.assertGreaterEqual(proxy.counts["PATCH"], 6)
+            hold_past_ttl(self, p1, 3.6)  # past the 3 s TTL
+            self.assertGreaterEqual(proxy.counts["PATCH"], 4)  # both, every ttl/3: 3 each on time, 2 if starved
             info = self.client.inspect_semaphore(self.res)
             self.assertEqual((info.limit, info.held), (2, 2))
             self.assertIn(("p1", p1.fencing_token), [(p.owner, p.fencing_token) for p in info.permits])
         self.assertEqual(self.client.inspect_semaphore(self.res).held, 0)
 
     def test_permit_waits_then_extends(self) -> None:
-        first = self.client.acquire_permit(self.res, limit=1, ttl=1)  # expires while the hold waits
+        # Expires while the hold waits: more than ttl/3 of the hold's 3 s,
+        # with 1.5 s to spare for a starved process.
+        first = self.client.acquire_permit(self.res, limit=1, ttl=2.5)
         proxy = self.proxy()
-        with Client(proxy.url).permit(self.res, limit=1, ttl=1.5, wait=10) as held:
+        with Client(proxy.url).permit(self.res, limit=1, ttl=3, wait=10) as held:
             self.assertGreaterEqual(proxy.counts["PATCH"], 1)
             assert held.lock is not None and held.fencing_token is not None
             self.assertGreater(held.lock.remaining(), 1)
@@ -172,26 +176,26 @@ class HoldTest(unittest.TestCase):
         self.assertTrue(e.exception.request_id)
 
     def test_permit_limit_mismatch(self) -> None:
-        with self.client.permit(self.res, limit=2, ttl=5):
+        with self.client.permit(self.res, limit=2, ttl=30):
             with self.assertRaises(LimitMismatchError) as e:
-                with self.client.permit(self.res, limit=3, ttl=5):
+                with self.client.permit(self.res, limit=3, ttl=30):
                     self.fail("entered with another limit")
             self.assertEqual(e.exception.limit, 2)
             self.assertEqual(self.client.inspect_semaphore(self.res).held, 1)
 
     def test_permit_contention(self) -> None:
-        # Three holders of a semaphore of 2, each working longer than the
-        # TTL: never more than 2 inside; all get in within the wait.
+        # Three holders of a semaphore of 2, each working past an extension
+        # (ttl/2): never more than 2 inside; all get in within the wait.
         inside: List[int] = []
         most: List[int] = [0]
         mu = threading.Lock()
 
         def work() -> None:
-            with self.client.permit(self.res, limit=2, ttl=1, wait=20) as held:
+            with self.client.permit(self.res, limit=2, ttl=3, wait=30) as held:
                 with mu:
                     inside.append(1)
                     most[0] = max(most[0], len(inside))
-                hold_past_ttl(self, held, 1.5)
+                hold_past_ttl(self, held, 1.5)  # ttl/2, past the extension at ttl/3
                 with mu:
                     inside.pop()
 
