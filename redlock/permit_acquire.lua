@@ -1,4 +1,4 @@
--- permit_acquire.lua: acquire.lua on one permit of a semaphore (see semaphore.go). The lock
+-- permit_acquire.lua: acquire.lua on one permit of a semaphore (see permit.go). The lock
 -- script below runs as body() on the permit this prelude picks: the one the token holds here
 -- already (an idempotent re-acquire), else ARGV's preferred permit. The index of the permits
 -- (permits.lua) tells, without looking through the limit's permits, which one the token holds,

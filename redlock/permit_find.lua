@@ -1,5 +1,5 @@
 -- permit_find.lua: a lock script (commit.lua, extend.lua, release.lua) on the permit of a
--- semaphore that the token holds on this node (see semaphore.go), found in the index of the
+-- semaphore that the token holds on this node (see permit.go), found in the index of the
 -- permits (permits.lua). It runs below as body(), with KEYS[1] and KEYS[2] made the permit's
 -- lock and meta keys; if the token holds no permit here, keys of no permit, so the lock script
 -- finds none. The index then follows what the lock script did to the permit's lock key: kept

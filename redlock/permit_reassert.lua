@@ -1,4 +1,4 @@
--- permit_reassert.lua: reassert.lua on a given permit of a semaphore (see semaphore.go): puts
+-- permit_reassert.lua: reassert.lua on a given permit of a semaphore (see permit.go): puts
 -- back a permit that vanished from this node (a restarted node) while a quorum holds it, and
 -- notes it in the index of the permits (permits.lua). A token that holds another permit here
 -- already is not given a second one.

@@ -1,5 +1,5 @@
 -- permits.lua: the index of a semaphore's permits on this node, which each permit script includes
--- (-- INCLUDE permits.lua) so that no call looks through the limit's permits (see semaphore.go and
+-- (-- INCLUDE permits.lua) so that no call looks through the limit's permits (see permit.go and
 -- docs/semaphores.md). Permit i is the lock whose lock and meta keys are KEYS[1] .. i and
 -- KEYS[2] .. i; its lock key is the truth (the permit is held iff it exists), and the index says
 -- where to look:

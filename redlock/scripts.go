@@ -22,10 +22,10 @@ var (
 	scriptExtend   = script("extend.lua")
 	scriptReassert = script("reassert.lua")
 	scriptInspect  = script("inspect.lua")
-	// acquire.lua on several resources, all or nothing (see runMulti)
+	// acquire.lua on several resources, all or nothing (see multiKind in multi.go)
 	scriptMulti = script("multi_acquire.lua", "acquire.lua")
 
-	// The scripts of a semaphore's permits (see semaphore.go): each runs a
+	// The scripts of a semaphore's permits (see permit.go): each runs a
 	// lock script on the permit it picks from the index of the permits on
 	// the node (permits.lua, which each includes).
 	permitScripts = map[*redis.Script]*redis.Script{
