@@ -205,8 +205,8 @@ func TestErrors(t *testing.T) {
 		if !errors.As(err, &held) {
 			t.Fatalf("%v: not a *client.HeldError", err)
 		}
-		if held.Remaining < 25*time.Second || held.Remaining > 32*time.Second {
-			t.Errorf("HeldError.Remaining = %v, want about the holder's 30s TTL", held.Remaining)
+		if held.Remaining < 25*time.Second || held.Remaining > 34*time.Second {
+			t.Errorf("HeldError.Remaining = %v, want about the holder's 30s TTL (25s to 34s: a starved process, the gateway's jitter)", held.Remaining)
 		}
 		pe := wantProblem(t, err, http.StatusConflict, "lock-held")
 		if pe.RetryAfter != held.Remaining || pe.RequestID == "" || pe.Detail == "" {
