@@ -440,7 +440,7 @@ func TestHoldRetriedAcquireKeepsFence(t *testing.T) {
 	for name, tg := range targets(t) {
 		t.Run(name, func(t *testing.T) {
 			var retried []error
-			h, err := c.Hold(ctx, tg, client.HoldOptions{TTL: 10 * time.Second, Wait: 20 * time.Second,
+			h, err := c.Hold(ctx, tg, client.HoldOptions{TTL: 30 * time.Second, Wait: 20 * time.Second,
 				OnRetry: func(err error) { retried = append(retried, err) }})
 			if err != nil {
 				t.Fatalf("Hold: %v", err)

@@ -19,13 +19,13 @@ func TestList(t *testing.T) {
 	want := map[string]int64{}
 	for i := range 7 {
 		res := fmt.Sprintf("list-%d", i)
-		l, err := c.Acquire(ctx, res, client.AcquireOptions{TTL: 10 * time.Second, Owner: "me"})
+		l, err := c.Acquire(ctx, res, client.AcquireOptions{TTL: 30 * time.Second, Owner: "me"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want[res] = l.Fence
 	}
-	if _, err := c.Acquire(ctx, "other", client.AcquireOptions{TTL: 10 * time.Second}); err != nil {
+	if _, err := c.Acquire(ctx, "other", client.AcquireOptions{TTL: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -19,13 +19,13 @@ func TestMulti(t *testing.T) {
 	ctx := context.Background()
 	res := []string{resourceName(t), resourceName(t)}
 
-	_, err := c.AcquireMulti(ctx, res, client.AcquireOptions{TTL: 10 * time.Second, Mode: client.ModeRead})
+	_, err := c.AcquireMulti(ctx, res, client.AcquireOptions{TTL: 30 * time.Second, Mode: client.ModeRead})
 	var pe *client.ProblemError
 	if !errors.Is(err, client.ErrInvalid) || errors.As(err, &pe) {
 		t.Fatalf("AcquireMulti with ModeRead: %v, want client.ErrInvalid without a request", err)
 	}
 
-	m, err := c.AcquireMulti(ctx, res, client.AcquireOptions{TTL: 10 * time.Second, Mode: client.ModeWrite})
+	m, err := c.AcquireMulti(ctx, res, client.AcquireOptions{TTL: 30 * time.Second, Mode: client.ModeWrite})
 	if err != nil {
 		t.Fatalf("AcquireMulti: %v", err)
 	}
@@ -37,9 +37,9 @@ func TestMulti(t *testing.T) {
 		t.Errorf("Acquire of one of them: %v, want a *client.HeldError", err)
 	}
 	rev := []string{res[1], res[0]}
-	e, err := c.ExtendMulti(ctx, rev, m.Token, 20*time.Second)
-	if err != nil || !slices.Equal(e.Resources, rev) || !slices.Equal(e.Fences, []int64{m.Fences[1], m.Fences[0]}) || e.TTL != 20*time.Second {
-		t.Errorf("ExtendMulti(%v) = %+v, %v; want them in that order with their fences %v, ttl 20s", rev, e, err, m.Fences)
+	e, err := c.ExtendMulti(ctx, rev, m.Token, 45*time.Second)
+	if err != nil || !slices.Equal(e.Resources, rev) || !slices.Equal(e.Fences, []int64{m.Fences[1], m.Fences[0]}) || e.TTL != 45*time.Second {
+		t.Errorf("ExtendMulti(%v) = %+v, %v; want them in that order with their fences %v, ttl 45s", rev, e, err, m.Fences)
 	}
 	for range 2 { // idempotent
 		if err := c.ReleaseMulti(ctx, res, m.Token); err != nil {

@@ -50,11 +50,11 @@ func TestPermitLifecycle(t *testing.T) {
 	ctx := context.Background()
 	sem, token := resourceName(t), clientToken()
 
-	p0, err := c.AcquirePermit(ctx, sem, client.PermitOptions{Limit: 2, TTL: 10 * time.Second, Token: token, Owner: "a"})
+	p0, err := c.AcquirePermit(ctx, sem, client.PermitOptions{Limit: 2, TTL: 30 * time.Second, Token: token, Owner: "a"})
 	if err != nil {
 		t.Fatalf("AcquirePermit: %v", err)
 	}
-	p1, err := c.AcquirePermit(ctx, sem, client.PermitOptions{Limit: 2, TTL: 10 * time.Second, Owner: "b"})
+	p1, err := c.AcquirePermit(ctx, sem, client.PermitOptions{Limit: 2, TTL: 30 * time.Second, Owner: "b"})
 	if err != nil {
 		t.Fatalf("second AcquirePermit: %v", err)
 	}
@@ -83,7 +83,7 @@ func TestPermitLifecycle(t *testing.T) {
 			t.Errorf("InspectSemaphore permit %d = %+v; want fence %d, its owner, remaining in (0, 30s], 3+ nodes", p.Index, got, p.Fence)
 		}
 	}
-	if e, err := c.ExtendPermit(ctx, sem, p1.Token, 20*time.Second); err != nil || e.Index != p1.Index || e.Fence != p1.Fence {
+	if e, err := c.ExtendPermit(ctx, sem, p1.Token, 45*time.Second); err != nil || e.Index != p1.Index || e.Fence != p1.Fence {
 		t.Errorf("ExtendPermit = %+v, %v", e, err)
 	}
 
