@@ -749,7 +749,10 @@ func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Du
 		t.Errorf("seed %d: %d extends answered another fencing token than their acquire: %s",
 			c.Seed, len(c.fenceChanged), strings.Join(c.fenceChanged, "; "))
 	}
-	if c.stats["acquired"] < 5*int(c.Duration/time.Second) {
+	// Not a speed check (that is the bench's): a workload or gateway that
+	// grants almost nothing proves little. Two a second leaves room: the
+	// multi soak granted five a second with every core busy.
+	if c.stats["acquired"] < 2*int(c.Duration/time.Second) {
 		t.Errorf("only %d acquisitions in %v: the run proves little", c.stats["acquired"], c.Duration)
 	}
 	return c
