@@ -49,7 +49,9 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// buildGateway compiles ../cmd/redlockd (the module of the repository).
+// buildGateway compiles ../cmd/redlockd (the module of the repository) as
+// tests/ does (no cgo, paths trimmed), so that the two share the build
+// cache's packages and the same binary is tested.
 func buildGateway(out string) error {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -58,8 +60,9 @@ func buildGateway(out string) error {
 	if _, err := os.Stat(filepath.Join(root, "cmd", "redlockd")); err != nil {
 		return fmt.Errorf("the redlockd repository is not at %s: %w", root, err)
 	}
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/redlockd")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/redlockd")
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./cmd/redlockd: %w\n%s", err, b)
 	}
