@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // keysWithoutTTL lists the keys of nodes that have no TTL: a key that lives
@@ -51,5 +52,34 @@ func TestEveryKeyHasATTL(t *testing.T) {
 		check("held, " + k.name)
 		wantStatus(t, gw.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", holder.str(t, "token")), http.StatusNoContent)
 		check("released, " + k.name)
+	}
+}
+
+// TestReassertedKeysHaveATTL: the keys that an extension puts back on a
+// node that restarted empty (reassert.lua, a reader's records and a
+// permit's index included) have a TTL too (docs/safety.md "Guarantees and
+// limits, in plain words": Keys).
+func TestReassertedKeysHaveATTL(t *testing.T) {
+	t.Parallel()
+	for _, k := range lockKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			nodes := startCluster(t, 3)
+			gw := startGateway(t, nodes)
+			res := resourceName(t)
+			holder := k.acquire(t, gw, res, `,"ttl_ms":30000`)
+			wantStatus(t, holder, http.StatusCreated)
+			nodes[0].Restart()
+			// Each extension finds the lock absent on the restarted node once
+			// the gateway's connection to it is new; the put-back follows.
+			eventually(t, 30*time.Second, "the lock put back on the restarted node", func() bool {
+				wantStatus(t, gw.do(t, http.MethodPatch, k.url(res), `{"ttl_ms":30000}`, "Lock-Token", holder.str(t, "token")), http.StatusOK)
+				n, err := nodes[0].Client().DBSize(context.Background()).Result()
+				return err == nil && n > 1 // more than the fence counter
+			})
+			if keys := keysWithoutTTL(t, nodes); len(keys) > 0 {
+				t.Fatalf("keys without a TTL after the put-back:\n%s", strings.Join(keys, "\n"))
+			}
+		})
 	}
 }
