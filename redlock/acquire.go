@@ -84,7 +84,7 @@ func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) 
 	if lock, ok := a.retried(ctx); ok {
 		return lock, true, nil
 	}
-	c.stats.held.Add(1)
+	c.decided(ctx, Decision{Outcome: OutcomeHeld})
 	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.kind.queues())}
 }
 
@@ -103,7 +103,7 @@ func (a *attempt) retried(ctx context.Context) (Lock, bool) {
 	}
 	lock, ok := a.kind.retried(ctx, a)
 	if ok {
-		a.c.stats.acquired.Add(1)
+		a.c.decided(ctx, Decision{Outcome: OutcomeAcquired})
 	}
 	return lock, ok
 }
@@ -202,7 +202,7 @@ func (a *attempt) args() []any {
 // outcome makes the lock from an acquire round's answers, or undoes them.
 func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lock, error) {
 	if lock, ok := a.granted(ctx, start, t); ok {
-		a.c.stats.acquired.Add(1)
+		a.c.decided(ctx, Decision{Outcome: OutcomeAcquired, Round: true})
 		return lock, nil
 	}
 	return Lock{}, a.failed(ctx, []*acqTally{t})
@@ -262,13 +262,13 @@ func (a *attempt) failed(ctx context.Context, ts []*acqTally) error {
 	if len(t.failed) > 0 && !a.chosen {
 		c.bg.Go(func() { a.cleanup(context.WithoutCancel(ctx), t.failed) })
 	}
-	if t.yes > 0 && len(t.pttls) < c.quorum {
-		c.stats.split.Add(1) // neither this round nor any other owner won a quorum
-	}
+	d := Decision{Outcome: OutcomeUnavailable, Round: true, Split: t.yes > 0 && len(t.pttls) < c.quorum}
 	if t.refused() {
-		c.stats.held.Add(1)
+		d.Outcome = OutcomeHeld
+	}
+	c.decided(ctx, d)
+	if d.Outcome == OutcomeHeld {
 		return &HeldError{Remaining: freeIn(t.pttls, len(c.nodes), c.quorum)}
 	}
-	c.stats.unavailable.Add(1)
 	return unavailable(t.errs)
 }

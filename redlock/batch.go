@@ -236,7 +236,7 @@ func (r *round[T]) arrive(node int) {
 }
 
 // reply reads node's answer (j is its position in idxs), notes it for the
-// node's health and OnNodeCommand, and marks it seen; after a NOSCRIPT it
+// node's health and the observers, and marks it seen; after a NOSCRIPT it
 // starts the EVAL instead and reports false.
 func (r *round[T]) reply(j, node int) (reply[T], bool) {
 	cmd := r.cmds[j].Cmd
@@ -251,9 +251,7 @@ func (r *round[T]) reply(j, node int) (reply[T], bool) {
 	n := r.c.nodes[node]
 	n.noteReply(context.Background(), cmd.Err())
 	v, err := r.parse(cmd)
-	if h := r.c.opts.OnNodeCommand; h != nil {
-		h(n.addr, time.Duration(r.at[node].Load()-1), err)
-	}
+	r.c.nodeCommand(r.cmds[j].ctx, n, time.Duration(r.at[node].Load()-1), err)
 	if err != nil {
 		err = n.fail(err)
 	}
@@ -278,7 +276,7 @@ func (r *round[T]) eval(node int) {
 // stragglers hands the nodes not counted by the caller to a goroutine of
 // their own, which waits until every node answered or the node timeout
 // (from the round's start) is over, notes the late answers for the nodes'
-// health and OnNodeCommand (the nodes still silent as timed out), and calls
+// health and the observers (the nodes still silent as timed out), and calls
 // f (if not nil) with them and with the nodes still silent. A paused node's
 // command may still run when it resumes: f decides what to undo. Nothing
 // when every node was counted.
@@ -295,25 +293,24 @@ func (r *round[T]) stragglers(f func(late []reply[T], silent []int)) {
 		}
 		var late []reply[T]
 		var silent []int
+		// A silent node timed out: it counts as a failed call, as a node
+		// that answers with an error does (paused or partitioned nodes
+		// would otherwise never show in the metrics).
+		timedOut := func(j, i int) {
+			silent = append(silent, i)
+			r.c.nodeCommand(r.cmds[j].ctx, r.c.nodes[i], time.Since(r.start), context.DeadlineExceeded)
+		}
 		for j, i := range r.idxs {
 			switch {
 			case r.seen[i]:
 			case r.at[i].Load() == 0:
-				silent = append(silent, i)
+				timedOut(j, i)
 			default:
 				if rep, ok := r.reply(j, i); ok {
 					late = append(late, rep)
 				} else {
-					silent = append(silent, i) // its EVAL is too late to wait for
+					timedOut(j, i) // its EVAL is too late to wait for
 				}
-			}
-		}
-		// A silent node timed out: count it as a failed call, as a node
-		// that answers with an error is (paused or partitioned nodes would
-		// otherwise never show in the metrics).
-		if h := r.c.opts.OnNodeCommand; h != nil {
-			for _, i := range silent {
-				h(r.c.nodes[i].addr, time.Since(r.start), context.DeadlineExceeded)
 			}
 		}
 		if f != nil {

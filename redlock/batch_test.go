@@ -99,7 +99,7 @@ func TestBatching(t *testing.T) {
 	}
 }
 
-// TestNodeCommandDurations: each node's reply time, as OnNodeCommand gets it,
+// TestNodeCommandDurations: each node's reply time, as the Observer's NodeCommand gets it,
 // is that node's own: with one node holding each batch for delay, its
 // commands take at least delay and the others' mostly less, although the
 // rounds wait for the slow node.
@@ -108,13 +108,13 @@ func TestNodeCommandDurations(t *testing.T) {
 	var mu sync.Mutex
 	took := map[string][]time.Duration{}
 	cl := newCluster(t, 3, Options{
-		OnNodeCommand: func(node string, d time.Duration, err error) {
+		Observer: onNodeCommand(func(node string, d time.Duration, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
 				took[node] = append(took[node], d)
 			}
-		}})
+		})})
 	hooks := withCountHooks(cl)
 	hooks[2].delay.Store(int64(delay))
 	var wg sync.WaitGroup
@@ -181,11 +181,11 @@ func TestPausedNodeQueueCapped(t *testing.T) {
 	maxQueued = 16
 	const nodeTimeout = 2 * testNodeTimeout
 	var full atomic.Int64
-	cl := newCluster(t, 3, Options{NodeTimeout: nodeTimeout, DefaultTTL: 2 * nodeTimeout, OnNodeCommand: func(_ string, _ time.Duration, err error) {
+	cl := newCluster(t, 3, Options{NodeTimeout: nodeTimeout, DefaultTTL: 2 * nodeTimeout, Observer: onNodeCommand(func(_ string, _ time.Duration, err error) {
 		if errors.Is(err, redis.ErrAutoPipelineQueueFull) {
 			full.Add(1)
 		}
-	}})
+	})})
 	hooks := withCountHooks(cl)
 	cl.servers[0].Pause()
 	defer cl.servers[0].Resume()

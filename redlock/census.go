@@ -14,7 +14,7 @@ import (
 // coordinator counts the keys under its prefix on one node, the nodes taking
 // turns: SCAN MATCH <prefix>* COUNT scanCount, one call after another, each
 // bounded by the node timeout; a census that fails is dropped, and the next
-// node counts next time.
+// node counts next time. A census that completes goes to the observers too.
 
 // Census is the last complete key count.
 type Census struct {
@@ -88,9 +88,11 @@ func (c *Coordinator) count(ctx context.Context, n *node) {
 			break
 		}
 	}
+	last := Census{Node: n.addr, At: time.Now(), Keys: keys}
 	c.census.mu.Lock()
-	defer c.census.mu.Unlock()
-	c.census.last = Census{Node: n.addr, At: time.Now(), Keys: keys}
+	c.census.last = last
+	c.census.mu.Unlock()
+	c.obs.Census(last)
 }
 
 // namespaceOf is the namespace of a key <prefix><kind>:<namespace>/<name>…

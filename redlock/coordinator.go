@@ -19,12 +19,13 @@ type Coordinator struct {
 	opts     Options
 	nodes    []*node
 	quorum   int
-	hub      waitHub // waiting acquires
-	census   census  // the last key count (see census.go)
-	stats    counters
-	idxs     []int  // every node's index: read-only
-	released string // the channel of release announcements
-	nodeSet  string // names the nodes in their order in list cursors
+	hub      waitHub  // waiting acquires
+	census   census   // the last key count (see census.go)
+	stats    counters // the first of obs
+	obs      Observer // stats, then Options.Observer
+	idxs     []int    // every node's index: read-only
+	released string   // the channel of release announcements
+	nodeSet  string   // names the nodes in their order in list cursors
 	ids      *identities
 	// bg counts the work left to the background: stragglers of rounds
 	// (see batch.go), each bounded by about the node timeout. Close waits
@@ -45,6 +46,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released", ids: newIdentities()}
+	c.obs = Observers(&c.stats, opts.Observer)
 	set := fnv.New64a()
 	for i, o := range nodes {
 		if o == nil {

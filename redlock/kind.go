@@ -114,7 +114,6 @@ type acquireRound struct {
 // what this round may have set.
 func (a *attempt) runRound(ctx context.Context, r acquireRound) (Lock, error) {
 	c := a.c
-	c.stats.attempts.Add(1)
 	start := time.Now()
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: r.tg, minFence: math.MaxInt64}
 	add := t.add

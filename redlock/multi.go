@@ -125,7 +125,6 @@ func (*multiKind) mode() Mode { return ModeWrite }
 // resource does, and else undoes every resource.
 func (m *multiKind) round(ctx context.Context, a *attempt) (Lock, error) {
 	c := a.c
-	c.stats.attempts.Add(1)
 	start := time.Now()
 	ts := make([]*acqTally, len(m.parts))
 	var keys []string
@@ -148,7 +147,7 @@ func (m *multiKind) round(ctx context.Context, a *attempt) (Lock, error) {
 	if slices.Contains(oks, false) {
 		err = a.failed(ctx, ts)
 	} else {
-		c.stats.acquired.Add(1)
+		c.decided(ctx, Decision{Outcome: OutcomeAcquired, Round: true})
 		m.locks = locks
 	}
 	rd.stragglers(func(late []reply[[]acqReply], silent []int) {

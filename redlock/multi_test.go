@@ -158,7 +158,7 @@ func TestMultiRefused(t *testing.T) {
 // token, or a reader's mode are ErrInvalid, and no command is sent.
 func TestMultiInvalid(t *testing.T) {
 	var sent atomic.Int64
-	cl := newCluster(t, 3, Options{OnNodeCommand: func(string, time.Duration, error) { sent.Add(1) }})
+	cl := newCluster(t, 3, Options{Observer: onNodeCommand(func(string, time.Duration, error) { sent.Add(1) })})
 	c, ctx := cl.c, t.Context()
 	many := make([]string, MaxResources+1)
 	for i := range many {

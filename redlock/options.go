@@ -78,14 +78,9 @@ type Options struct {
 	// release was announced and the holder's TTL is not over (a fallback for
 	// lost messages), jittered like RetryDelay. Default: 30s.
 	PollInterval time.Duration
-	// OnWait, if set, is called when a waiting Acquire (Wait > 0) ends, with
-	// how long it waited and whether it got the lock. For metrics.
-	OnWait func(waited time.Duration, acquired bool)
-	// OnNodeCommand, if set, is called after each call to one node in a
-	// fan-out, with the node's host:port (never credentials), how long the
-	// call took and its error (a timeout is the context's). It may be called
-	// from several goroutines at once and must not block. For metrics.
-	OnNodeCommand func(node string, d time.Duration, err error)
+	// Observer, if set, receives the coordinator's events (see Observer):
+	// for metrics and tracing. Its methods must not block.
+	Observer Observer
 	// ClientHook, if set, is called with each node's client once it is made,
 	// before any command: to add hooks, such as redisotel's tracing. The
 	// hooks of a lock operation's commands get its caller's context (the

@@ -204,7 +204,6 @@ func (s *permitKind) again() bool       { return s.grantable }
 func (c *Coordinator) handOver(ctx context.Context, keys semaphoreKeys, token string, w *waiter) error {
 	a := w.a
 	pk := a.kind.(*permitKind) // only a permit's waiters take hand-overs (see kind.takesHandOver)
-	c.stats.attempts.Add(1)
 	start := time.Now()
 	rel := votes{n: len(c.nodes), q: c.quorum}
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: pk.target(), minFence: math.MaxInt64}

@@ -1,18 +1,44 @@
 package redlock
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
 
-// counters are the coordinator's statistics, read by Stats.
+// counters are the coordinator's statistics, read by Stats: the Observer
+// every coordinator has, before Options.Observer.
 type counters struct {
+	NopObserver
 	attempts, acquired, held, split, unavailable atomic.Uint64
 	waiting                                      atomic.Int64
 }
 
-// Stats is a snapshot of a coordinator's counters, for metrics.
+func (s *counters) Decided(_ context.Context, d Decision) {
+	if d.Round {
+		s.attempts.Add(1)
+	}
+	if d.Split {
+		s.split.Add(1)
+	}
+	switch d.Outcome {
+	case OutcomeAcquired:
+		s.acquired.Add(1)
+	case OutcomeHeld:
+		s.held.Add(1)
+	case OutcomeUnavailable:
+		s.unavailable.Add(1)
+	}
+}
+
+func (s *counters) Waiting(_ context.Context, delta int) { s.waiting.Add(int64(delta)) }
+
+// Stats is a snapshot of a coordinator's counters.
 type Stats struct {
 	Waiting int64 // acquires waiting for a lock now
-	// Attempts counts acquire rounds sent to the nodes; Acquired, Held and
-	// Unavailable count their outcomes (held: another owner had a quorum).
+	// Attempts counts acquire rounds sent to the nodes, as they end;
+	// Acquired, Held and Unavailable count the outcomes of acquires (see
+	// Decision: rounds, and answers given without one).
 	Attempts, Acquired, Held, Unavailable uint64
 	// SplitVotes counts failed rounds that won some nodes while other owners
 	// held fewer than a quorum: contention split the votes so that nobody
@@ -20,7 +46,7 @@ type Stats struct {
 	SplitVotes uint64
 }
 
-// Stats returns the coordinator's counters.
+// Stats returns the coordinator's counters: what its Observer was told, counted.
 func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Waiting:     c.stats.waiting.Load(),
@@ -30,4 +56,12 @@ func (c *Coordinator) Stats() Stats {
 		Unavailable: c.stats.unavailable.Load(),
 		SplitVotes:  c.stats.split.Load(),
 	}
+}
+
+// decided tells the observers of an acquire's decision.
+func (c *Coordinator) decided(ctx context.Context, d Decision) { c.obs.Decided(ctx, d) }
+
+// nodeCommand tells the observers of one call to node n.
+func (c *Coordinator) nodeCommand(ctx context.Context, n *node, took time.Duration, err error) {
+	c.obs.NodeCommand(ctx, n.addr, took, err)
 }

@@ -45,9 +45,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	start := time.Now()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	if f := c.opts.OnWait; f != nil {
-		defer func() { f(time.Since(start), err == nil) }()
-	}
+	defer func() { c.obs.Waited(ctx, time.Since(start), err == nil) }()
 
 	if c.hub.waiting(a.kind.queues(), 0) {
 		if lock, ok := a.retried(ctx); ok {
@@ -55,8 +53,8 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 		}
 	}
 	w := c.hub.join(c, a, a.kind.heads())
-	c.stats.waiting.Add(1) // after join: Stats().Waiting counts queued waiters
-	defer c.stats.waiting.Add(-1)
+	c.obs.Waiting(ctx, 1) // after join: the count is of queued waiters
+	defer c.obs.Waiting(ctx, -1)
 	defer c.hub.leave(w)
 	a.waiting = true
 	a.until = start.Add(wait)

@@ -92,8 +92,8 @@ func TestNodeErrorsNotCanceled(t *testing.T) {
 	f := newFake(t)
 	f.StatusFn = func(context.Context) []redlock.NodeStatus { return nil }
 	h := New(Config{Locker: f, Metrics: m}).Handler()
-	m.ObserveNodeCommand("n0:1", time.Millisecond, &redlock.NodeError{Err: context.Canceled})
-	m.ObserveNodeCommand("n1:1", time.Millisecond, &redlock.NodeError{Err: context.DeadlineExceeded})
+	m.NodeCommand(t.Context(), "n0:1", time.Millisecond, &redlock.NodeError{Err: context.Canceled})
+	m.NodeCommand(t.Context(), "n1:1", time.Millisecond, &redlock.NodeError{Err: context.DeadlineExceeded})
 	body := serve(t, h, request{method: "GET", target: "/metrics"}).Body.String()
 	if strings.Contains(body, `redlockd_node_command_errors_total{node="n0:1"}`) ||
 		!strings.Contains(body, `redlockd_node_command_errors_total{node="n1:1"} 1`) {

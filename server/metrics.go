@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,9 +23,9 @@ import (
 )
 
 // Metrics are the Prometheus metrics of a Server and its coordinator, in a
-// registry of their own. Create them before the coordinator, whose hooks
-// (ObserveWait, ObserveNodeCommand) feed them, and give them to one Server
-// (Config.Metrics). Labels never hold tokens, keys or credentials.
+// registry of their own. They are a redlock.Observer: create them before
+// the coordinator, give them to it (redlock.Options.Observer) and to one
+// Server (Config.Metrics). Labels never hold tokens, keys or credentials.
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -35,9 +36,15 @@ type Metrics struct {
 	waitTime     *prometheus.HistogramVec // acquired
 	nodeTime     *prometheus.HistogramVec // node
 	nodeErrors   *prometheus.CounterVec   // node
+	rounds       prometheus.Counter
+	splitVotes   prometheus.Counter
+	waiters      prometheus.Gauge
+	census       atomic.Pointer[redlock.Census] // the last one observed
 
 	watchOnce sync.Once
 }
+
+var _ redlock.Observer = (*Metrics)(nil)
 
 // nodeStatusTimeout bounds how long a scrape waits for the nodes' status.
 const nodeStatusTimeout = 500 * time.Millisecond
@@ -104,11 +111,24 @@ func NewMetrics() *Metrics {
 			Name: "redlockd_node_command_errors_total",
 			Help: "Calls to one Redis node in a lock operation that failed or timed out, by node host:port.",
 		}, []string{"node"}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "redlockd_acquire_rounds_total",
+			Help: "Acquire rounds sent to the nodes (a waiting acquire may send several).",
+		}),
+		splitVotes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "redlockd_split_votes_total",
+			Help: "Failed acquire rounds where contention split the votes so that no owner may have won a quorum.",
+		}),
+		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "redlockd_waiters",
+			Help: "Acquires waiting for a lock on this gateway now.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestTime, m.opTime, m.acquisitions, m.waitTime, m.nodeTime, m.nodeErrors,
+		m.rounds, m.splitVotes, m.waiters, censusCollector{&m.census},
 	)
 	// Every outcome, op and wait series exists from the start, at 0.
 	for _, o := range acquireOutcomes {
@@ -122,19 +142,17 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// ObserveWait records a waiting acquire that ended; it is
-// redlock.Options.OnWait. Nil-safe.
-func (m *Metrics) ObserveWait(waited time.Duration, acquired bool) {
+// Waited records a waiting acquire that ended (redlock.Observer). Nil-safe.
+func (m *Metrics) Waited(_ context.Context, waited time.Duration, acquired bool) {
 	if m == nil {
 		return
 	}
 	m.waitTime.WithLabelValues(strconv.FormatBool(acquired)).Observe(waited.Seconds())
 }
 
-// ObserveNodeCommand records one call to one node; it is
-// redlock.Options.OnNodeCommand. node must be host:port, without
-// credentials. Nil-safe.
-func (m *Metrics) ObserveNodeCommand(node string, d time.Duration, err error) {
+// NodeCommand records one call to one node (redlock.Observer). node must be
+// host:port, without credentials. Nil-safe.
+func (m *Metrics) NodeCommand(_ context.Context, node string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
@@ -146,30 +164,45 @@ func (m *Metrics) ObserveNodeCommand(node string, d time.Duration, err error) {
 	}
 }
 
-// watch registers the metrics read at scrape time from the server and its
-// Locker: waiters, acquire rounds, quorum, and each node's up and quarantine
-// state. Only the first call registers anything.
+// Decided counts acquire rounds and split votes (redlock.Observer); the
+// outcomes of acquire requests are counted by the request
+// (redlockd_acquisitions_total). Nil-safe.
+func (m *Metrics) Decided(_ context.Context, d redlock.Decision) {
+	if m == nil {
+		return
+	}
+	if d.Round {
+		m.rounds.Inc()
+	}
+	if d.Split {
+		m.splitVotes.Inc()
+	}
+}
+
+// Waiting counts the acquires in the coordinator's queue of waiters
+// (redlock.Observer). Nil-safe.
+func (m *Metrics) Waiting(_ context.Context, delta int) {
+	if m == nil {
+		return
+	}
+	m.waiters.Add(float64(delta))
+}
+
+// Census keeps the last key census for redlockd_keys (redlock.Observer).
+// Nil-safe.
+func (m *Metrics) Census(c redlock.Census) {
+	if m == nil {
+		return
+	}
+	m.census.Store(&c)
+}
+
+// watch registers the metrics read at scrape time from the server's
+// Locker: quorum, and each node's up and quarantine state. Only the first
+// call registers anything.
 func (m *Metrics) watch(s *Server) {
 	m.watchOnce.Do(func() {
-		waiting := func() float64 { return float64(s.waiting.Load()) }
-		if st, ok := s.cfg.Locker.(interface{ Stats() redlock.Stats }); ok { // the coordinator's counters
-			waiting = func() float64 { return float64(st.Stats().Waiting) }
-			m.reg.MustRegister(
-				prometheus.NewCounterFunc(prometheus.CounterOpts{
-					Name: "redlockd_acquire_rounds_total",
-					Help: "Acquire rounds sent to the nodes (a waiting acquire may send several).",
-				}, func() float64 { return float64(st.Stats().Attempts) }),
-				prometheus.NewCounterFunc(prometheus.CounterOpts{
-					Name: "redlockd_split_votes_total",
-					Help: "Failed acquire rounds where contention split the votes so that no owner may have won a quorum.",
-				}, func() float64 { return float64(st.Stats().SplitVotes) }),
-			)
-		}
 		m.reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "redlockd_waiters",
-				Help: "Acquires waiting for a lock on this gateway now.",
-			}, waiting),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "redlockd_quorum",
 				Help: "Nodes a lock needs (N/2+1).",
@@ -177,9 +210,6 @@ func (m *Metrics) watch(s *Server) {
 			nodeCollector{locker: s.cfg.Locker},
 			buildInfo(s.cfg.Version),
 		)
-		if c, ok := s.cfg.Locker.(interface{ Census() redlock.Census }); ok { // the coordinator's key census
-			m.reg.MustRegister(censusCollector{census: c.Census})
-		}
 	})
 }
 
@@ -236,7 +266,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 // censusCollector reports the key census (see redlock.Census): the keys of
 // each namespace on one node, for alerts on a tenant that grows the nodes'
 // memory.
-type censusCollector struct{ census func() redlock.Census }
+type censusCollector struct {
+	last *atomic.Pointer[redlock.Census]
+}
 
 var keysDesc = prometheus.NewDesc("redlockd_keys",
 	"Keys under the key prefix on one node at the last census (every minute, the nodes taking turns), by namespace (\"\" is the default): the records of locks held, and a fencing-token counter per resource used within --fence-idle-ttl.",
@@ -245,7 +277,11 @@ var keysDesc = prometheus.NewDesc("redlockd_keys",
 func (censusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- keysDesc }
 
 func (c censusCollector) Collect(ch chan<- prometheus.Metric) {
-	for ns, n := range c.census().Keys {
+	last := c.last.Load()
+	if last == nil {
+		return
+	}
+	for ns, n := range last.Keys {
 		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(n), ns)
 	}
 }

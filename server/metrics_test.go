@@ -44,16 +44,6 @@ func scrape(t testing.TB, h http.Handler, headers ...string) promtest.Samples {
 	return parseMetrics(t, w.Body.String())
 }
 
-// statsLocker is a fakeLocker with Stats, like the coordinator.
-type statsLocker struct {
-	*fakeLocker
-	waiting int64
-}
-
-func (l *statsLocker) Stats() redlock.Stats {
-	return redlock.Stats{Waiting: l.waiting, Attempts: 7, SplitVotes: 2}
-}
-
 func TestMetrics(t *testing.T) {
 	f := newFake(t)
 	f.AcquireFn = func(_ context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
@@ -74,8 +64,18 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	m := NewMetrics()
-	l := &statsLocker{fakeLocker: f, waiting: 4}
-	h := New(Config{Locker: l, Metrics: m}).Handler()
+	h := New(Config{Locker: f, Metrics: m}).Handler()
+	// The coordinator's events, as it tells its Observer: 4 waiters queued
+	// (5 joined, 1 left), 3 rounds of which 1 split the votes, a census.
+	ctx := t.Context()
+	for _, d := range []int{1, 1, 1, 1, 1, -1} {
+		m.Waiting(ctx, d)
+	}
+	m.Decided(ctx, redlock.Decision{Outcome: redlock.OutcomeAcquired, Round: true})
+	m.Decided(ctx, redlock.Decision{Outcome: redlock.OutcomeHeld, Round: true, Split: true})
+	m.Decided(ctx, redlock.Decision{Outcome: redlock.OutcomeHeld})
+	m.Decided(ctx, redlock.Decision{Outcome: redlock.OutcomeUnavailable, Round: true})
+	m.Census(redlock.Census{Node: "10.0.0.1:6379", At: time.Now(), Keys: map[string]int{"": 3, "tenant": 5}})
 
 	before := scrape(t, h)
 	for _, name := range []string{
@@ -87,8 +87,20 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("no %s before any request", name)
 		}
 	}
-	if v, _ := metricValue(before, "redlockd_waiters"); v != 4 {
-		t.Errorf("waiters %v, want 4 (from Stats)", v)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"redlockd_waiters", nil, 4},
+		{"redlockd_acquire_rounds_total", nil, 3},
+		{"redlockd_split_votes_total", nil, 1},
+		{"redlockd_keys", []string{"namespace", ""}, 3},
+		{"redlockd_keys", []string{"namespace", "tenant"}, 5},
+	} {
+		if v, _ := metricValue(before, c.name, c.labels...); v != c.want {
+			t.Errorf("%s%v = %v, want %v (from the Observer's events)", c.name, c.labels, v, c.want)
+		}
 	}
 	for node, want := range map[string][2]float64{"10.0.0.1:6379": {1, 0}, "10.0.0.2:6379": {0, 0}, "10.0.0.3:6379": {1, 1}} {
 		up, _ := metricValue(before, "redlockd_node_up", "node", node)
@@ -105,9 +117,9 @@ func TestMetrics(t *testing.T) {
 	serve(t, h, request{method: "DELETE", target: "/locks/job", headers: []string{"Lock-Token", tokenA}})
 	serve(t, h, request{method: "BREW", target: "/locks/job"})
 	serve(t, h, request{method: "GET", target: "/no/such/path"})
-	m.ObserveWait(1500*time.Millisecond, true)
-	m.ObserveNodeCommand("10.0.0.1:6379", time.Millisecond, nil)
-	m.ObserveNodeCommand("10.0.0.1:6379", 50*time.Millisecond, context.DeadlineExceeded)
+	m.Waited(ctx, 1500*time.Millisecond, true)
+	m.NodeCommand(ctx, "10.0.0.1:6379", time.Millisecond, nil)
+	m.NodeCommand(ctx, "10.0.0.1:6379", 50*time.Millisecond, context.DeadlineExceeded)
 
 	after := scrape(t, h)
 	delta := func(name string, labels ...string) float64 {
@@ -221,8 +233,11 @@ func TestMaxWaiters(t *testing.T) {
 	f := newFake(t)
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})
+	m := NewMetrics()
 	f.AcquireFn = func(ctx context.Context, resource string, o redlock.AcquireOptions) (redlock.Lock, error) {
 		if o.Wait > 0 {
+			m.Waiting(ctx, 1) // as the coordinator tells its Observer
+			defer m.Waiting(ctx, -1)
 			entered <- struct{}{}
 			<-release
 		} else if resource == "x" { // held by the waiters' holder
@@ -231,7 +246,7 @@ func TestMaxWaiters(t *testing.T) {
 		return testLock(resource, tokenA, o.TTL), nil
 	}
 	f.StatusFn = func(context.Context) []redlock.NodeStatus { return nil }
-	h := New(Config{Locker: f, MaxWaiters: 2, Metrics: NewMetrics()}).Handler()
+	h := New(Config{Locker: f, MaxWaiters: 2, Metrics: m}).Handler()
 
 	var wg sync.WaitGroup
 	codes := make(chan int, 2)
@@ -243,7 +258,7 @@ func TestMaxWaiters(t *testing.T) {
 	<-entered
 	<-entered
 	if v, _ := metricValue(scrape(t, h), "redlockd_waiters"); v != 2 {
-		t.Errorf("waiters gauge %v, want 2 (the server's count: the Locker has no Stats)", v)
+		t.Errorf("waiters gauge %v, want 2 (as the Locker reported them)", v)
 	}
 	w := serve(t, h, request{method: "POST", target: "/locks/x", body: `{"wait_ms": 5000}`})
 	p := checkProblem(t, w, 503, "too-many-waiters")

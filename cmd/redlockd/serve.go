@@ -168,13 +168,15 @@ func (m *Main) serve(useTLS bool) {
 }
 
 // openCoordinator starts m's coordinator on nodes, its events reported to
-// metrics, and the tracer when the configuration asks for traces.
+// metrics, and to the tracer (spans and span events) when the configuration
+// asks for traces.
 func (m *Main) openCoordinator(nodes []*redis.Options, metrics *server.Metrics) (err error) {
 	opts := m.Config.redlockOptions()
 	rlog := m.Log.With().Str("component", "redlock").Logger()
 	opts.Logger = &rlog
-	opts.OnWait, opts.OnNodeCommand = metrics.ObserveWait, metrics.ObserveNodeCommand
+	opts.Observer = metrics
 	if m.Config.Tracing {
+		opts.Observer = redlock.Observers(metrics, spanEvents{})
 		if m.tracer, err = newTracerProvider(context.Background(), Version()); err != nil {
 			return err
 		}

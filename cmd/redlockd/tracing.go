@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlockd/redlockd/redlock"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -78,6 +80,26 @@ func traceNodes(tp trace.TracerProvider) func(*redis.Client) {
 	return func(c *redis.Client) {
 		_ = redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(childSpans{tp}), // never fails for a *redis.Client
 			redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false))
+	}
+}
+
+// spanEvents is the redlock.Observer that writes the engine's decisions on
+// the span of the request they serve: each acquire's outcome (and whether a
+// round decided it, and split votes), and the end of a wait. Node commands
+// have spans of their own (traceNodes).
+type spanEvents struct{ redlock.NopObserver }
+
+func (spanEvents) Decided(ctx context.Context, d redlock.Decision) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent("redlock.decided", trace.WithAttributes(attribute.String("redlock.outcome", d.Outcome.String()),
+			attribute.Bool("redlock.round", d.Round), attribute.Bool("redlock.split", d.Split)))
+	}
+}
+
+func (spanEvents) Waited(ctx context.Context, took time.Duration, acquired bool) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent("redlock.waited", trace.WithAttributes(attribute.Bool("redlock.acquired", acquired),
+			attribute.Int64("redlock.waited_ms", took.Milliseconds())))
 	}
 }
 

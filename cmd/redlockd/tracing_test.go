@@ -76,7 +76,7 @@ func tracedGateway(t *testing.T, n int, tp trace.TracerProvider) (http.Handler, 
 	for _, s := range redistest.Cluster(t, n) {
 		nodes, addrs = append(nodes, s.Options()), append(addrs, s.Addr())
 	}
-	opts := redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout, ClientHook: traceNodes(tp)}
+	opts := redlock.Options{Quarantine: redlock.QuarantineOff, NodeTimeout: testNodeTimeout, ClientHook: traceNodes(tp), Observer: spanEvents{}}
 	coord, err := redlock.New(nodes, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +151,9 @@ func TestTracingSpans(t *testing.T) {
 			t.Errorf("server span %s=%q, want %q (all: %v)", k, a[k], want, a)
 		}
 	}
+	if ev := spanEvent(srv, "redlock.decided"); ev["redlock.outcome"] != "acquired" || ev["redlock.round"] != "true" {
+		t.Errorf("server span's redlock.decided event %v, want acquired by a round (events: %v)", ev, srv.Events())
+	}
 	for _, addr := range addrs {
 		if !seen[addr] {
 			t.Errorf("no span for node %s", addr)
@@ -166,6 +169,57 @@ func TestTracingSpans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTracingWaitEvents: an acquire that waits in vain carries, on its
+// server span, the decisions of its rounds (held) and the end of its wait.
+func TestTracingWaitEvents(t *testing.T) {
+	spans := make(spanChan, 64)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	h, _ := tracedGateway(t, 3, tp)
+	acquire(t, h, "w", nil)
+
+	r := httptest.NewRequest(http.MethodPost, "/locks/w", strings.NewReader(`{"ttl_ms":5000,"wait_ms":100}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusConflict {
+		t.Fatalf("waiting acquire of a held lock: %d %s", w.Code, w.Body)
+	}
+	timeout := time.After(10 * time.Second)
+	for servers := 0; servers < 2; {
+		select {
+		case s := <-spans:
+			if s.SpanKind() != trace.SpanKindServer {
+				continue
+			}
+			if servers++; servers == 1 {
+				continue // the holder's
+			}
+			if ev := spanEvent(s, "redlock.decided"); ev["redlock.outcome"] != "held" || ev["redlock.round"] != "true" {
+				t.Errorf("redlock.decided %v, want held by a round (events: %v)", ev, s.Events())
+			}
+			if ev := spanEvent(s, "redlock.waited"); ev["redlock.acquired"] != "false" || ev["redlock.waited_ms"] == "" {
+				t.Errorf("redlock.waited %v, want not acquired (events: %v)", ev, s.Events())
+			}
+		case <-timeout:
+			t.Fatalf("%d server spans, want 2", servers)
+		}
+	}
+}
+
+// spanEvent is the attributes of s's first event named name (nil: none).
+func spanEvent(s sdktrace.ReadOnlySpan, name string) map[string]string {
+	for _, e := range s.Events() {
+		if e.Name == name {
+			m := map[string]string{}
+			for _, kv := range e.Attributes {
+				m[string(kv.Key)] = kv.Value.String()
+			}
+			return m
+		}
+	}
+	return nil
 }
 
 func attrMap(s sdktrace.ReadOnlySpan) map[string]string {
