@@ -105,6 +105,9 @@ func (c *Coordinator) AcquireMulti(ctx context.Context, resources []string, o Ac
 	return multiLock(resources, m.locks), nil
 }
 
+// scriptMulti is acquire.lua on several resources, all or nothing.
+var scriptMulti = script("multi_acquire.lua", "acquire.lua")
+
 // multiKind is a writer's lock on several resources (AcquireMulti): one
 // attempt per resource (parts: a writer's lock each, with the attempt's
 // token, keys[i] its keys), whose rounds are one script on every node;

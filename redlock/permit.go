@@ -10,6 +10,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The scripts of a semaphore's permits: each runs a lock script on the
+// permit it picks from the index of the permits on the node (permits.lua,
+// which each includes); inspect and the hand-over are the semaphore's own.
+var (
+	permitScripts = map[*redis.Script]*redis.Script{
+		scriptAcquire:  script("permit_acquire.lua", "acquire.lua"),
+		scriptCommit:   script("permit_find.lua", "commit.lua"),
+		scriptRelease:  script("permit_find.lua", "release.lua"),
+		scriptExtend:   script("permit_find.lua", "extend.lua"),
+		scriptReassert: script("permit_reassert.lua", "reassert.lua"),
+	}
+	scriptPermitInspect  = script("permit_inspect.lua")
+	scriptPermitHandover = script("permit_handover.lua")
+)
+
 // permitTarget is a semaphore's target: its scripts (permitScripts) run the
 // lock's on the permit that the token holds on each node, found in the
 // node's index of the permits (permits.lua).

@@ -7,6 +7,9 @@ import "context"
 // writer's fence, and never keep anyone out while they wait.
 type readerKind struct{ lockKind }
 
+// scriptRead is a reader's acquire round.
+var scriptRead = script("read_acquire.lua")
+
 func (readerKind) mode() Mode { return ModeRead }
 
 func (r readerKind) round(ctx context.Context, a *attempt) (Lock, error) {

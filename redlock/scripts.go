@@ -11,32 +11,18 @@ import (
 //go:embed *.lua
 var lua embed.FS
 
-// The Lua scripts, each run by SHA (EVALSHA, falling back to EVAL on
-// NOSCRIPT) and each made by script from its file, the lock script it runs
-// (if it wraps one) and the prelude's functions it calls.
+// The Lua scripts of a lock, each run by SHA (EVALSHA, falling back to EVAL
+// on NOSCRIPT) and each made by script from its file, the lock script it
+// runs (if it wraps one) and the prelude's functions it calls. A kind whose
+// rounds run a script of its own makes it in its own file, as these are
+// made: reader.go, multi.go, permit.go.
 var (
 	scriptAcquire  = script("acquire.lua")
-	scriptRead     = script("read_acquire.lua")
 	scriptCommit   = script("commit.lua")
 	scriptRelease  = script("release.lua")
 	scriptExtend   = script("extend.lua")
 	scriptReassert = script("reassert.lua")
 	scriptInspect  = script("inspect.lua")
-	// acquire.lua on several resources, all or nothing (see multiKind in multi.go)
-	scriptMulti = script("multi_acquire.lua", "acquire.lua")
-
-	// The scripts of a semaphore's permits (see permit.go): each runs a
-	// lock script on the permit it picks from the index of the permits on
-	// the node (permits.lua, which each includes).
-	permitScripts = map[*redis.Script]*redis.Script{
-		scriptAcquire:  script("permit_acquire.lua", "acquire.lua"),
-		scriptCommit:   script("permit_find.lua", "commit.lua"),
-		scriptRelease:  script("permit_find.lua", "release.lua"),
-		scriptExtend:   script("permit_find.lua", "extend.lua"),
-		scriptReassert: script("permit_reassert.lua", "reassert.lua"),
-	}
-	scriptPermitInspect  = script("permit_inspect.lua")
-	scriptPermitHandover = script("permit_handover.lua")
 )
 
 // scripts are all the scripts above (Warm loads them): script adds each.
