@@ -70,6 +70,9 @@ func startPostgres(ctx context.Context, maxConns int) (_ *pgServer, err error) {
 	if bin == "" {
 		return nil, errNoPostgres
 	}
+	if _, err := os.Stat(filepath.Join(bin, "postgres")); err != nil {
+		return nil, errors.Join(errNoPostgres, err)
+	}
 	attr := &syscall.SysProcAttr{}
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
