@@ -289,6 +289,9 @@ func (l *lab) open(m mode) (locker, func(), error) {
 		}
 		cfg.MaxConns = int32(m.c) // a connection per worker, as for the in-process libraries
 		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err == nil {
+			err = warm(pool, m.c)
+		}
 		if err != nil {
 			return nil, nil, err
 		}

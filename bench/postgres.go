@@ -176,6 +176,26 @@ func spawnPostgres(ctx context.Context, bin, dir string, port, maxConns int, att
 	}
 }
 
+// warm opens n connections of pool before the run, so that what postgres
+// spends starting a backend for each (a process, far more than a Redis
+// connection costs its node) is not counted as the cycles'.
+func warm(pool *pgxpool.Pool, n int) error {
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(context.Background())
+		if err != nil {
+			return fmt.Errorf("postgres: connection %d of %d: %w", len(conns)+1, n, err)
+		}
+		conns = append(conns, c)
+	}
+	return nil
+}
+
 // advisory locks res with pg_advisory_lock, which waits until the lock is
 // free, on a connection of pool that it keeps until the lock's
 // pg_advisory_unlock (an advisory lock is its session's). The key is the
