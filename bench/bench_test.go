@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +23,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestSmoke runs every mode briefly, so that the tool cannot rot: each
-// (the semaphore ones too) completes cycles without errors (with a paused or slow minority too),
+// (the semaphore ones, the baseline gateway's and Postgres's too, Postgres's
+// when it is installed) completes cycles without errors (with a paused or
+// slow minority too), the Redis modes' commands are counted,
 // every waiter is served or times out after its wait, the acquires with 3
 // of 5 nodes paused get 503, and the floors table is printed. The figures themselves
 // are not checked: a short run on a shared machine says nothing about them.
@@ -33,7 +37,14 @@ func TestSmoke(t *testing.T) {
 	// Each mode runs 1s: long enough for cycles to end within it on a
 	// machine whose load average is several times its cores.
 	const nodeTimeout = time.Second
-	c, err := parse([]string{"-c", "4", "--duration", "1s", "--waiters", "200", "--names", "50", "--node-timeout", nodeTimeout.String()})
+	// The baseline gateway is a build of this tree too: the smoke run checks
+	// that the A/B runs, not what it finds.
+	baseline := filepath.Join(t.TempDir(), "redlockd")
+	if out, err := exec.Command("go", "build", "-o", baseline, "github.com/redlockd/redlockd/cmd/redlockd").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/redlockd: %v\n%s", err, out)
+	}
+	c, err := parse([]string{"-c", "4", "--duration", "1s", "--waiters", "200", "--names", "50", "--node-timeout", nodeTimeout.String(),
+		"--baseline-redlockd", baseline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +61,40 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v; the steps so far:\n%s", err, progress.String())
 	}
-	if len(rep.runs) != 15+len(scenarios) || rep.runs[2].name != bareMode || rep.runs[7].name != contendedMode || rep.runs[10].name != semContendedMode ||
-		rep.runs[11].name != rwMode || rep.runs[13].name != multiMode || rep.waiting == nil || len(rep.gray) != 1 {
-		t.Fatalf("runs %d (want the 7 of latency and throughput, the contended one, the 3 semaphore ones, the 2 rw ones, the 2 multi ones and the gray ones), waiters %v, gray %v", len(rep.runs), rep.waiting, rep.gray)
+	// Postgres's two runs when it is installed (scripts/install-postgres.sh).
+	var names []string
+	for _, r := range rep.runs {
+		names = append(names, r.group+": "+r.name)
+	}
+	want := []string{"latency: " + gatewayMode, "latency: " + redsyncMode, "latency: " + bareMode, "latency: " + setNXMode,
+		"throughput: " + gatewayMode, "throughput: " + baselineMode, "throughput: " + redsyncMode, "throughput: " + setNXMode,
+		"throughput: " + batchingMode, "throughput: " + naiveMode, "contended: " + contendedMode,
+		"semaphore: " + gatewayMode, "semaphore: " + permitMode, "semaphore: " + semContendedMode,
+		"rw: " + rwMode, "rw: " + rwWritersMode, "multi: " + multiMode, "multi: " + inOrderMode}
+	if rep.pgSkipped == nil {
+		want = slices.Insert(want, 8, "throughput: "+postgresMode)
+		want = slices.Insert(want, 12, "contended: "+pgContendedMode)
+	} else {
+		t.Logf("no Postgres: %v", rep.pgSkipped)
+	}
+	for _, s := range scenarios {
+		want = append(want, "gray: "+grayName(nodeTimeout, s.name))
+	}
+	if !slices.Equal(names, want) || rep.waiting == nil || len(rep.gray) != 1 {
+		t.Fatalf("runs:\n%s\nwant:\n%s\nwaiters %v, gray %v", strings.Join(names, "\n"), strings.Join(want, "\n"), rep.waiting, rep.gray)
 	}
 	for _, r := range rep.runs {
 		if r.cycles == 0 || r.errors != 0 {
 			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.lastErr)
+		}
+		// What the servers spent: the commands of the Redis modes, with
+		// script calls for the gateway's (the CPU time, in clock ticks, may
+		// be 0 in a short run).
+		p := r.cost.perCycle(r.cycles, r.nodes)
+		switch {
+		case r.group == "gray" || r.nodes == 0:
+		case p.commands < 1 || (r.backend() == viaGateway && p.scripts < 1):
+			t.Errorf("%s: %.1f Redis commands and %.1f script calls per node per cycle", r.name, p.commands, p.scripts)
 		}
 	}
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
@@ -78,9 +116,17 @@ func TestSmoke(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, floor := range []string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
+	more := []string{"C=1: Redis commands per node per cycle, gateway / redsync", "C=4: Redis CPU per cycle, gateway / redsync",
+		"C=1: the gateway's Redis commands per node per cycle by name", "C=4: gateway CPU per cycle / the baseline's",
+		"bare SET NX (1 Redis): C=4 cycles/s", "C=1: gateway p50 / the physical floor", "contended: cycles/s over the ideal"}
+	if rep.pgSkipped == nil {
+		more = append(more, "contended: cycles/s, wait p99 over Postgres advisory locks'", "Postgres advisory locks: C=4 cycles/s")
+	} else {
+		more = append(more, "skipped: "+errNoPostgres.Error())
+	}
+	for _, floor := range append([]string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
 		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
-		fmt.Sprintf("gray %v, 2 of 5 slow: p50, p99, cycles/s over healthy", nodeTimeout), fmt.Sprintf("gray %v, 3 of 5 paused: acquire's 503", nodeTimeout)} {
+		fmt.Sprintf("gray %v, 2 of 5 slow: p50, p99, cycles/s over healthy", nodeTimeout), fmt.Sprintf("gray %v, 3 of 5 paused: acquire's 503", nodeTimeout)}, more...) {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())
 		}

@@ -93,7 +93,7 @@ func (l *lab) gray(ctx context.Context, proxies []*toxiproxy.Proxy, d time.Durat
 				}
 			}
 		}
-		r, err := mode{group: "gray", name: gatewayMode, c: c.grayClients}.run(ctx, l, fmt.Sprintf("%s%d-", prefix, i), c.duration)
+		r, err := mode{group: "gray", name: gatewayMode, c: c.grayClients, noCost: true}.run(ctx, l, fmt.Sprintf("%s%d-", prefix, i), c.duration)
 		heal(l.servers, proxies)
 		if err == nil {
 			err = l.ready(ctx) // the next scenario starts healthy

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockd/redlockd/api"
@@ -44,6 +46,12 @@ type lab struct {
 	addr       string
 	client     *client.Client
 	closeConns func()
+	// A gateway of another build on the same nodes (--baseline-redlockd),
+	// nil without one.
+	baseline *lab
+	// The tool's postgres; nil without one, and then pgSkipped says why.
+	pg        *pgServer
+	pgSkipped error
 }
 
 func (l *lab) close() {
@@ -91,7 +99,35 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 		return nil, err
 	}
 	l.stops = slices.Insert(l.stops, 0, stop)
+	if c.baseline != "" {
+		b := *l // the same nodes and transport, another gateway
+		b.bin = c.baseline
+		if stop, err = b.serve(ctx, l.nodes, c.nodeTimeout); err != nil {
+			return nil, fmt.Errorf("the baseline gateway: %w", err)
+		}
+		l.stops, l.baseline = slices.Insert(l.stops, 0, stop), &b
+	}
+	if c.runs("throughput") || c.runs("contended") {
+		l.pg, err = startPostgres(ctx, max(100, c.c+50))
+		switch {
+		case errors.Is(err, errNoPostgres):
+			l.pgSkipped = err
+		case err != nil:
+			return nil, err
+		default:
+			l.stops = slices.Insert(l.stops, 0, l.pg.stop)
+		}
+	}
 	return l, nil
+}
+
+// spent is what the nodes, the gateway and the postgres of l spent so far.
+func (l *lab) spent(ctx context.Context) (cost, error) {
+	pg := 0
+	if l.pg != nil {
+		pg = l.pg.pid
+	}
+	return spent(ctx, l.servers, l.pid, pg)
 }
 
 // serve starts a gateway on nodes (host:port) with the node timeout d,
@@ -158,13 +194,23 @@ const (
 	// A POST and a DELETE to a net/http server that answers at once (see
 	// bare): what the HTTP hops of a gateway's cycle cost with no work
 	// behind them, against the C=1 floor's allowance.
-	bareMode     = "bare net/http, no work"
+	bareMode = "bare net/http, no work"
+	// The same build's cycle through a gateway of another build on the same
+	// nodes (--baseline-redlockd), in turns with the gateway's.
+	baselineMode = "baseline gateway over HTTP"
+	// SET NX PX and DEL on one node with go-redis in-process: a lock with
+	// one Redis and nothing else, and at C=1 two go-redis round trips.
+	setNXMode    = "bare SET NX + DEL, 1 Redis"
 	redsyncMode  = "redsync"
 	batchingMode = "library, batching"
 	naiveMode    = "library, naive"
 	// 16 clients take turns on one lock of the gateway, asking with wait_ms:
 	// each takes it, holds it for 1ms, releases it and at once asks again.
 	contendedMode = "contended (one lock, hold 1ms, wait_ms)"
+	// Postgres advisory locks through pgx: each worker on a key of its own,
+	// and 16 clients on one key, hold 1ms, pg_advisory_lock waiting.
+	postgresMode    = "Postgres advisory locks (pgx)"
+	pgContendedMode = "Postgres contended (one advisory lock, hold 1ms)"
 	// A permit of an idle semaphore of limit 4 through the gateway, beside
 	// a lock's cycle; and 32 clients on one semaphore of limit 4, asking
 	// with wait_ms, each holding a permit for 2ms.
@@ -184,48 +230,83 @@ const (
 // locker takes the lock on res and returns how to release it.
 type locker func(ctx context.Context, res string) (unlock func(context.Context) error, err error)
 
+// backend is what a mode's cycles go through.
+type backend int
+
+const (
+	viaGateway  backend = iota // the gateway over HTTP, with the Go client
+	viaBareHTTP                // the bare server: HTTP with no work
+	viaRedsync                 // redsync in-process on the nodes
+	viaLibrary                 // the redlock library in-process on the nodes
+	viaSetNX                   // SET NX and DEL in-process on node 0
+	viaPostgres                // advisory locks of the tool's postgres
+)
+
+func (m mode) backend() backend {
+	switch m.name {
+	case bareMode:
+		return viaBareHTTP
+	case redsyncMode:
+		return viaRedsync
+	case batchingMode, naiveMode:
+		return viaLibrary
+	case setNXMode:
+		return viaSetNX
+	case postgresMode, pgContendedMode:
+		return viaPostgres
+	}
+	return viaGateway
+}
+
+// redisNodes is how many of the nodes, the first ones, m's cycles use.
+func (m mode) redisNodes(l *lab) int {
+	switch m.backend() {
+	case viaGateway, viaRedsync, viaLibrary:
+		return len(l.nodes)
+	case viaSetNX:
+		return 1
+	}
+	return 0
+}
+
 // open returns the locker of m and how to close it: the gateway over HTTP
-// (permits of a semaphore when m has a limit), or redsync and the redlock library in-process on the same nodes.
+// (permits of a semaphore when m has a limit), redsync, the redlock library
+// or bare SET NX in-process on the same nodes, or Postgres advisory locks.
 func (l *lab) open(m mode) (locker, func(), error) {
-	if m.limit > 0 {
+	switch {
+	case m.limit > 0:
 		return permits(l.client, client.PermitOptions{Limit: m.limit, TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
-	}
-	if m.group == "multi" {
+	case m.group == "multi":
 		return pairs(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}, m.name == multiMode), l.closeConns, nil
-	}
-	if m.name == bareMode {
+	case m.backend() == viaBareHTTP:
 		return bare(&http.Client{Transport: l.tr})
-	}
-	if m.name == gatewayMode || m.name == contendedMode || m.group == "rw" {
+	case m.backend() == viaGateway:
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
+	case m.backend() == viaPostgres:
+		cfg, err := pgxpool.ParseConfig(l.pg.dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.MaxConns = int32(m.c) // a connection per worker, as for the in-process libraries
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err == nil {
+			err = warm(pool, m.c)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return advisory(pool), pool.Close, nil
 	}
 	// A connection per worker: an in-process library waits for Redis, not for its pool.
 	opts := make([]*redis.Options, len(l.nodes))
 	for i, addr := range l.nodes {
 		opts[i] = &redis.Options{Addr: addr, PoolSize: m.c + 10}
 	}
-	if m.name == redsyncMode { // a go-redis client per node, one try per lock
-		clients := make([]*redis.Client, len(opts))
-		pools := make([]redsyncredis.Pool, len(opts))
-		for i, o := range opts {
-			clients[i] = redis.NewClient(o)
-			pools[i] = goredis.NewPool(clients[i])
-		}
-		rs := redsync.New(pools...)
-		done := func() {
-			for _, c := range clients {
-				c.Close()
-			}
-		}
-		return func(ctx context.Context, res string) (func(context.Context) error, error) {
-			mx := rs.NewMutex(res, redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
-			return func(ctx context.Context) error {
-				if ok, err := mx.UnlockContext(ctx); !ok || err != nil {
-					return errors.Join(errors.New("redsync: unlock failed"), err)
-				}
-				return nil
-			}, mx.LockContext(ctx)
-		}, done, nil
+	switch m.backend() {
+	case viaSetNX:
+		return setNX(redis.NewClient(opts[0]))
+	case viaRedsync: // a go-redis client per node, one try per lock
+		return redsyncLocker(opts)
 	}
 	lib, err := redlock.New(opts, redlock.Options{Quarantine: redlock.QuarantineOff, NoBatching: m.name == naiveMode, NodeTimeout: l.nodeTimeout})
 	if err != nil {
@@ -235,6 +316,48 @@ func (l *lab) open(m mode) (locker, func(), error) {
 		l, err := lib.Acquire(ctx, res, redlock.AcquireOptions{TTL: 10 * time.Second})
 		return func(ctx context.Context) error { return lib.Release(ctx, "", res, l.Token) }, err
 	}, func() { lib.Close() }, nil
+}
+
+// redsyncLocker locks with redsync on a go-redis client per node of opts,
+// one try per lock.
+func redsyncLocker(opts []*redis.Options) (locker, func(), error) {
+	clients := make([]*redis.Client, len(opts))
+	pools := make([]redsyncredis.Pool, len(opts))
+	for i, o := range opts {
+		clients[i] = redis.NewClient(o)
+		pools[i] = goredis.NewPool(clients[i])
+	}
+	rs := redsync.New(pools...)
+	done := func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
+		mx := rs.NewMutex(res, redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
+		return func(ctx context.Context) error {
+			if ok, err := mx.UnlockContext(ctx); !ok || err != nil {
+				return errors.Join(errors.New("redsync: unlock failed"), err)
+			}
+			return nil
+		}, mx.LockContext(ctx)
+	}, done, nil
+}
+
+// errSetNXHeld is a bare SET NX's refusal: the key exists.
+var errSetNXHeld = errors.New("SET NX: the key exists")
+
+// setNX locks res on rdb's node with SET res token NX PX 10000 and unlocks
+// it with DEL: the least a Redis lock can do, a round trip each.
+func setNX(rdb *redis.Client) (locker, func(), error) {
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
+		unlock := func(ctx context.Context) error { return rdb.Del(ctx, res).Err() }
+		ok, err := rdb.SetNX(ctx, res, strconv.FormatUint(rand.Uint64(), 36), 10*time.Second).Result()
+		if err == nil && !ok {
+			err = errSetNXHeld
+		}
+		return unlock, err
+	}, func() { rdb.Close() }, nil
 }
 
 // bareServer is the environment variable that makes this program a bare

@@ -45,6 +45,9 @@ type mode struct {
 	pairs             int
 	hold, wait        time.Duration
 	halves            bool
+	// Not what the servers spent: the gray scenarios pause nodes, whose
+	// INFO would not answer.
+	noCost bool
 }
 
 // turn is one cycle that acquired and released the lock: when the acquire
@@ -64,6 +67,8 @@ type result struct {
 	duration       time.Duration
 	lat            sample
 	turns          []turn
+	cost           cost // what the servers spent over the run; none with noCost
+	nodes          int  // the nodes the mode uses, the first ones (mode.redisNodes)
 }
 
 func (r result) perSecond() float64 { return float64(r.cycles) / r.duration.Seconds() }
@@ -73,21 +78,29 @@ func (r *result) add(x result) {
 	r.cycles, r.errors, r.duration = r.cycles+x.cycles, r.errors+x.errors, r.duration+x.duration
 	r.lastErr = cmp.Or(x.lastErr, r.lastErr)
 	r.lat, r.turns = append(r.lat, x.lat...), append(r.turns, x.turns...)
+	r.cost = r.cost.plus(x.cost)
 	slices.Sort(r.lat)
 }
 
 // run runs the mode's cycles on resources named prefix... for d and times
-// each. A cycle cut off by the end of the run is not counted.
+// each, and reads what the servers spent meanwhile. A cycle cut off by the
+// end of the run is not counted.
 func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (result, error) {
 	lock, done, err := l.open(m)
 	if err != nil {
 		return result{}, err
 	}
 	defer done()
+	var before cost
+	if !m.noCost {
+		if before, err = l.spent(ctx); err != nil {
+			return result{}, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	end, _ := ctx.Deadline()
-	r := result{mode: m, duration: d}
+	r := result{mode: m, duration: d, nodes: m.redisNodes(l)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range m.c {
@@ -125,6 +138,13 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 		})
 	}
 	wg.Wait()
+	if !m.noCost {
+		after, err := l.spent(context.WithoutCancel(ctx))
+		if err != nil {
+			return result{}, err
+		}
+		r.cost = after.since(before)
+	}
 	for _, t := range r.turns {
 		r.lat = append(r.lat, t.released.Sub(t.start))
 	}

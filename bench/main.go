@@ -31,6 +31,7 @@ var floors = []string{"latency", "throughput", "contended", "semaphore", "rw", "
 
 type config struct {
 	binary      string // the redlockd binary to start; "": go build ./cmd/redlockd
+	baseline    string // a redlockd binary to compare the gateway with; "": none
 	floors      []string
 	c           int // workers of the throughput floors
 	duration    time.Duration
@@ -69,6 +70,7 @@ func parse(args []string) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	which := fs.String("floors", strings.Join(floors, ","), "comma-separated floors to measure: "+strings.Join(floors, ", "))
 	fs.StringVar(&c.binary, "redlockd", "", "redlockd `binary` to measure (empty: go build ./cmd/redlockd)")
+	fs.StringVar(&c.baseline, "baseline-redlockd", "", "redlockd `binary` whose gateway the throughput group runs too, in turns with the one measured, on the same nodes (empty: none)")
 	fs.IntVar(&c.c, "c", 64, "workers of the throughput floors")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each mode runs, and the window over which idle waiters' Redis commands are counted")
 	fs.IntVar(&c.waiters, "waiters", 10000, "waiters of the waiters floor")
@@ -100,29 +102,34 @@ type report struct {
 	keys    *keysFigures
 	waiting *waiting
 	gray    []grayResult
+	// Why no Postgres ran, if none did.
+	pgSkipped error
 }
 
-// measure runs the floors of c, one mode at a time, each on resources of
-// its own (a lock left held by a cycle cut off at the end of a run holds up
-// no other run); after an error it returns what it measured before.
-func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, err error) {
-	l, err := setup(ctx, c)
-	if err != nil {
-		return nil, err
+// modes are the modes of the groups, in the order they run.
+func modes(c *config) []mode {
+	// With a baseline, the gateway's and the baseline's cycles alternate,
+	// half the duration each time, so that a drift of the machine's speed
+	// shows on both.
+	gateways := []mode{{group: "throughput", name: gatewayMode, c: c.c}}
+	if c.baseline != "" {
+		g := mode{group: "throughput", name: gatewayMode, c: c.c, halves: true}
+		b := mode{group: "throughput", name: baselineMode, c: c.c, halves: true}
+		gateways = []mode{g, b, g, b}
 	}
-	defer l.close()
-	rep = &report{stamp: stamp(ctx, c, l.bin), load: [2]string{loadAverage()}}
-	defer func() { rep.load[1] = loadAverage() }()
-	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
-	for i, m := range []mode{
+	return slices.Concat([]mode{
 		{group: "latency", name: gatewayMode, c: 1},
 		{group: "latency", name: redsyncMode, c: 1},
 		{group: "latency", name: bareMode, c: 1},
-		{group: "throughput", name: gatewayMode, c: c.c},
+		{group: "latency", name: setNXMode, c: 1},
+	}, gateways, []mode{
 		{group: "throughput", name: redsyncMode, c: c.c},
+		{group: "throughput", name: setNXMode, c: c.c},
+		{group: "throughput", name: postgresMode, c: c.c},
 		{group: "throughput", name: batchingMode, c: c.c},
 		{group: "throughput", name: naiveMode, c: c.c},
 		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second},
+		{group: "contended", name: pgContendedMode, c: 16, hold: time.Millisecond},
 		// The permit's cycle and the lock's alternate, half the duration each
 		// time, so that a drift of the machine's speed shows on both.
 		{group: "semaphore", name: gatewayMode, c: 1, halves: true},
@@ -134,16 +141,35 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		{group: "rw", name: rwWritersMode, c: 18, hold: time.Millisecond, wait: 5 * time.Second},
 		{group: "multi", name: multiMode, c: 8, pairs: 10, hold: time.Millisecond, wait: 5 * time.Second},
 		{group: "multi", name: inOrderMode, c: 8, pairs: 10, hold: time.Millisecond, wait: 5 * time.Second},
-	} {
-		if !c.runs(m.group) || ctx.Err() != nil {
+	})
+}
+
+// measure runs the floors of c, one mode at a time, each on resources of
+// its own (a lock left held by a cycle cut off at the end of a run holds up
+// no other run); after an error it returns what it measured before.
+func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, err error) {
+	l, err := setup(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	rep = &report{stamp: stamp(ctx, c, l.bin), load: [2]string{loadAverage()}, pgSkipped: l.pgSkipped}
+	defer func() { rep.load[1] = loadAverage() }()
+	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
+	for i, m := range modes(c) {
+		if !c.runs(m.group) || ctx.Err() != nil || (m.backend() == viaPostgres && l.pg == nil) {
 			continue
 		}
 		d := c.duration
 		if m.halves {
 			d /= 2
 		}
+		on := l
+		if m.name == baselineMode {
+			on = l.baseline
+		}
 		fmt.Fprintf(progress, "%s at C=%d for %v\n", m.name, m.c, d)
-		r, err := m.run(ctx, l, fmt.Sprintf("%s%d-", prefix, i), d)
+		r, err := m.run(ctx, on, fmt.Sprintf("%s%d-", prefix, i), d)
 		if err != nil {
 			return rep, err
 		}
@@ -197,6 +223,7 @@ func (r *report) print(w io.Writer) bool {
 			fmt.Fprintf(tw, "  the last error: %s\n", x.lastErr)
 		}
 	}
+	printCosts(tw, r.runs)
 	fmt.Fprintln(tw, "\nfloor\tfigure\tlimit\tverdict")
 	all := true
 	check := func(name, figure, limit string, ok bool) {
@@ -219,7 +246,9 @@ func (r *report) print(w io.Writer) bool {
 	if b, n := run["throughput: "+batchingMode], run["throughput: "+naiveMode]; b != nil && n != nil {
 		check(fmt.Sprintf("C=%d: library batching / naive cycles/s", b.c), fmt.Sprintf("%.2f", ratio(b, n)), ">= 3", n.cycles > 0 && ratio(b, n) >= 3)
 	}
+	printCostFloors(tw, run, r.pgSkipped)
 	if x := run["contended: "+contendedMode]; x != nil {
+		fmt.Fprintf(tw, "contended: cycles/s over the ideal %.0f/s (1 / hold)\t%.2f\t\tinfo\n", float64(time.Second)/float64(x.hold), x.perSecond()*float64(x.hold)/float64(time.Second))
 		times, same := handoffs(x.turns)
 		p50, p99 := times.pct(0.5), times.pct(0.99)
 		check("contended: hand-off p50", ms(p50), "<= 1ms", len(times) > 0 && p50 <= time.Millisecond)

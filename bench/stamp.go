@@ -15,20 +15,29 @@ import (
 // stamp is the first line of the report: what was measured, when and where.
 // The gateway (the commit of the tree it was built from here, or what the
 // given binary's version subcommand says), the date in UTC, the machine
-// (OS/architecture, cores, CPU model) and the Go toolchain of the tool. The
+// (OS/architecture, cores, CPU model) and the Go toolchain of the tool;
+// the baseline's version with --baseline-redlockd. The
 // report adds the load average at the start and at the end of the run:
 // figures from a busy machine say so.
 func stamp(ctx context.Context, c *config, bin string) string {
 	gateway := "commit " + treeCommit(ctx)
 	if c.binary != "" {
-		out, err := exec.CommandContext(ctx, bin, "version").Output()
-		gateway = strings.TrimSpace(string(out))
-		if err != nil {
-			gateway = fmt.Sprintf("%s (version: %v)", bin, err)
-		}
+		gateway = version(ctx, bin)
+	}
+	if c.baseline != "" {
+		gateway += " (baseline " + version(ctx, c.baseline) + ")"
 	}
 	return fmt.Sprintf("gateway %s, %s, %s/%s, %d CPUs (%s), %s", gateway, time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version())
+}
+
+// version is what the redlockd binary bin's version subcommand says.
+func version(ctx context.Context, bin string) string {
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	if err != nil {
+		return fmt.Sprintf("%s (version: %v)", bin, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // loadAverage is the 1, 5 and 15 minute load averages of /proc/loadavg, or
