@@ -36,7 +36,7 @@ class LockTest(unittest.TestCase):
             while time.monotonic() < end:
                 held.check()
                 time.sleep(0.05)
-            self.assertGreaterEqual(proxy.counts["PATCH"], 2)  # every ttl/3: 3 on time, 2 if starved
+            self.assertGreaterEqual(proxy.counts["PATCH"], 1)  # extended (through the proxy) to outlive its TTL
             self.assertTrue(self.client.inspect(self.res).held)
         self.assertFalse(held.lost.is_set())
         self.assertFalse(self.client.inspect(self.res).held)
