@@ -13,6 +13,7 @@ import (
 type recorder struct {
 	mu        sync.Mutex
 	decisions []Decision
+	dctxs     []context.Context // of each decision
 	nodes     map[string]int    // node -> calls
 	nodeErrs  map[string]int    // node -> failed calls
 	ctxs      []context.Context // of every NodeCommand and Decided
@@ -37,6 +38,7 @@ func (r *recorder) Decided(ctx context.Context, d Decision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.decisions = append(r.decisions, d)
+	r.dctxs = append(r.dctxs, ctx)
 	r.ctxs = append(r.ctxs, ctx)
 }
 
@@ -59,11 +61,20 @@ func (r *recorder) Census(c Census) {
 }
 
 // take returns the decisions so far and forgets them.
-func (r *recorder) take() []Decision {
+func (r *recorder) take() []Decision { return r.takeOf(nil) }
+
+// takeOf returns the decisions so far made for callers whose context has
+// ctxKey tag (all of them if tag is nil), and forgets every decision.
+func (r *recorder) takeOf(tag any) []Decision {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d := r.decisions
-	r.decisions = nil
+	var d []Decision
+	for i, x := range r.decisions {
+		if tag == nil || r.dctxs[i].Value(ctxKey{}) == tag {
+			d = append(d, x)
+		}
+	}
+	r.decisions, r.dctxs = nil, nil
 	return d
 }
 
@@ -180,14 +191,18 @@ func TestObserver(t *testing.T) {
 func TestObserverNoRound(t *testing.T) {
 	rec := newRecorder()
 	cl := newCluster(t, 3, Options{Observer: rec})
-	ctx := t.Context()
+	ctx := context.WithValue(t.Context(), ctxKey{}, "caller") // the waiter's decisions are not
 	res, token := uniq(t), NewToken()
 	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{Token: token, TTL: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _, _ = cl.c.Acquire(wctx, res, AcquireOptions{Wait: 2 * patience}) }()
+	wctx, cancel := context.WithCancel(t.Context())
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, _ = cl.c.Acquire(wctx, res, AcquireOptions{Wait: 2 * patience})
+	}()
+	defer func() { cancel(); <-waited }() // before the coordinator closes
 	eventually(t, patience, "the waiter to wait", func() bool { return cl.c.Stats().Waiting == 1 })
 	rec.take()
 	if _, err := cl.c.Acquire(ctx, res, AcquireOptions{}); !errors.Is(err, ErrLockHeld) {
@@ -197,7 +212,7 @@ func TestObserverNoRound(t *testing.T) {
 		t.Fatalf("retry of the holder's acquire: %v", err)
 	}
 	want := []Decision{{Outcome: OutcomeHeld}, {Outcome: OutcomeAcquired}}
-	if got := rec.take(); !slices.Equal(got, want) {
+	if got := rec.takeOf("caller"); !slices.Equal(got, want) {
 		t.Errorf("decisions %+v, want %+v", got, want)
 	}
 }
