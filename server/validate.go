@@ -21,23 +21,34 @@ import (
 
 // operation is what validateRequest needs of one operation of openapi.yaml,
 // resolved once: its route for openapi3filter, its parameters (the path's
-// and the operation's) and its request body, if it has one. A string in the
-// path or a header is its raw value (percent-decoded in the path), so its
-// schema checks it at once (direct); openapi3filter decodes the others.
+// and the operation's), and its request body and that body's JSON schema,
+// if it has one. A string in the path or a header is its raw value
+// (percent-decoded in the path), so its schema checks it at once (direct);
+// openapi3filter decodes the others.
 type operation struct {
 	route          *routers.Route
 	direct, styled []*openapi3.Parameter
 	body           *openapi3.RequestBody // nil: the operation takes no body
+	schema         *openapi3.Schema      // body's application/json schema
 }
 
 // addParam adds p to the parameters of o.
 func (o *operation) addParam(p *openapi3.Parameter) {
-	if p.Content == nil && p.Schema != nil && p.Schema.Value.Type.Is(openapi3.TypeString) &&
+	if p.Content == nil && p.Schema != nil && stringOnly(p.Schema.Value) &&
 		(p.In == openapi3.ParameterInPath || p.In == openapi3.ParameterInHeader) {
 		o.direct = append(o.direct, p)
 	} else {
 		o.styled = append(o.styled, p)
 	}
+}
+
+// stringOnly reports whether s says nothing of a string beyond what
+// Schema.VisitJSONString checks (its type, lengths, pattern and format): no
+// enum and no composition. VisitJSONString then checks exactly what
+// VisitJSON would, without boxing the value or the visit's bookkeeping.
+func stringOnly(s *openapi3.Schema) bool {
+	return s.Type.Is(openapi3.TypeString) && len(s.Enum) == 0 && s.Not == nil &&
+		len(s.AllOf) == 0 && len(s.AnyOf) == 0 && len(s.OneOf) == 0
 }
 
 // operations are the operations of openapi.yaml by "METHOD /path" (chi's
@@ -65,6 +76,11 @@ var operations = sync.OnceValues(func() (map[string]*operation, error) {
 			}
 			if op.RequestBody != nil {
 				o.body = op.RequestBody.Value
+				mt := o.body.Content.Get("application/json")
+				if mt == nil || mt.Schema == nil {
+					return nil, fmt.Errorf("%s %s: the request body has no application/json schema", method, path)
+				}
+				o.schema = mt.Schema.Value
 			}
 			ops[method+" "+path] = o
 		}
@@ -128,7 +144,7 @@ func (o *operation) validate(r *http.Request, rctx *chi.Context) error {
 		} else {
 			continue
 		}
-		if err := p.Schema.Value.VisitJSON(v); err != nil {
+		if err := p.Schema.Value.VisitJSONString(v); err != nil {
 			return &requestError{detail: paramDetail(p, err), err: err}
 		}
 	}
@@ -161,8 +177,7 @@ func (o *operation) validate(r *http.Request, rctx *chi.Context) error {
 	case !ok:
 		return nil
 	}
-	schema := o.body.Content.Get("application/json").Schema.Value
-	if err := schema.VisitJSON(v, openapi3.VisitAsRequest()); err != nil {
+	if err := o.schema.VisitJSON(v, openapi3.VisitAsRequest()); err != nil {
 		return &requestError{detail: schemaDetail("", err), err: err}
 	}
 	r.Body = decodedBody{plainIntegers(v)}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -192,4 +193,52 @@ func checkRule(t *testing.T, h http.Handler, req request, name, rule string, bad
 	if s, ok := bad.(string); ok && len(s) >= 3 && strings.Contains(p.Detail, s) {
 		t.Errorf("%s %s (%s of %s): detail %q holds the value sent", req.method, req.target, rule, name, p.Detail)
 	}
+}
+
+// TestDirectParamsAsVisitJSON: validateRequest checks a path or header
+// string with Schema.VisitJSONString where its schema is stringOnly; for
+// each such parameter of openapi.yaml, that gives VisitJSON's verdict, and
+// the same rule at fault, on a valid value and on a bad one for each rule.
+func TestDirectParamsAsVisitJSON(t *testing.T) {
+	checked := 0
+	for key, op := range mustOperations() {
+		for _, p := range op.direct {
+			s := p.Schema.Value
+			values := []string{validString(s)}
+			for _, bad := range badValues(s) {
+				if v, ok := bad.(string); ok {
+					values = append(values, v)
+				}
+			}
+			for i, v := range values {
+				want, got := s.VisitJSON(v), s.VisitJSONString(v)
+				if i == 0 && want != nil {
+					t.Fatalf("%s %s: the valid value %q fails: %v", key, p.Name, v, want)
+				}
+				if (want == nil) != (got == nil) || schemaField(want) != schemaField(got) {
+					t.Errorf("%s %s %q: VisitJSON: %v; VisitJSONString: %v", key, p.Name, truncate(v, 20), want, got)
+				}
+				checked++
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no parameter checked directly")
+	}
+}
+
+// validString is a value that s, a string's schema, accepts.
+func validString(s *openapi3.Schema) string {
+	if v, ok := s.Example.(string); ok {
+		return v
+	}
+	return tokenA // the parameters without an example are Lock-Tokens
+}
+
+func schemaField(err error) string {
+	var se *openapi3.SchemaError
+	if errors.As(err, &se) {
+		return se.SchemaField
+	}
+	return ""
 }
