@@ -84,7 +84,7 @@ func (a *attempt) queued(ctx context.Context) (lock Lock, done bool, err error) 
 	if lock, ok := a.retried(ctx); ok {
 		return lock, true, nil
 	}
-	c.decided(ctx, Decision{Outcome: OutcomeHeld})
+	c.obs.Decided(ctx, Decision{Outcome: OutcomeHeld})
 	return Lock{}, true, &HeldError{Remaining: c.hub.busyFor(a.kind.queues())}
 }
 
@@ -103,7 +103,7 @@ func (a *attempt) retried(ctx context.Context) (Lock, bool) {
 	}
 	lock, ok := a.kind.retried(ctx, a)
 	if ok {
-		a.c.decided(ctx, Decision{Outcome: OutcomeAcquired})
+		a.c.obs.Decided(ctx, Decision{Outcome: OutcomeAcquired})
 	}
 	return lock, ok
 }
@@ -202,7 +202,7 @@ func (a *attempt) args() []any {
 // outcome makes the lock from an acquire round's answers, or undoes them.
 func (a *attempt) outcome(ctx context.Context, start time.Time, t *acqTally) (Lock, error) {
 	if lock, ok := a.granted(ctx, start, t); ok {
-		a.c.decided(ctx, Decision{Outcome: OutcomeAcquired, Round: true})
+		a.c.obs.Decided(ctx, Decision{Outcome: OutcomeAcquired, Round: true})
 		return lock, nil
 	}
 	return Lock{}, a.failed(ctx, []*acqTally{t})
@@ -266,7 +266,7 @@ func (a *attempt) failed(ctx context.Context, ts []*acqTally) error {
 	if t.refused() {
 		d.Outcome = OutcomeHeld
 	}
-	c.decided(ctx, d)
+	c.obs.Decided(ctx, d)
 	if d.Outcome == OutcomeHeld {
 		return &HeldError{Remaining: freeIn(t.pttls, len(c.nodes), c.quorum)}
 	}

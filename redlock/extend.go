@@ -44,15 +44,12 @@ func (c *Coordinator) extend(ctx context.Context, tg target, namespace, resource
 	byPermit := map[int]*held{}
 	best := &held{}
 	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptExtend), tg.keys().extend(), []any{token, ttl.Milliseconds()}, tg.extends(), func(r reply[extReply]) bool {
-		switch {
-		case r.err != nil:
+		switch why := c.abstention(r.node, r.err); {
+		case why != nil:
 			t.bad++
-			errs = append(errs, r.err)
-		case c.nodes[r.node].quarantined(time.Now()):
-			t.bad++
-			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
-			if r.val.state == 0 {
-				absent = append(absent, r.node) // put it back, though it does not vote
+			errs = append(errs, why)
+			if r.err == nil && r.val.state == 0 {
+				absent = append(absent, r.node) // quarantined: put it back, though it does not vote
 			}
 		case r.val.state == 1:
 			extended++

@@ -150,7 +150,7 @@ func (m *multiKind) round(ctx context.Context, a *attempt) (Lock, error) {
 	if slices.Contains(oks, false) {
 		err = a.failed(ctx, ts)
 	} else {
-		c.decided(ctx, Decision{Outcome: OutcomeAcquired, Round: true})
+		c.obs.Decided(ctx, Decision{Outcome: OutcomeAcquired, Round: true})
 		m.locks = locks
 	}
 	rd.stragglers(func(late []reply[[]acqReply], silent []int) {

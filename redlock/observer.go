@@ -128,3 +128,8 @@ func (f fanOut) Census(c Census) {
 		o.Census(c)
 	}
 }
+
+// nodeCommand tells the observers of one call to node n.
+func (c *Coordinator) nodeCommand(ctx context.Context, n *node, took time.Duration, err error) {
+	c.obs.NodeCommand(ctx, n.addr, took, err)
+}

@@ -231,13 +231,10 @@ func (c *Coordinator) handOver(ctx context.Context, keys semaphoreKeys, token st
 	acqDecided, permit := false, -1
 	var stray []int
 	_, rd := runScript(ctx, c, c.idxs, scriptPermitHandover, keys.handOver(token), args, parseHandOver, func(r reply[handOverReply]) bool {
-		switch {
-		case r.err != nil:
+		switch why := c.abstention(r.node, r.err); {
+		case why != nil:
 			rel.bad++
-			errs = append(errs, r.err)
-		case c.nodes[r.node].quarantined(time.Now()):
-			rel.bad++
-			errs = append(errs, c.nodes[r.node].fail(errQuarantined))
+			errs = append(errs, why)
 		case r.val.released == 1 || r.val.released == 2:
 			rel.yes++
 		default:

@@ -22,6 +22,18 @@ func (v *votes) decided() bool {
 // nodes said no.
 func (v *votes) refused() bool { return v.yes+v.bad < v.q }
 
+// abstention is why node's answer (err: its error) casts no vote: its
+// error, or its quarantine (see node.quarantined); nil when it votes.
+func (c *Coordinator) abstention(node int, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case c.nodes[node].quarantined(time.Now()):
+		return c.nodes[node].fail(errQuarantined)
+	}
+	return nil
+}
+
 // validity is what is left of ttl after elapsed time and clock drift.
 func (c *Coordinator) validity(ttl time.Duration, start time.Time) time.Duration {
 	drift := time.Duration(float64(ttl)*c.opts.DriftFactor) + constDrift

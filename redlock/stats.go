@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"sync/atomic"
-	"time"
 )
 
 // counters are the coordinator's statistics, read by Stats: the Observer
@@ -56,12 +55,4 @@ func (c *Coordinator) Stats() Stats {
 		Unavailable: c.stats.unavailable.Load(),
 		SplitVotes:  c.stats.split.Load(),
 	}
-}
-
-// decided tells the observers of an acquire's decision.
-func (c *Coordinator) decided(ctx context.Context, d Decision) { c.obs.Decided(ctx, d) }
-
-// nodeCommand tells the observers of one call to node n.
-func (c *Coordinator) nodeCommand(ctx context.Context, n *node, took time.Duration, err error) {
-	c.obs.NodeCommand(ctx, n.addr, took, err)
 }
