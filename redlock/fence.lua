@@ -1,22 +1,22 @@
 -- fence.lua: the fence counter of a resource, part of the scripts' prelude (prelude.lua includes
--- it). No key lives forever: a counter lives idle_ms after its last change
--- (Options.FenceIdleTTL). A counter made anew (the first fence of a resource, after it was idle
--- that long, or on a node restarted empty) starts at floor, the coordinator's clock in
--- microseconds, above every fence handed out before (the argument and its assumption are in
--- docs/safety.md, fencing tokens). Every node of a round gets the same floor, so a new resource's
--- nodes agree on its first fence. Integers stay exact: Lua numbers are doubles, and microseconds
--- since 1970 stay below 2^53 until the year 2255; values are written with %d.
+-- it). No key lives forever: a counter lives idle_ms (Options.FenceIdleTTL) after it was made
+-- or last raised (fence_claim), not after each increment: an uncontended acquire pays one INCR
+-- and no PEXPIRE. A counter made anew (the first fence of a resource, after its counter expired,
+-- or on a node restarted empty) starts at floor, the coordinator's clock in microseconds, above
+-- every fence handed out before (the argument and its assumption are in docs/safety.md, fencing
+-- tokens). Every node of a round gets the same floor, so a new resource's nodes agree on its
+-- first fence. Integers stay exact: Lua numbers are doubles, and microseconds since 1970 stay
+-- below 2^53 until the year 2255; values are written with %d.
 
 local function fence_write(key, f, idle_ms)
   redis.call('SET', key, string.format('%d', f), 'PX', idle_ms)
 end
--- fence_next hands out this node's next fence: one more than the counter, or the floor.
+-- fence_next hands out this node's next fence: one more than the counter, or the floor. INCR
+-- makes a missing counter 1, which no counter holds otherwise (floors are far above it).
 local function fence_next(key, idle_ms, floor)
-  local f = tonumber(floor)
-  if redis.call('EXISTS', key) == 1 then
-    f = redis.call('INCR', key)
-    redis.call('PEXPIRE', key, idle_ms)
-  else
+  local f = redis.call('INCR', key)
+  if f == 1 then
+    f = tonumber(floor)
     fence_write(key, f, idle_ms)
   end
   return f
@@ -38,6 +38,5 @@ local function fence_claim(key, f, idle_ms, mine)
     fence_write(key, f, idle_ms)
     return true
   end
-  redis.call('PEXPIRE', key, idle_ms)
   return mine
 end

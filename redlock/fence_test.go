@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,13 +15,13 @@ import (
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
-// dropLock deletes resource's lock key and record on the servers idxs, as
+// dropLock deletes resource's lock key (its record) on the servers idxs, as
 // if the lock had expired there.
 func (cl *cluster) dropLock(t *testing.T, resource string, idxs ...int) {
 	t.Helper()
 	for _, i := range idxs {
 		c := cl.servers[i].Client()
-		if err := c.Del(context.Background(), "redlockd:lock:/"+resource, "redlockd:meta:/"+resource).Err(); err != nil {
+		if err := c.Del(context.Background(), "redlockd:lock:/"+resource).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -232,7 +233,7 @@ func TestPermitFencesUnique(t *testing.T) {
 func TestCommitClaim(t *testing.T) {
 	s := redistest.Start(t)
 	c, ctx := s.Client(), t.Context()
-	keys := []string{"l", "m", "f", "r", "rm"}
+	keys := []string{"l", "f", "r", "rm"}
 	idle := DefaultFenceIdleTTL.Milliseconds()
 	commit := func(token string, fence int64, claim int) []any {
 		t.Helper()
@@ -243,9 +244,8 @@ func TestCommitClaim(t *testing.T) {
 		return v
 	}
 	// A holds the lock, and this node gave it 5; then 6 and 7 to others.
-	c.Set(ctx, "l", "A", time.Minute)
-	c.HSet(ctx, "m", "nf", 5)
-	c.Set(ctx, "f", 7, 0)
+	c.Set(ctx, "l", "A 5 - - - ", time.Minute)
+	c.Set(ctx, "f", 7, time.Hour)
 	for _, tc := range []struct {
 		token        string
 		fence        int64
@@ -264,7 +264,7 @@ func TestCommitClaim(t *testing.T) {
 		if len(v) != 2 || v[0] != tc.state || v[1] != tc.count {
 			t.Fatalf("commit %+v = %v, want {%d, %d}", tc, v, tc.state, tc.count)
 		}
-		if got, _ := c.HGet(ctx, "m", "fence").Result(); got != tc.recorded {
+		if got := strings.Trim(readRecord(t, c, "l").fence, "-"); got != tc.recorded {
 			t.Fatalf("commit %+v: recorded fence %q, want %q", tc, got, tc.recorded)
 		}
 		if ttl := c.PTTL(ctx, "f").Val(); ttl <= 0 || ttl > DefaultFenceIdleTTL {
@@ -272,6 +272,7 @@ func TestCommitClaim(t *testing.T) {
 		}
 	}
 	// A live reader whose records are gone: the record made anew expires.
+	c.Set(ctx, "l", "^ - - - - ", time.Minute)
 	c.ZAdd(ctx, "r", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "R"})
 	c.PExpire(ctx, "r", time.Minute)
 	if v := commit("R", 12, 0); v[0] != int64(1) {

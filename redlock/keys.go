@@ -14,31 +14,24 @@ func (c *Coordinator) key(kind, namespace, resource string) string {
 
 // lockKeys are the keys of a lock on one resource.
 type lockKeys struct {
-	Lock    string // the writer's token, with the lock's TTL
-	Meta    string // the writer's record: owner, fence (chosen), nf (tentative)
+	// Lock is the lock's record: its writer with its fences and owner, or
+	// a marker of its readers, or a tombstone of its last releases; its
+	// waiting mark (see rec_read in prelude.lua).
+	Lock    string
 	Fence   string // the resource's fence counter (see fence.lua)
-	Waiting string // set while someone waits: releases are announced
-	// Released is the prefix of the release tombstones: released:<ns>/<resource>/<token>
-	// (a token never contains '/'), see Tombstone.
-	Released string
-	Readers  string // the readers: token → expiry on the node's clock (see read_acquire.lua)
-	RMeta    string // the readers' records: <token>:owner, :fence, :nf
-	WWait    string // the waiting writers, which keep new readers out
+	Readers string // the readers: token → expiry on the node's clock (see read_acquire.lua)
+	RMeta   string // the readers' records: <token>:owner, :fence, :nf
+	WWait   string // the waiting writers, which keep new readers out
 }
 
 // lockKeysOf returns the keys of the lock on resource in namespace.
 func (c *Coordinator) lockKeysOf(namespace, resource string) lockKeys {
 	return lockKeys{
-		Lock: c.key("lock", namespace, resource), Meta: c.key("meta", namespace, resource),
-		Fence: c.key("fence", namespace, resource), Waiting: c.key("waiting", namespace, resource),
-		Released: c.key("released", namespace, resource),
-		Readers:  c.key("readers", namespace, resource), RMeta: c.key("rmeta", namespace, resource),
+		Lock: c.key("lock", namespace, resource), Fence: c.key("fence", namespace, resource),
+		Readers: c.key("readers", namespace, resource), RMeta: c.key("rmeta", namespace, resource),
 		WWait: c.key("wwait", namespace, resource),
 	}
 }
-
-// Tombstone is the key of token's release tombstone.
-func (k lockKeys) Tombstone(token string) string { return k.Released + "/" + token }
 
 // scriptKeys are a key set's KEYS for each script that a lock and a
 // semaphore's permits share, in the order the scripts take them.
@@ -58,47 +51,50 @@ func (k lockKeys) queue() string { return k.Lock }
 func (k lockKeys) wwait() string { return k.WWait }
 
 func (k lockKeys) acquire() []string {
-	return []string{k.Lock, k.Meta, k.Fence, k.Waiting, k.Readers, k.RMeta, k.WWait}
+	return []string{k.Lock, k.Fence, k.Readers, k.RMeta, k.WWait}
 }
 
-func (k lockKeys) commit() []string {
-	return []string{k.Lock, k.Meta, k.Fence, k.Readers, k.RMeta}
-}
+func (k lockKeys) commit() []string   { return []string{k.Lock, k.Fence, k.Readers, k.RMeta} }
+func (k lockKeys) extend() []string   { return []string{k.Lock, k.Readers, k.RMeta} }
+func (k lockKeys) reassert() []string { return []string{k.Lock, k.Fence, k.Readers, k.RMeta} }
 
-func (k lockKeys) extend() []string { return []string{k.Lock, k.Meta, k.Readers, k.RMeta} }
+// release is release.lua's KEYS: a lock remembers its releases in its record.
+func (k lockKeys) release(string) []string { return []string{k.Lock, k.Readers, k.RMeta} }
 
-func (k lockKeys) reassert() []string {
-	return []string{k.Lock, k.Meta, k.Fence, k.Readers, k.RMeta}
-}
-
-func (k lockKeys) release(token string) []string {
-	return []string{k.Lock, k.Meta, k.Waiting, k.Tombstone(token), k.Readers, k.RMeta}
-}
-
-func (k lockKeys) inspect() []string { return []string{k.Lock, k.Meta, k.Readers, k.RMeta} }
+func (k lockKeys) inspect() []string { return []string{k.Lock, k.Readers, k.RMeta} }
 
 // semaphoreKeys are the keys of a semaphore: Permit, the keys of a lock
-// named name + "#", whose lock and meta keys are the prefixes of its
-// permits' (permit i: prefix + i), and the index of its permits on a node
-// (see permits.lua). Names never contain '#'. Permit's readers, rmeta and
-// wwait keys never exist: a semaphore has no readers, and its waiters never
-// enter wwait.
+// named name + "#", whose lock key is the prefix of its permits' (permit i:
+// prefix + i), and the index of its permits on a node (see permits.lua).
+// Names never contain '#'. Permit's readers, rmeta and wwait keys never
+// exist: a semaphore has no readers, and its waiters never enter wwait. A
+// waiter waits for any permit, so the semaphore has one waiting key; and a
+// released permit leaves the index, so a release's tombstone is a key of
+// its own (see permit_find.lua).
 type semaphoreKeys struct {
 	Permit  lockKeys
-	Limit   string // the limit of the permits held on the node
-	Permits string // each permit held → when it expires
-	Holders string // each holder's token → its permit
+	Waiting string // set while someone waits for a permit: releases are announced
+	// Released is the prefix of the release tombstones:
+	// released:<ns>/<name>#/<token> (a token never contains '/').
+	Released string
+	Limit    string // the limit of the permits held on the node
+	Permits  string // each permit held → when it expires
+	Holders  string // each holder's token → its permit
 }
 
 // semaphoreKeysOf returns the keys of the semaphore name in namespace.
 func (c *Coordinator) semaphoreKeysOf(namespace, name string) semaphoreKeys {
 	name += "#"
 	return semaphoreKeys{
-		Permit: c.lockKeysOf(namespace, name),
-		Limit:  c.key("limit", namespace, name), Permits: c.key("permits", namespace, name),
+		Permit:  c.lockKeysOf(namespace, name),
+		Waiting: c.key("waiting", namespace, name), Released: c.key("released", namespace, name),
+		Limit: c.key("limit", namespace, name), Permits: c.key("permits", namespace, name),
 		Holders: c.key("holders", namespace, name),
 	}
 }
+
+// tombstone is the key of token's release tombstone.
+func (k semaphoreKeys) tombstone(token string) string { return k.Released + "/" + token }
 
 // index appends the index's keys to keys: every permit script takes them
 // after its lock script's KEYS (see permits.lua).
@@ -108,19 +104,18 @@ func (k semaphoreKeys) index(keys ...string) []string {
 
 func (k semaphoreKeys) queue() string      { return k.Permit.Lock }
 func (k semaphoreKeys) wwait() string      { return k.Permit.WWait }
-func (k semaphoreKeys) acquire() []string  { return k.index(k.Permit.acquire()...) }
+func (k semaphoreKeys) acquire() []string  { return k.index(append(k.Permit.acquire(), k.Waiting)...) }
 func (k semaphoreKeys) commit() []string   { return k.index(k.Permit.commit()...) }
 func (k semaphoreKeys) extend() []string   { return k.index(k.Permit.extend()...) }
 func (k semaphoreKeys) reassert() []string { return k.index(k.Permit.reassert()...) }
 func (k semaphoreKeys) release(token string) []string {
-	return k.index(k.Permit.release(token)...)
+	return k.index(append(k.Permit.release(token), k.Waiting, k.tombstone(token))...)
 }
 
 // inspect is permit_inspect.lua's KEYS.
-func (k semaphoreKeys) inspect() []string { return k.index(k.Permit.Lock, k.Permit.Meta) }
+func (k semaphoreKeys) inspect() []string { return k.index(k.Permit.Lock) }
 
 // handOver is permit_handover.lua's KEYS.
 func (k semaphoreKeys) handOver(token string) []string {
-	p := k.Permit
-	return k.index(p.Lock, p.Meta, p.Fence, p.Waiting, p.Tombstone(token))
+	return k.index(k.Permit.Lock, k.Permit.Fence, k.Waiting, k.tombstone(token))
 }

@@ -142,11 +142,11 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 		return Page{}, err
 	}
 	lc.set = c.nodeSet
-	// A lock is held by a writer (its lock: key) or by readers (readers:):
-	// the SCAN matches every kind of key of the namespace's resources, and
-	// keeps those two.
+	// A held lock has a lock key: its writer's record, or its readers'
+	// marker (see rec_read in prelude.lua); a released one may too, for a
+	// while (its tombstone), which the inspect tells apart.
 	base := o.Namespace + "/"
-	match := globEscape(c.opts.KeyPrefix) + "*:" + globEscape(base+o.Prefix) + "*"
+	match := globEscape(c.opts.KeyPrefix+"lock:"+base+o.Prefix) + "*"
 	type candidate struct {
 		node     int
 		resource string
@@ -172,9 +172,8 @@ func (c *Coordinator) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 		var names []string
 		for _, k := range keys {
-			kind, rest, _ := strings.Cut(strings.TrimPrefix(k, c.opts.KeyPrefix), ":")
-			r, ok := strings.CutPrefix(rest, base)
-			if (kind == "lock" || kind == "readers") && ok && r > lc.after && strings.HasPrefix(r, o.Prefix) && ValidName(r) {
+			r, ok := strings.CutPrefix(k, c.opts.KeyPrefix+"lock:"+base)
+			if ok && r > lc.after && strings.HasPrefix(r, o.Prefix) && ValidName(r) {
 				names = append(names, r)
 			}
 		}

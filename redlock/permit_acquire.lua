@@ -3,9 +3,11 @@
 -- already (an idempotent re-acquire), else ARGV's preferred permit. The index of the permits
 -- (permits.lua) tells, without looking through the limit's permits, which one the token holds,
 -- how many are held, which expires first, and which is free.
--- KEYS: [lock prefix, meta prefix, fence, waiting, readers, rmeta, wwait, limit, permits,
--- holders]  (permit i's keys: prefix .. i; a semaphore has no readers, and waits with wait_ms
--- 0: no 'wwait')
+-- KEYS: [lock prefix, fence, readers, rmeta, wwait, waiting, limit, permits, holders] (permit
+-- i's lock key: prefix .. i; a semaphore has no readers, and waits with wait_ms 0: no 'wwait')
+-- A waiter waits for any permit: 'waiting', the semaphore's, is set while someone waits for one
+-- (as long as the permit that refused it, plus a second; by the granted caller with interest 2,
+-- as long as its TTL plus a second), and every permit's release is then announced.
 -- ARGV: acquire.lua's, then [preferred permit, limit]
 -- => {permit, acquire.lua's reply, free}
 --    Granted ({1, ...}): permit is the one granted, free is {}.
@@ -32,11 +34,16 @@ end
 if permit < 0 then
   permit = prefer
 end
-KEYS[1], KEYS[2] = lockp .. permit, metap .. permit
+KEYS[1] = lockp .. permit
 local function body()
 -- BODY: acquire.lua
 end
 local r = body()
+if ARGV[4] == '2' and r[1] == 1 then
+  redis.call('SET', KEYS[6], '1', 'PX', tonumber(ARGV[2]) + 1000)
+elseif ARGV[4] ~= '0' and r[1] == 0 then
+  redis.call('SET', KEYS[6], '1', 'PX', math.max(r[2], 1) + 1000)
+end
 if r[1] == 1 then
   if stored ~= want then
     redis.call('SET', limitkey, want, 'KEEPTTL')

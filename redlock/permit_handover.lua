@@ -4,8 +4,7 @@
 -- waiting token, with nothing in between: the permit is never free while someone waits, so its
 -- release is not announced. Both tokens' permits are found in the index of the permits
 -- (permits.lua).
--- KEYS: [lock prefix, meta prefix, fence, waiting, tombstone of the releasing token, limit,
--- permits, holders]
+-- KEYS: [lock prefix, fence, waiting, tombstone of the releasing token, limit, permits, holders]
 -- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua)]
 -- => {permit, 1, {1, fence, 0, 0}}  handed over
 --    {permit, 1, {0, -1}}           released only (and announced): the waiting token holds a
@@ -16,19 +15,21 @@
 -- INCLUDE permits.lua
 local permit = mine(ARGV[1])
 if permit < 0 then
-  if redis.call('EXISTS', KEYS[5]) == 1 then
+  if redis.call('EXISTS', KEYS[4]) == 1 then
     return {-1, 2, {0, -1}}
   end
   return {-1, 0, {0, -1}}
 end
-local lock, meta = lockp .. permit, metap .. permit
-tombstone(KEYS[5], ARGV[3])
+local lock = lockp .. permit
+local r = rec_read(redis.call('GET', lock))
+redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])
 if mine(ARGV[4]) >= 0 then
-  redis.call('DEL', lock, meta)
+  announce(r, KEYS[3], ARGV[2], lock, ARGV[1])
+  rec_tombstone(lock, r, ARGV[1], ARGV[3])
   drop(permit, ARGV[1])
-  announce(KEYS[4], ARGV[2], lock, ARGV[1])
   return {permit, 1, {0, -1}}
 end
-local f = lock_grant(lock, meta, KEYS[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
+rec_remember(r, ARGV[1])
+local f = lock_grant(lock, r, KEYS[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], '-')
 record(permit, ARGV[4], now_ms())
 return {permit, 1, {1, f, 0, 0}}

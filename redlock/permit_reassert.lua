@@ -2,7 +2,7 @@
 -- back a permit that vanished from this node (a restarted node) while a quorum holds it, and
 -- notes it in the index of the permits (permits.lua). A token that holds another permit here
 -- already is not given a second one.
--- KEYS: [lock prefix, meta prefix, fence, readers, rmeta, limit, permits, holders]
+-- KEYS: [lock prefix, fence, readers, rmeta, limit, permits, holders]
 -- ARGV: reassert.lua's, then [permit, limit]
 -- => {permit, reassert.lua's reply (-1 also when the token holds another permit here), limit}
 -- INCLUDE permits.lua
@@ -12,7 +12,7 @@ local other = mine(ARGV[1])
 if other >= 0 and other ~= permit then
   return {permit, -1, tonumber(limit)}
 end
-KEYS[1], KEYS[2] = lockp .. permit, metap .. permit
+KEYS[1] = lockp .. permit
 local function body()
 -- BODY: reassert.lua
 end

@@ -1,8 +1,8 @@
 -- permits.lua: the index of a semaphore's permits on this node, which each permit script includes
 -- (-- INCLUDE permits.lua) so that no call looks through the limit's permits (see permit.go and
--- docs/semaphores.md). Permit i is the lock whose lock and meta keys are KEYS[1] .. i and
--- KEYS[2] .. i; its lock key is the truth (the permit is held iff it exists), and the index says
--- where to look:
+-- docs/semaphores.md). Permit i is the lock whose lock key is KEYS[1] .. i; its record is the
+-- truth (the permit is held iff it names a holder, see rec_read), and the index says where to
+-- look:
 --   permits  a sorted set: permit i -> when its lock key expires, in ms of this node's clock
 --            (TIME + PTTL: never before the key does). Its size is the number of permits held
 --            here, its first member the one that expires first (soonest); sweep drops the
@@ -17,7 +17,7 @@
 local holderskey = table.remove(KEYS)
 local permitskey = table.remove(KEYS)
 local limitkey = table.remove(KEYS)
-local lockp, metap = KEYS[1], KEYS[2]
+local lockp = KEYS[1]
 
 -- sweep drops the permits expired by now (ms) from both sets: each expiry is dropped once.
 local function sweep(now)
@@ -33,7 +33,8 @@ end
 
 -- soonest is the permit that expires first here and its remaining TTL in ms, or nil when none
 -- is held, once the permits that expired are swept. None has while the first one's lock key
--- lives (the others expire later), so that one's PTTL tells whether to sweep.
+-- lives (the others expire later; a released permit leaves the index), so that one's PTTL tells
+-- whether to sweep.
 local function soonest()
   local first = redis.call('ZRANGE', permitskey, 0, 0, 'WITHSCORES')
   if not first[1] then
@@ -51,13 +52,19 @@ local function soonest()
   return tonumber(first[1]), math.max(redis.call('PTTL', lockp .. first[1]), 0)
 end
 
+-- holds says whether token holds permit i here: its record names it.
+local function holds(i, token)
+  local r = rec_read(redis.call('GET', lockp .. i))
+  return r ~= nil and r.holder == token
+end
+
 -- mine is the permit that token holds here, or -1. An entry that the lock key denies is dropped.
 local function mine(token)
   local i = redis.call('ZSCORE', holderskey, token)
   if not i then
     return -1
   end
-  if redis.call('GET', lockp .. i) == token then
+  if holds(i, token) then
     return tonumber(i)
   end
   redis.call('ZREM', holderskey, token)

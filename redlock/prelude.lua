@@ -4,16 +4,15 @@
 -- function here ends with an 'end' at the start of a line, and calls only functions above it.
 --
 -- The keys of a lock on a node, as the scripts' KEYS name them:
---   lock     the writer's token, for the lock's TTL (a permit's: the lock prefix .. permit)
---   meta     the writer's record: a hash of 'fence' (the fence the coordinator chose for it, see
---            commit.lua), 'nf' (this node's tentative fence) and 'owner'; as long as the lock
+--   lock     the lock's record (see rec_read): its writer, or a marker of its readers, or a
+--            tombstone of its last releases; one string, the only key an uncontended writer's
+--            acquire and release touch besides the fence counter
+--   fence    the fence counter (fence.lua)
 --   readers  the readers (see read_acquire.lua): a sorted set, token -> its expiry in ms of this
 --            node's clock
---   rmeta    the readers' records: a hash of the same fields, '<token>:fence' and so on
---   fence    the fence counter (fence.lua)
---   waiting  set while someone waits for the lock: its release is announced (see announce)
+--   rmeta    the readers' records: a hash of '<token>:fence', '<token>:nf' and '<token>:owner'
 --   wwait    the writers waiting behind readers (see acquire.lua)
---   released a release's tombstone (see release.lua)
+-- A semaphore's permits add keys of their own (permits.lua).
 
 -- now_ms is this node's clock in ms.
 local function now_ms()
@@ -30,17 +29,100 @@ end
 
 -- INCLUDE fence.lua
 
--- record_read is the record of a holder: a writer's (hash meta, prefix '') or a reader's (hash
--- rmeta, prefix '<token>:'): its chosen fence, tentative fence and owner, each unset (nil, or ''
--- as the replies show it) if not written.
-local function record_read(hash, prefix, unset)
-  local m = redis.call('HMGET', hash, prefix .. 'fence', prefix .. 'nf', prefix .. 'owner')
-  return m[1] or unset, m[2] or unset, m[3] or unset
+-- rec_read is the record that a lock key's value v (GET's reply) holds, or nil when there is no
+-- key. A record is six fields, separated by single spaces, the owner last (it may hold spaces):
+--   holder    the writer's token; '^' its readers (the key lives as long as the last of them);
+--             '~' nobody: a tombstone, kept to remember the last releases
+--   nf        this node's tentative fence for the writer (fence.lua), or '-'
+--   fence     the fence the coordinator chose for the writer (commit.lua), or '-'
+--   flags     '-', or 'w': someone waits for the lock, so its release is announced (announce)
+--   released  the tokens of the last releases of the lock here, newest first, separated by
+--             commas (at most 8: see rec_remember), or '-': a retried release is told it worked
+--   owner     the writer's owner ('' if none)
+-- A value of no such form (a bare token, as an older gateway wrote) is its holder's alone.
+-- Tokens are never '^' or '~' and hold no spaces or commas.
+local function rec_read(v)
+  if not v then
+    return nil
+  end
+  local h, nf, fence, flags, rel, owner = string.match(v, '^(%S+) (%S+) (%S+) (%S+) (%S+) (.*)$')
+  if not h then
+    return {holder = v, nf = '-', fence = '-', flags = '-', rel = '-', owner = ''}
+  end
+  return {holder = h, nf = nf, fence = fence, flags = flags, rel = rel, owner = owner}
 end
 
--- record_forget deletes a reader's record (prefix '<token>:') from rmeta.
-local function record_forget(rmeta, prefix)
-  redis.call('HDEL', rmeta, prefix .. 'fence', prefix .. 'nf', prefix .. 'owner')
+-- rec_write writes the record r to lock, with SET's options (PX ms, or KEEPTTL).
+local function rec_write(lock, r, ...)
+  redis.call('SET', lock, table.concat({r.holder, r.nf, r.fence, r.flags, r.rel, r.owner}, ' '), ...)
+end
+
+-- rec_writer says whether r is a writer's record (not nil, a readers' marker or a tombstone).
+local function rec_writer(r)
+  return r ~= nil and r.holder ~= '^' and r.holder ~= '~'
+end
+
+-- rec_num is a record's fence field as a number, or nil when it is '-'.
+local function rec_num(field)
+  if field == '-' then
+    return nil
+  end
+  return tonumber(field)
+end
+
+-- rec_shown is a record's fence field as the replies show it: '' for '-'.
+local function rec_shown(field)
+  if field == '-' then
+    return ''
+  end
+  return field
+end
+
+-- rec_released says whether token is among the last releases that r remembers.
+local function rec_released(r, token)
+  return r ~= nil and string.find(',' .. r.rel .. ',', ',' .. token .. ',', 1, true) ~= nil
+end
+
+-- rec_waited marks r (the record of lock) as waited for, so that its release is announced: at
+-- most one write while it is marked. With no record (a lock refused by waiting writers alone,
+-- see read_acquire.lua) a tombstone carries the mark for px ms.
+local function rec_waited(lock, r, px)
+  if r == nil then
+    rec_write(lock, {holder = '~', nf = '-', fence = '-', flags = 'w', rel = '-', owner = ''}, 'PX', px)
+  elseif r.flags ~= 'w' then
+    r.flags = 'w'
+    rec_write(lock, r, 'KEEPTTL')
+  end
+end
+
+-- rec_remember puts token first among the last releases that r remembers, keeping at most 8.
+local function rec_remember(r, token)
+  local kept, n = token, 1
+  if r.rel ~= '-' then
+    for tok in string.gmatch(r.rel, '[^,]+') do
+      if n == 8 then
+        break
+      end
+      kept, n = kept .. ',' .. tok, n + 1
+    end
+  end
+  r.rel = kept
+end
+
+-- rec_tombstone is what lock holds once r's holder (token) released it: nobody, and token first
+-- among the last releases (rec_remember), for keep_ms. keep_ms '0' (undoing a failed acquire: no
+-- release of it can be retried) adds no token and keeps the key's TTL, or deletes the key when
+-- it remembers no release.
+local function rec_tombstone(lock, r, token, keep_ms)
+  local t = {holder = '~', nf = '-', fence = '-', flags = '-', rel = r.rel, owner = ''}
+  if keep_ms ~= '0' then
+    rec_remember(t, token)
+    rec_write(lock, t, 'PX', keep_ms)
+  elseif r.rel == '-' then
+    redis.call('DEL', lock)
+  else
+    rec_write(lock, t, 'KEEPTTL')
+  end
 end
 
 -- held_again is acquire.lua's reply to a token that holds the lock here already: the fence
@@ -55,27 +137,31 @@ local function held_again(fence, nf, counter)
   return nil
 end
 
--- lock_set makes token the writer of lock for ttl ms, with a new record: owner, and field
--- ('fence' or 'nf') set to value.
-local function lock_set(lock, meta, token, ttl, owner, field, value)
-  redis.call('SET', lock, token, 'PX', ttl)
-  redis.call('DEL', meta)
-  redis.call('HSET', meta, 'owner', owner, field, value)
-  redis.call('PEXPIRE', meta, ttl)
-end
-
 -- lock_grant is acquire.lua's grant of a free lock (and the hand-over's, permit_handover.lua):
--- token becomes its writer, with this node's next fence as its tentative one, which it returns.
-local function lock_grant(lock, meta, fencekey, token, ttl, owner, idle_ms, floor)
+-- token becomes the writer of lock for ttl ms, with this node's next fence as its tentative one,
+-- which it returns. old is the record it replaces (a tombstone, a stale readers' marker, or
+-- nil), whose last releases it keeps; flags are the new record's.
+local function lock_grant(lock, old, fencekey, token, ttl, owner, idle_ms, floor, flags)
   local f = fence_next(fencekey, idle_ms, floor)
-  lock_set(lock, meta, token, ttl, owner, 'nf', string.format('%d', f))
+  local rel = '-'
+  if old then
+    rel = old.rel
+  end
+  rec_write(lock, {holder = token, nf = string.format('%d', f), fence = '-', flags = flags, rel = rel,
+    owner = owner}, 'PX', ttl)
   return f
 end
 
--- lock_renew gives the writer's lock and record ttl ms more.
-local function lock_renew(lock, meta, ttl)
-  redis.call('PEXPIRE', lock, ttl)
-  redis.call('PEXPIRE', meta, ttl)
+-- record_read is the record of a reader (hash rmeta, prefix '<token>:'): its chosen fence,
+-- tentative fence and owner, each unset (nil, or '' as the replies show it) if not written.
+local function record_read(hash, prefix, unset)
+  local m = redis.call('HMGET', hash, prefix .. 'fence', prefix .. 'nf', prefix .. 'owner')
+  return m[1] or unset, m[2] or unset, m[3] or unset
+end
+
+-- record_forget deletes a reader's record (prefix '<token>:') from rmeta.
+local function record_forget(rmeta, prefix)
+  redis.call('HDEL', rmeta, prefix .. 'fence', prefix .. 'nf', prefix .. 'owner')
 end
 
 -- last_expiry is the latest expiry (ms) of a sorted set of tokens (readers, wwait), or nil.
@@ -85,30 +171,17 @@ local function last_expiry(set)
 end
 
 -- readers_live says whether a reader that has not expired by now (ms) holds the lock here. Without
--- now, at this node's time, taken only if the readers key exists.
+-- now, at this node's time.
 local function readers_live(readers, now)
-  if now == nil then
-    if redis.call('EXISTS', readers) == 0 then
-      return false
-    end
-    now = now_ms()
-  end
-  return redis.call('ZCOUNT', readers, '(' .. now, '+inf') > 0
+  return redis.call('ZCOUNT', readers, '(' .. (now or now_ms()), '+inf') > 0
 end
 
--- announce publishes the release of lock by token on channel if someone waits for it (the
--- waiting key): "<lock key>|<first 16 hex of sha1(token)>", so that waiting acquires wake at once
--- and a waiter can ignore its own releases. Nobody waiting: no message.
-local function announce(waiting, channel, lock, token)
-  if redis.call('EXISTS', waiting) == 1 then
+-- announce publishes the release of lock by token on channel if someone waits for it (r, the
+-- released record, is marked, or the key waiting exists: a semaphore's, see permit_acquire.lua):
+-- "<lock key>|<first 16 hex of sha1(token)>", so that waiting acquires wake at once and a
+-- waiter can ignore its own releases. Nobody waiting: no message.
+local function announce(r, waiting, channel, lock, token)
+  if r.flags == 'w' or (waiting and redis.call('EXISTS', waiting) == 1) then
     redis.call('PUBLISH', channel, lock .. '|' .. string.sub(redis.sha1hex(token), 1, 16))
-  end
-end
-
--- tombstone marks a release for keep_ms (the key is of the lock and the token), so that a retried
--- release is told it worked; keep_ms '0' (undoing a failed acquire) leaves none.
-local function tombstone(released, keep_ms)
-  if keep_ms ~= '0' then
-    redis.call('SET', released, '1', 'PX', keep_ms)
   end
 end

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,8 +176,8 @@ func (cl *cluster) holders(t *testing.T, resource, token string) int {
 		if s.PID() == 0 {
 			continue
 		}
-		v, err := s.Client().Get(context.Background(), "redlockd:lock:/"+resource).Result()
-		if err == nil && (token == "" || v == token) {
+		h := holderAt(t, s.Client(), "redlockd:lock:/"+resource)
+		if h != "" && (token == "" || h == token) {
 			n++
 		}
 	}
@@ -314,8 +315,8 @@ func TestExtend(t *testing.T) {
 		t.Fatalf("extend = %+v", e)
 	}
 	eventually(t, patience, "the re-assert", func() bool { return cl.holders(t, res, l.Token) == 5 })
-	if f, _ := c0.HGet(ctx, "redlockd:meta:/"+res, "fence").Int64(); f != l.Fence {
-		t.Fatalf("re-asserted fence = %d, want %d", f, l.Fence)
+	if f := readRecord(t, c0, "redlockd:lock:/"+res).fence; f != strconv.FormatInt(l.Fence, 10) {
+		t.Fatalf("re-asserted fence = %s, want %d", f, l.Fence)
 	}
 	// It never resurrects a lock lost on a quorum.
 	for _, s := range cl.servers[:3] {
@@ -491,7 +492,7 @@ func TestHeldVersusUnavailable(t *testing.T) {
 	// The undo of a last round runs in the background: wait for it.
 	eventually(t, patience, "the failed acquire's keys to be undone", func() bool {
 		for _, s := range cl.servers[3:] {
-			if n, _ := s.Client().Exists(ctx, "redlockd:lock:/"+res).Result(); n != 0 {
+			if holderAt(t, s.Client(), "redlockd:lock:/"+res) != "" {
 				return false
 			}
 		}
@@ -892,7 +893,7 @@ func TestFenceOfSilentNode(t *testing.T) {
 	eventually(t, patience, "the fence written back", func() bool {
 		n := 0
 		for _, s := range cl.servers[:4] {
-			if f, _ := s.Client().HGet(ctx, "redlockd:meta:/"+res, "fence").Int64(); f == l.Fence {
+			if f := readRecord(t, s.Client(), "redlockd:lock:/"+res).fence; f == strconv.FormatInt(l.Fence, 10) {
 				n++
 			}
 		}

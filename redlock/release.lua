@@ -1,40 +1,51 @@
 -- release.lua: compare-and-delete, announcing the release to waiters, leaving a tombstone.
--- KEYS: [lock, meta, waiting, released, readers, rmeta]  ARGV: [token, channel, keep_ms]
--- released is the tombstone key of this lock and token (the coordinator names it).
--- => 1 deleted (token held it, as the writer or as a live reader), 2 token released this lock
---    within the last keep_ms (a retried release), 0 no lock here, -1 held by another token (a
+-- KEYS: [lock, readers, rmeta] (a semaphore's permits add the semaphore's waiting key and the
+-- release's tombstone: see permit_find.lua)
+-- ARGV: [token, channel, keep_ms]
+-- => 1 released (token held it, as the writer or as a live reader), 2 token is among the last
+--    releases of this lock here (a retried release), 0 no lock here, -1 held by another token (a
 --    writer, or live readers)
--- A delete is announced to waiters (see announce in prelude.lua); a reader's release only when no
--- live reader is left. With keep_ms > 0 it leaves the tombstone for keep_ms (see tombstone).
-local function released(publish)
-  if publish then
-    announce(KEYS[3], ARGV[2], KEYS[1], ARGV[1])
+-- The writer's record becomes a tombstone (rec_tombstone) that remembers the release for keep_ms,
+-- while no later release pushes it out; a reader's release is remembered in the readers' marker.
+-- A release is announced to waiters (see announce in prelude.lua); a reader's only when no live
+-- reader is left. An uncontended release is GET and SET.
+local r = rec_read(redis.call('GET', KEYS[1]))
+if r == nil then
+  if redis.call('EXISTS', KEYS[2]) == 1 and readers_live(KEYS[2]) then
+    return -1 -- readers of an older gateway, with no marker
   end
-  tombstone(KEYS[4], ARGV[3])
+  return 0
+end
+if r.holder == ARGV[1] then
+  announce(r, KEYS[4], ARGV[2], KEYS[1], ARGV[1])
+  rec_tombstone(KEYS[1], r, ARGV[1], ARGV[3])
   return 1
 end
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return released(true)
-end
-local s = redis.call('ZSCORE', KEYS[5], ARGV[1])
-if s then
-  redis.call('ZREM', KEYS[5], ARGV[1])
-  record_forget(KEYS[6], ARGV[1] .. ':')
-  local now = now_ms()
-  if tonumber(s) > now then
-    if readers_live(KEYS[5], now) then
-      return released(false)
+if r.holder == '^' then
+  local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  if s then
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    record_forget(KEYS[3], ARGV[1] .. ':')
+    local now = now_ms()
+    if tonumber(s) > now then
+      if readers_live(KEYS[2], now) then
+        if ARGV[3] ~= '0' then -- remembered, as a writer's release is
+          rec_remember(r, ARGV[1])
+          rec_write(KEYS[1], r, 'KEEPTTL')
+        end
+        return 1
+      end
+      redis.call('DEL', KEYS[2], KEYS[3]) -- the last live reader left
+      announce(r, KEYS[4], ARGV[2], KEYS[1], ARGV[1])
+      rec_tombstone(KEYS[1], r, ARGV[1], ARGV[3])
+      return 1
     end
-    redis.call('DEL', KEYS[5], KEYS[6]) -- the last live reader left
-    return released(true)
   end
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then
+if rec_released(r, ARGV[1]) then
   return 2
 end
-if v == false and not readers_live(KEYS[5]) then
+if r.holder == '~' or (r.holder == '^' and not readers_live(KEYS[2])) then
   return 0
 end
 return -1

@@ -109,8 +109,8 @@ func TestAuth(t *testing.T) {
 	}
 	for i, n := range nodes {
 		for ns, tok := range map[string]string{"team-a": tokA, "team-b": tokB} {
-			if v, err := n.Client().Get(context.Background(), "redlockd:lock:"+ns+"/"+res).Result(); err != nil || v != tok {
-				t.Errorf("node %d: lock of %s: %q, %v", i, ns, v, err)
+			if h := lockHolder(t, n.Client(), "redlockd:lock:"+ns+"/"+res); h != tok {
+				t.Errorf("node %d: lock of %s held by %q", i, ns, h)
 			}
 		}
 		if n, _ := n.Client().Exists(context.Background(), lockKey(res)).Result(); n != 0 {

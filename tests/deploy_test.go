@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -228,8 +227,8 @@ func TestDeployment(t *testing.T) {
 	res := resourceName(t)
 	tok := lock(t, g, res, "").str(t, "token")
 	for i, cl := range clients {
-		if v, err := cl.Get(context.Background(), lockKey(res)).Result(); err != nil || v != tok {
-			t.Errorf("%s: lock key %q, %v", redisNames[i], v, err)
+		if h := lockHolder(t, cl, lockKey(res)); h != tok {
+			t.Errorf("%s: lock held by %q", redisNames[i], h)
 		}
 		if _, err := os.Stat(filepath.Join(dirs[i], "appendonlydir")); err != nil {
 			t.Errorf("%s: no append-only file in its volume: %v", redisNames[i], err)

@@ -195,7 +195,7 @@ func TestGrayLateUndo(t *testing.T) {
 	eventually(t, 2*grayTimeout, "the late grants ran and were undone", func() bool {
 		for i, n := range nodes[3:] {
 			f, _ := n.Client().Get(ctx, fence).Int64()
-			if f <= before[i] || n.Client().Exists(ctx, lockKey(res)).Val() != 0 {
+			if f <= before[i] || lockHolder(t, n.Client(), lockKey(res)) != "" {
 				return false
 			}
 		}

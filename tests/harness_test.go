@@ -105,6 +105,24 @@ func keySnapshot(t testing.TB, nodes []*RedisNode) string {
 // lockKey is the Redis key of resource's lock (default prefix, no namespace).
 func lockKey(resource string) string { return "redlockd:lock:/" + resource }
 
+// lockHolder is the writer that the lock key key names on c (its record's
+// first field, see docs/safety.md, Keys), or "" when nobody does: no key, a
+// tombstone ("~") or readers ("^").
+func lockHolder(t testing.TB, c *redis.Client, key string) string {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	if h, _, _ := strings.Cut(v, " "); h != "~" && h != "^" {
+		return h
+	}
+	return ""
+}
+
 // holders returns which nodes hold resource's lock key with value token.
 func holders(t testing.TB, nodes []*RedisNode, resource, token string) []int {
 	t.Helper()
@@ -113,14 +131,7 @@ func holders(t testing.TB, nodes []*RedisNode, resource, token string) []int {
 		if n.PID() == 0 {
 			continue
 		}
-		v, err := n.Client().Get(context.Background(), lockKey(resource)).Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("node %d: GET: %v", i, err)
-		}
-		if v == token {
+		if lockHolder(t, n.Client(), lockKey(resource)) == token {
 			out = append(out, i)
 		}
 	}

@@ -1,0 +1,101 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// record is a lock key's record as the scripts write it (see rec_read in
+// prelude.lua), for the tests that look at a node's keys.
+type record struct {
+	holder, nf, fence, flags, rel, owner string
+}
+
+// recordOf parses a lock key's value (ok false when it is no record).
+func recordOf(v string) (r record, ok bool) {
+	f := strings.SplitN(v, " ", 6)
+	if len(f) != 6 {
+		return record{holder: v, nf: "-", fence: "-", flags: "-", rel: "-"}, v != ""
+	}
+	return record{f[0], f[1], f[2], f[3], f[4], f[5]}, true
+}
+
+// readRecord is key's record on c: holder "" when there is no key.
+func readRecord(t *testing.T, c *redis.Client, key string) record {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if err == redis.Nil {
+		return record{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := recordOf(v)
+	return r
+}
+
+// holderAt is the writer that key's record names on c, or "" (none, a
+// tombstone, readers).
+func holderAt(t *testing.T, c *redis.Client, key string) string {
+	t.Helper()
+	if h := readRecord(t, c, key).holder; h != "~" && h != "^" {
+		return h
+	}
+	return ""
+}
+
+// TestReleasesRemembered: a lock's record remembers its last 8 releases,
+// through later holders: a retried release of one of them answers 2 (204),
+// of an older one 0; the tombstone lives max TTL, and the uncontended
+// cycle touches the lock key alone besides the fence counter.
+func TestReleasesRemembered(t *testing.T) {
+	cl := newCluster(t, 3, Options{MaxTTL: 6 * time.Second, DefaultTTL: 3 * time.Second})
+	ctx := t.Context()
+	res := uniq(t)
+	var toks []string
+	for range 10 {
+		l, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, l.Token)
+	}
+	held, err := cl.c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tok := range toks {
+		err := cl.c.Release(ctx, "", res, tok)
+		if remembered := i >= 2; remembered != (err == nil) {
+			t.Fatalf("retried release of the %d-th of 10 releases err = %v, want remembered %v", i+1, err, remembered)
+		}
+	}
+	cl.settle()
+	key := cl.c.lockKeysOf("", res).Lock
+	for i, s := range cl.servers {
+		r := readRecord(t, s.Client(), key)
+		if r.holder != held.Token || len(strings.Split(r.rel, ",")) != 8 {
+			t.Fatalf("node %d: record %+v, want %s holding with 8 releases", i, r, held.Token)
+		}
+		keys, _ := s.Client().Keys(ctx, "redlockd:*"+res+"*").Result()
+		if len(keys) != 2 {
+			t.Fatalf("node %d: keys %v, want the lock and its fence counter", i, keys)
+		}
+	}
+	if err := cl.c.Release(ctx, "", res, held.Token); err != nil {
+		t.Fatal(err)
+	}
+	cl.settle()
+	for i, s := range cl.servers {
+		if ttl := s.Client().PTTL(ctx, key).Val(); ttl <= 3*time.Second || ttl > 6*time.Second {
+			t.Fatalf("node %d: the tombstone's TTL %v, want max TTL", i, ttl)
+		}
+	}
+}
