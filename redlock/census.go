@@ -9,8 +9,8 @@ import (
 
 // The key census: how many keys each namespace has, for operators to alert
 // on. No key lives forever, but a tenant that touches many names keeps a
-// fence counter per name for FenceIdleTTL after its last use (the records
-// of locks live no longer than the locks). Every CensusInterval the
+// fence counter per name for FenceIdleTTL (see Options.FenceIdleTTL), and
+// a lock's record for max TTL after its release. Every CensusInterval the
 // coordinator counts the keys under its prefix on one node, the nodes taking
 // turns: SCAN MATCH <prefix>* COUNT scanCount, one call after another, each
 // bounded by the node timeout; a census that fails is dropped, and the next

@@ -284,7 +284,7 @@ func TestCommitClaim(t *testing.T) {
 }
 
 // TestFenceCounterExpires: no key lives forever: a resource's fence counter
-// lives FenceIdleTTL after its last use on every node; once it is gone
+// lives at most FenceIdleTTL on every node; once it is gone
 // everywhere (idle that long, or every node restarted empty) the next
 // fence is still greater than every one before.
 func TestFenceCounterExpires(t *testing.T) {

@@ -92,7 +92,8 @@ type Options struct {
 	// it reads also feed the quarantine. Default: 1s.
 	HealthInterval time.Duration
 	// FenceIdleTTL is how long a resource's fence counter lives on a node
-	// after its last change: no key lives forever. A counter made anew starts
+	// after it was made or last raised (an increment leaves its TTL): no
+	// key lives forever. A counter made anew starts
 	// at the node's clock in microseconds, above every fence handed out
 	// before (see fence.lua and docs/safety.md). At least 2*MaxTTL.
 	// Default: 7 days.

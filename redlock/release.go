@@ -6,9 +6,11 @@ import (
 )
 
 // Release deletes the lock on every node where token holds it. It succeeds
-// iff the token held the lock on a quorum. It is idempotent: each node keeps
-// a tombstone of the token's release for max TTL, so a retried release
-// succeeds again, even after another token took the lock. May return
+// iff the token held the lock on a quorum. It is idempotent: each node
+// remembers the lock's last 8 releases in its record (for max TTL after
+// the last one, and while the lock is held again: see rec_tombstone in
+// prelude.lua), so a retried release succeeds again, even after another
+// token took the lock. May return
 // ErrInvalid, ErrLockExpired or ErrHeldByOther (the token cannot have held a
 // quorum), or ErrQuorumUnavailable (too many nodes silent to tell).
 func (c *Coordinator) Release(ctx context.Context, namespace, resource, token string) error {

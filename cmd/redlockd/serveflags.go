@@ -24,7 +24,7 @@ func (c *Config) flagSet() *flag.FlagSet {
 	fs.Var((*duration)(&c.MaxWait), "max-wait", "largest wait_ms an acquire may ask for")
 	fs.Var((*duration)(&c.NodeTimeout), "node-timeout", "timeout of each command on each Redis node")
 	fs.Var((*duration)(&c.FenceIdleTTL), "fence-idle-ttl",
-		"how long a resource's fencing-token counter lives on a node after its last use (no key lives forever; fences keep increasing)")
+		"how long a resource's fencing-token counter lives on a node after it was made or last raised (no key lives forever; fences keep increasing)")
 	fs.Float64Var(&c.DriftFactor, "drift-factor", c.DriftFactor, "clock drift allowed per unit of TTL, a `factor` in [0, 0.5)")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "`prefix` of every Redis key redlockd writes")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile,
