@@ -196,7 +196,7 @@ func (a *attempt) run(ctx context.Context) (Lock, error) { return a.kind.round(c
 
 // args are acquire.lua's ARGV.
 func (a *attempt) args() []any {
-	return []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait(), a.c.fenceIdle(), fenceFloor()}
+	return []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait(), a.c.fenceIdle(), fenceFloor(), a.c.mark}
 }
 
 // outcome makes the lock from an acquire round's answers, or undoes them.

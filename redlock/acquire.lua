@@ -2,11 +2,12 @@
 -- token, and no reader holds it (see read_acquire.lua).
 -- KEYS: [lock, fence, readers, rmeta, wwait] (a semaphore's permits add the semaphore's waiting
 -- key: see permit_acquire.lua)
--- ARGV: [token, ttl_ms, owner, interest, wait_ms, idle_ms, floor] (the last two: the fence
--- counter's, see fence.lua)
+-- ARGV: [token, ttl_ms, owner, interest, wait_ms, idle_ms, floor, mark] (idle_ms and floor: the
+-- fence counter's, see fence.lua; mark: the gateway's waiting mark, see rec_mark)
 -- interest: 1 = the caller waits if refused, 2 = others wait behind the caller. Then the lock's
 -- record is marked (see rec_waited), so that its release is announced: by the refused caller on
--- the record that refused it, by the granted one (2) on its own. A waiting writer refused by
+-- the record that refused it, by the granted one (2) on its own; a grant keeps the marks of
+-- the record it replaces. A waiting writer refused by
 -- readers (wait_ms > 0: what is left of its wait) also enters 'wwait' (a sorted set: token ->
 -- expiry in ms of this node's clock, at most wait_ms away), which keeps new readers out; its
 -- grant leaves it. A writer refused by a writer does not: readers are kept out by the lock key.
@@ -26,8 +27,11 @@
 --                      the reader that expires last)
 local r = rec_read(redis.call('GET', KEYS[1]))
 local flags = '-'
-if ARGV[4] == '2' or (r and not rec_writer(r)) and r.flags == 'w' then
-  flags = 'w' -- others wait behind the caller, or waited on the record it replaces
+if ARGV[4] == '2' then
+  flags = ARGV[8]
+end
+if r and not rec_writer(r) then
+  flags = rec_mark(r.flags, flags) -- who waited on the record it replaces
 end
 local now, pttl
 if r and r.holder == '^' then
@@ -54,16 +58,14 @@ if pttl == nil then
       r.nf = string.format('%d', f)
     end
     r.owner = ARGV[3]
-    if flags == 'w' then
-      r.flags = 'w'
-    end
+    r.flags = rec_mark(r.flags, flags)
     rec_write(KEYS[1], r, 'PX', ARGV[2])
     return again or {1, f, 0, 0}
   end
   pttl = redis.call('PTTL', KEYS[1])
 end
 if ARGV[4] ~= '0' then
-  rec_waited(KEYS[1], r, math.max(pttl, 1) + 1000)
+  rec_waited(KEYS[1], r, math.max(pttl, 1) + 1000, ARGV[8])
   if now ~= nil and tonumber(ARGV[5]) > 0 then -- refused by readers: only their check sets now
     local px = math.min(math.max(pttl, 1) + 1000, tonumber(ARGV[5]))
     redis.call('ZADD', KEYS[5], now + px, ARGV[1])

@@ -25,6 +25,7 @@ type Coordinator struct {
 	obs      Observer // stats, then Options.Observer
 	idxs     []int    // every node's index: read-only
 	released string   // the channel of release announcements
+	mark     string   // its waiters' mark on a lock's record (see rec_mark in prelude.lua)
 	nodeSet  string   // names the nodes in their order in list cursors
 	ids      *identities
 	// bg counts the work left to the background: stragglers of rounds
@@ -45,7 +46,8 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released", ids: newIdentities()}
+	c := &Coordinator{opts: opts, quorum: len(nodes)/2 + 1, released: opts.KeyPrefix + "released",
+		mark: "w:" + NewToken()[:8], ids: newIdentities()}
 	c.obs = Observers(&c.stats, opts.Observer)
 	set := fnv.New64a()
 	for i, o := range nodes {

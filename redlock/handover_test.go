@@ -76,10 +76,117 @@ func TestHandOverCallerGone(t *testing.T) {
 // between its rounds.
 func waitPaused(t *testing.T, c *Coordinator, name string) {
 	t.Helper()
+	waitPausedIn(t, c, c.semaphoreKeysOf("", name).queue())
+}
+
+// waitPausedLock waits until one acquire waits for the lock on resource,
+// idle between its rounds.
+func waitPausedLock(t *testing.T, c *Coordinator, resource string) {
+	t.Helper()
+	waitPausedIn(t, c, c.lockKeysOf("", resource).queue())
+}
+
+// waitPausedIn waits until one acquire waits in the queue key, idle between
+// its rounds.
+func waitPausedIn(t *testing.T, c *Coordinator, key string) {
+	t.Helper()
 	eventually(t, patience, "an acquire paused between its rounds", func() bool {
 		c.hub.mu.Lock()
 		defer c.hub.mu.Unlock()
-		q := c.hub.queues[c.semaphoreKeysOf("", name).queue()]
+		q := c.hub.queues[key]
 		return q != nil && len(q.ws) == 1 && q.ws[0].paused
 	})
+}
+
+// publishes counts the PUBLISH commands the nodes of cl ran so far.
+func (cl *cluster) publishes(t *testing.T) int64 {
+	return cl.calls(t, func(name string) bool { return name == "publish" })
+}
+
+// TestLockHandedOver: a writer's release on a coordinator where a writer
+// waits idle gives it the lock in the release's round: its acquire returns
+// with a greater fence, no release is announced, and the record of each
+// node names it and remembers the release (a retry of which answers 204).
+func TestLockHandedOver(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
+	c, ctx, res := cl.c, t.Context(), uniq(t)
+	held, err := c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Lock, 1)
+	go func() {
+		l, err := c.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitPausedLock(t, c, res)
+	before, rounds := cl.publishes(t), c.Stats().Attempts
+	if err := c.Release(ctx, "", res, held.Token); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l.Fence <= held.Fence || l.Locked < 2 {
+		t.Fatalf("handed over: %+v, want a fence above %d on a quorum", l, held.Fence)
+	}
+	if n := cl.publishes(t) - before; n != 0 {
+		t.Errorf("a hand-over published %d announcements", n)
+	}
+	for i, s := range cl.servers {
+		if r := readRecord(t, s.Client(), "redlockd:lock:/"+res); r.holder != l.Token || r.rel != held.Token {
+			t.Errorf("node %d: record %+v, want %s holding, %s released", i, r, l.Token, held.Token)
+		}
+	}
+	if err := c.Release(ctx, "", res, held.Token); err != nil {
+		t.Errorf("a retried release of the handed-over lock: %v", err)
+	}
+	if n := c.Stats().Attempts - rounds; n != 1 {
+		t.Errorf("%d acquire rounds after the release, want 1 (the hand-over's, which was the release's)", n)
+	}
+}
+
+// TestLockHandOverOtherGateway: while a writer of another coordinator waits
+// for the lock (it marked the record), a release is announced and not
+// handed over to the waiter here: both compete, and one of them gets it.
+func TestLockHandOverOtherGateway(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
+	c, ctx, res := cl.c, t.Context(), uniq(t)
+	other := cl.gateway(t)
+	held, err := c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Lock, 2)
+	for _, g := range []*Coordinator{other, c} {
+		go func() {
+			l, err := g.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second, TTL: 2 * time.Second})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		if g == other {
+			eventually(t, patience, "the other gateway's waiter to mark the record", func() bool {
+				return readRecord(t, cl.servers[0].Client(), "redlockd:lock:/"+res).flags == other.mark
+			})
+		}
+	}
+	waitPausedLock(t, c, res)
+	before := cl.publishes(t)
+	if err := c.Release(ctx, "", res, held.Token); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if n := cl.publishes(t) - before; n == 0 {
+		t.Errorf("the release was not announced")
+	}
+	if err := c.Release(ctx, "", res, first.Token); err != nil && !errors.Is(err, ErrLockExpired) {
+		t.Fatal(err)
+	}
+	if err := other.Release(ctx, "", res, first.Token); err != nil && !errors.Is(err, ErrLockExpired) {
+		t.Fatal(err)
+	}
+	<-got
 }

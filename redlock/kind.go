@@ -32,10 +32,12 @@ type kind interface {
 	// queues are the lock keys of its resources: the queues a waiting
 	// acquire waits in. heads is how many of a queue's waiters contend at
 	// once; takesHandOver tells whether a release may hand a waiter the
-	// lock (see handOver).
+	// lock (see handOver), and handedOver is the target of the lock (of
+	// permit, a semaphore's) that a hand-over gave it.
 	queues() []string
 	heads() int
 	takesHandOver() bool
+	handedOver(permit int) target
 	// wwaits are the keys of the waiting writers it joins while it waits
 	// (it keeps new readers out); none for a kind that does not.
 	wwaits() []string
@@ -50,14 +52,16 @@ type kind interface {
 
 // oneLock is what the kinds share that take one lock at a time (a
 // semaphore's is of its permit): one waiter contends, nothing is handed
-// over, nothing can be granted again at once after a refusal.
+// over (but to a writer, see writerKind), nothing can be granted again at
+// once after a refusal.
 type oneLock struct{}
 
-func (oneLock) heads() int          { return 1 }
-func (oneLock) takesHandOver() bool { return false }
-func (oneLock) sharedFence() bool   { return false }
-func (oneLock) again() bool         { return false }
-func (oneLock) freed(int)           {}
+func (oneLock) heads() int            { return 1 }
+func (oneLock) takesHandOver() bool   { return false }
+func (oneLock) handedOver(int) target { return nil }
+func (oneLock) sharedFence() bool     { return false }
+func (oneLock) again() bool           { return false }
+func (oneLock) freed(int)             {}
 
 // target is what the rounds after an acquire work on (commit, extend,
 // reassert, release): a lock's keys and scripts (lockTarget), or a

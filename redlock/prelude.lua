@@ -35,7 +35,9 @@ end
 --             '~' nobody: a tombstone, kept to remember the last releases
 --   nf        this node's tentative fence for the writer (fence.lua), or '-'
 --   fence     the fence the coordinator chose for the writer (commit.lua), or '-'
---   flags     '-', or 'w': someone waits for the lock, so its release is announced (announce)
+--   flags     '-', or a waiting mark: someone waits for the lock, so its release is announced
+--             (announce): 'w:<gateway>' when only waiters of that gateway marked it (see
+--             rec_mark), 'w' when waiters of several did
 --   released  the tokens of the last releases of the lock here, newest first, separated by
 --             commas (at most 8: see rec_remember), or '-': a retried release is told it worked
 --   owner     the writer's owner ('' if none)
@@ -83,14 +85,26 @@ local function rec_released(r, token)
   return r ~= nil and string.find(',' .. r.rel .. ',', ',' .. token .. ',', 1, true) ~= nil
 end
 
--- rec_waited marks r (the record of lock) as waited for, so that its release is announced: at
--- most one write while it is marked. With no record (a lock refused by waiting writers alone,
--- see read_acquire.lua) a tombstone carries the mark for px ms.
-local function rec_waited(lock, r, px)
+-- rec_mark is the waiting mark of a record marked a and b (each '-' or a mark): one gateway's
+-- when they agree, 'w' (several gateways') when they do not.
+local function rec_mark(a, b)
+  if a == '-' or a == b then
+    return b
+  elseif b == '-' then
+    return a
+  end
+  return 'w'
+end
+
+-- rec_waited marks r (the record of lock) as waited for by a waiter of the gateway whose mark
+-- is mark ('w:<gateway>'), so that its release is announced: at most one write while it is so
+-- marked. With no record (a lock refused by waiting writers alone, see read_acquire.lua) a
+-- tombstone carries the mark for px ms.
+local function rec_waited(lock, r, px, mark)
   if r == nil then
-    rec_write(lock, {holder = '~', nf = '-', fence = '-', flags = 'w', rel = '-', owner = ''}, 'PX', px)
-  elseif r.flags ~= 'w' then
-    r.flags = 'w'
+    rec_write(lock, {holder = '~', nf = '-', fence = '-', flags = mark, rel = '-', owner = ''}, 'PX', px)
+  elseif rec_mark(r.flags, mark) ~= r.flags then
+    r.flags = rec_mark(r.flags, mark)
     rec_write(lock, r, 'KEEPTTL')
   end
 end
@@ -181,7 +195,7 @@ end
 -- "<lock key>|<first 16 hex of sha1(token)>", so that waiting acquires wake at once and a
 -- waiter can ignore its own releases. Nobody waiting: no message.
 local function announce(r, waiting, channel, lock, token)
-  if r.flags == 'w' or (waiting and redis.call('EXISTS', waiting) == 1) then
+  if r.flags ~= '-' or (waiting and redis.call('EXISTS', waiting) == 1) then
     redis.call('PUBLISH', channel, lock .. '|' .. string.sub(redis.sha1hex(token), 1, 16))
   end
 end

@@ -41,7 +41,7 @@ func (q *queue) first() []*waiter { return q.ws[:min(q.heads, len(q.ws))] }
 func (h *waitHub) join(c *Coordinator, a *attempt, heads int) *waiter {
 	w := &waiter{keys: a.kind.queues(), own: fingerprint(a.token), wake: make(chan int, 2*len(c.nodes)+1), head: make(chan struct{}, 1)}
 	if a.kind.takesHandOver() {
-		w.a, w.offer = a, make(chan handoff, 1) // a release here may hand it a permit
+		w.a, w.offer = a, make(chan handoff, 1) // a release here may hand it the lock
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -103,9 +103,9 @@ func (h *waitHub) setPaused(w *waiter, paused bool) (claimed bool) {
 
 // claim returns a head of key that waits idle (not in a round), claimed for
 // a hand-over from the release of from (a fingerprint), or nil: the first
-// head that is a semaphore's and not from's own. A waiter behind the heads
-// is never claimed, even while every head is in a round: it would be served
-// before them, out of turn.
+// head that takes hand-overs (see kind.takesHandOver) and is not from's
+// own. A waiter behind the heads is never claimed, even while every head
+// is in a round: it would be served before them, out of turn.
 func (h *waitHub) claim(key, from string) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,5 +1,6 @@
 -- read_acquire.lua: takes a read lock on this node: readers share it, a writer excludes them.
--- KEYS: [lock, fence, readers, rmeta, wwait]  ARGV: [token, ttl_ms, owner, interest]
+-- KEYS: [lock, fence, readers, rmeta, wwait]
+-- ARGV: acquire.lua's (a reader uses token, ttl_ms, owner, interest and mark)
 -- Refused while a writer holds the lock key, or while a writer waits ('wwait', see acquire.lua)
 -- and the token is not a reader already (writer preference: no writer starvation). Else the token
 -- enters 'readers' (a sorted set: token -> expiry in ms of this node's clock), and 'rmeta' (a hash)
@@ -15,7 +16,7 @@ local r = rec_read(redis.call('GET', KEYS[1]))
 local now = now_ms()
 local function refused(pttl)
   if ARGV[4] ~= '0' then
-    rec_waited(KEYS[1], r, math.max(pttl, 1) + 1000)
+    rec_waited(KEYS[1], r, math.max(pttl, 1) + 1000, ARGV[8])
   end
   return {0, pttl}
 end
@@ -48,7 +49,7 @@ if r then -- a tombstone's, or the marker's: its releases, and its mark
   marker.rel, marker.flags = r.rel, r.flags
 end
 if ARGV[4] == '2' then
-  marker.flags = 'w'
+  marker.flags = rec_mark(marker.flags, ARGV[8])
 end
 rec_write(KEYS[1], marker, 'PX', keep)
 local counter = fence_counter(KEYS[2])

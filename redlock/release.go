@@ -17,7 +17,11 @@ func (c *Coordinator) Release(ctx context.Context, namespace, resource, token st
 	if err := c.checkName(namespace, resource, token); err != nil {
 		return err
 	}
-	return c.release(ctx, lockTarget{c.lockKeysOf(namespace, resource)}, token)
+	keys := c.lockKeysOf(namespace, resource)
+	if w := c.hub.claim(keys.queue(), fingerprint(token)); w != nil {
+		return c.handOver(ctx, scriptLockHandover, keys.handOver(), token, w)
+	}
+	return c.release(ctx, lockTarget{keys}, token)
 }
 
 // release is Release of tg, whose names were checked.

@@ -493,6 +493,13 @@ func semaphoreWork(t *testing.T, limit int) map[string]int64 {
 // sent by clients (PING, INFO, SUBSCRIBE, a new connection's HELLO and
 // CLIENT SETINFO, SCRIPT LOAD). The health checks must not run meanwhile.
 func (cl *cluster) scriptCommands(t *testing.T) int64 {
+	return cl.calls(t, func(name string) bool {
+		return !strings.Contains(name, "|") && !slices.Contains([]string{"evalsha", "eval", "ping", "info", "subscribe", "hello", "select"}, name)
+	})
+}
+
+// calls counts the calls of the commands named so far, on every node.
+func (cl *cluster) calls(t *testing.T, named func(string) bool) int64 {
 	t.Helper()
 	cl.settle()
 	var n int64
@@ -502,7 +509,7 @@ func (cl *cluster) scriptCommands(t *testing.T) int64 {
 			t.Fatal(err)
 		}
 		for name, st := range stats {
-			if !strings.Contains(name, "|") && !slices.Contains([]string{"evalsha", "eval", "ping", "info", "subscribe", "hello", "select"}, name) {
+			if named(name) {
 				n += st.Calls
 			}
 		}

@@ -31,12 +31,14 @@ import (
 // them, and contends once it is a head of all (see join); the release of
 // any of them wakes it.
 //
-// A semaphore's permit released on this coordinator while one of the
-// semaphore's heads here waits idle (in pause) is handed over to the first
-// such head in the same round (handOver): the permit is never free in
-// between. A head that is making a round is not handed one, nor is a waiter
-// behind the heads (it would be served before them); a release that finds
-// no idle head is announced as above.
+// A writer's lock or a semaphore's permit released on this coordinator
+// while one of its queue's heads here waits idle (in pause), a writer or a
+// semaphore's waiter, is handed over to the first such head in the same
+// round (handOver): the lock is never free in between. A head that is
+// making a round is not handed one, nor is a waiter behind the heads (it
+// would be served before them); a release that finds no idle head is
+// announced as above, and so is a writer's lock that waiters of another
+// coordinator wait for (see lock_handover.lua).
 
 // acquireWaiting is Acquire with a wait (see the comment at the top). Most
 // waiters of a busy lock sit behind the head for a long time, with this frame
@@ -83,8 +85,8 @@ func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) 
 	return Lock{}, errors.Join(&HeldError{}, ctx.Err())
 }
 
-// queued waits until w is a head, or its wait or ctx ends. A semaphore's
-// waiter may be handed a permit meanwhile (see handOver): queued returns
+// queued waits until w is a head, or its wait or ctx ends. A writer or a
+// semaphore's waiter may be handed the lock meanwhile (see handOver): queued returns
 // the outcome of a hand-over that succeeded, or that was under way when it
 // stopped waiting.
 func (c *Coordinator) queued(ctx context.Context, w *waiter, deadline *time.Timer) (got *handoff, err error) {
@@ -232,7 +234,7 @@ type waiter struct {
 	// head of a semaphore. Guarded by the hub's mu.
 	wokenBy string
 
-	// A semaphore's head may be handed a permit by a release on this
+	// A writer or a semaphore's head may be handed the lock by a release on this
 	// coordinator (see handOver) while it waits idle (in pause, or just
 	// made a head and not yet out of the queue's wait): a is its attempt,
 	// paused says it waits idle,

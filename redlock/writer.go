@@ -26,8 +26,12 @@ func (l lockKind) release(ctx context.Context, a *attempt, token string) error {
 func (l lockKind) queues() []string { return []string{l.k.queue()} }
 
 // writerKind is a writer's lock on one resource (Acquire, ModeWrite): its
-// rounds run acquire.lua, and a waiting writer keeps new readers out.
+// rounds run acquire.lua, a waiting writer keeps new readers out, and a
+// writer's release may hand the lock to it (see Release).
 type writerKind struct{ lockKind }
+
+func (writerKind) takesHandOver() bool     { return true }
+func (w writerKind) handedOver(int) target { return w.target() }
 
 func (writerKind) mode() Mode { return ModeWrite }
 
