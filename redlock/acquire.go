@@ -120,9 +120,12 @@ type attempt struct {
 	// announce the lock's release (see interest).
 	waiting bool
 	until   time.Time // when a waiting acquire's wait ends
-	ttl     time.Duration
-	owner   string
-	left    leftovers // what its failed rounds may have left (see cleanup)
+	// marked: its last round (or hand-over) asked the nodes to mark the
+	// lock as waited for if granted (interest 2): its release is announced.
+	marked bool
+	ttl    time.Duration
+	owner  string
+	left   leftovers // what its failed rounds may have left (see cleanup)
 }
 
 // acqTally counts the answers of an acquire round.
@@ -196,7 +199,14 @@ func (a *attempt) run(ctx context.Context) (Lock, error) { return a.kind.round(c
 
 // args are acquire.lua's ARGV.
 func (a *attempt) args() []any {
-	return []any{a.token, a.ttl.Milliseconds(), a.owner, a.interest(), a.wwait(), a.c.fenceIdle(), fenceFloor(), a.c.mark}
+	return []any{a.token, a.ttl.Milliseconds(), a.owner, a.markedInterest(), a.wwait(), a.c.fenceIdle(), fenceFloor(), a.c.mark}
+}
+
+// markedInterest is interest, noted in a.marked.
+func (a *attempt) markedInterest() int {
+	i := a.interest()
+	a.marked = i == 2
+	return i
 }
 
 // outcome makes the lock from an acquire round's answers, or undoes them.

@@ -40,7 +40,7 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.kind.handedOver(0), minFence: math.MaxInt64}
 	var errs []error
 	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner,
-		c.fenceIdle(), fenceFloor(), a.interest(), a.wwait(), c.mark}
+		c.fenceIdle(), fenceFloor(), a.markedInterest(), a.wwait(), c.mark}
 	// The waiter gets one lock: a semaphore's waiter the permit of the first
 	// node that handed one over (the releasing token may hold different
 	// permits on different nodes, left by a client token's rounds on

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,31 +78,54 @@ func TestHandOverCallerGone(t *testing.T) {
 // between its rounds.
 func waitPaused(t *testing.T, c *Coordinator, name string) {
 	t.Helper()
-	waitPausedIn(t, c, c.semaphoreKeysOf("", name).queue())
+	waitPausedIn(t, c, c.semaphoreKeysOf("", name).queue(), 1)
 }
 
 // waitPausedLock waits until one acquire waits for the lock on resource,
 // idle between its rounds.
 func waitPausedLock(t *testing.T, c *Coordinator, resource string) {
 	t.Helper()
-	waitPausedIn(t, c, c.lockKeysOf("", resource).queue())
+	waitPausedIn(t, c, c.lockKeysOf("", resource).queue(), 1)
 }
 
-// waitPausedIn waits until one acquire waits in the queue key, idle between
-// its rounds.
-func waitPausedIn(t *testing.T, c *Coordinator, key string) {
+// waitPausedIn waits until n acquires wait in the queue key, its head idle
+// between its rounds.
+func waitPausedIn(t *testing.T, c *Coordinator, key string, n int) {
 	t.Helper()
 	eventually(t, patience, "an acquire paused between its rounds", func() bool {
 		c.hub.mu.Lock()
 		defer c.hub.mu.Unlock()
 		q := c.hub.queues[key]
-		return q != nil && len(q.ws) == 1 && q.ws[0].paused
+		return q != nil && len(q.ws) == n && q.ws[0].paused
 	})
 }
 
-// publishes counts the PUBLISH commands the nodes of cl ran so far.
-func (cl *cluster) publishes(t *testing.T) int64 {
-	return cl.calls(t, func(name string) bool { return name == "publish" })
+// announced counts, from now on, the release announcements of the lock on
+// resource that cl's nodes publish (the nodes are shared with other tests:
+// their announcements are left out).
+func (cl *cluster) announced(t *testing.T, resource string) func() int64 {
+	t.Helper()
+	var n atomic.Int64
+	prefix := cl.c.lockKeysOf("", resource).Lock + "|"
+	for _, s := range cl.servers {
+		sub := s.Client().Subscribe(t.Context(), cl.c.released)
+		if _, err := sub.Receive(t.Context()); err != nil { // subscribed
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		go func() {
+			for m := range sub.Channel() {
+				if strings.HasPrefix(m.Payload, prefix) {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	return func() int64 {
+		cl.settle()
+		time.Sleep(50 * time.Millisecond) // messages published are delivered
+		return n.Load()
+	}
 }
 
 // TestLockHandedOver: a writer's release on a coordinator where a writer
@@ -123,7 +148,7 @@ func TestLockHandedOver(t *testing.T) {
 		got <- l
 	}()
 	waitPausedLock(t, c, res)
-	before, rounds := cl.publishes(t), c.Stats().Attempts
+	announced, rounds := cl.announced(t, res), c.Stats().Attempts
 	if err := c.Release(ctx, "", res, held.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +156,7 @@ func TestLockHandedOver(t *testing.T) {
 	if l.Fence <= held.Fence || l.Locked < 2 {
 		t.Fatalf("handed over: %+v, want a fence above %d on a quorum", l, held.Fence)
 	}
-	if n := cl.publishes(t) - before; n != 0 {
+	if n := announced(); n != 0 {
 		t.Errorf("a hand-over published %d announcements", n)
 	}
 	for i, s := range cl.servers {
@@ -174,12 +199,12 @@ func TestLockHandOverOtherGateway(t *testing.T) {
 		}
 	}
 	waitPausedLock(t, c, res)
-	before := cl.publishes(t)
+	announced := cl.announced(t, res)
 	if err := c.Release(ctx, "", res, held.Token); err != nil {
 		t.Fatal(err)
 	}
 	first := <-got
-	if n := cl.publishes(t) - before; n == 0 {
+	if n := announced(); n == 0 {
 		t.Errorf("the release was not announced")
 	}
 	if err := c.Release(ctx, "", res, first.Token); err != nil && !errors.Is(err, ErrLockExpired) {
@@ -189,4 +214,44 @@ func TestLockHandOverOtherGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-got
+}
+
+// TestLockHandOverChain: with writers queued on one coordinator, each
+// release hands the lock to the next in the order they came, one round
+// each (the hand-over), and none announced: a new head behind a holder
+// that took the lock marked as waited for pauses instead of a round that
+// would only be refused.
+func TestLockHandOverChain(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
+	c, ctx, res := cl.c, t.Context(), uniq(t)
+	held, err := c.Acquire(ctx, res, AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	got := make(chan Lock, n)
+	for i := range n {
+		go func() {
+			l, err := c.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: strconv.Itoa(i)})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
+	}
+	announced, rounds := cl.announced(t, res), c.Stats().Attempts
+	for i := range n {
+		waitPausedIn(t, c, c.lockKeysOf("", res).queue(), n-i) // else the release is announced
+		if err := c.Release(ctx, "", res, held.Token); err != nil {
+			t.Fatal(err)
+		}
+		held = <-got
+		if held.Owner != strconv.Itoa(i) {
+			t.Fatalf("hand-over %d went to waiter %s", i, held.Owner)
+		}
+	}
+	if got, pubs := c.Stats().Attempts-rounds, announced(); got != n || pubs != 0 {
+		t.Errorf("%d hand-overs: %d rounds and %d announcements, want %d and none", n, got, pubs, n)
+	}
 }

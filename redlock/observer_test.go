@@ -155,7 +155,8 @@ func TestObserver(t *testing.T) {
 	if _, err := cl.c.Acquire(ctx, uniq(t), AcquireOptions{}); !errors.Is(err, ErrQuorumUnavailable) {
 		t.Fatalf("acquire with 2 of 3 down: %v", err)
 	}
-	if got := rec.take(); !slices.Equal(got, []Decision{{Outcome: OutcomeUnavailable, Round: true}}) {
+	// Split or not: whether node 2's grant came before the two errors decided.
+	if got := rec.take(); len(got) != 1 || got[0].Outcome != OutcomeUnavailable || !got[0].Round {
 		t.Errorf("decisions with no quorum %+v", got)
 	}
 	cl.setDown(0)

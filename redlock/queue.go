@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -25,8 +26,10 @@ type queue struct {
 	heads int
 	// freeAt is when the lock (a permit) is next free as its heads last
 	// learned: the holder's remaining TTL from a refused round, or the end
-	// of a head's own lock. The zero time when unknown.
+	// of a head's own lock. The zero time when unknown. marked: a head took
+	// it with the nodes asked to announce its release (interest 2).
 	freeAt time.Time
+	marked bool
 }
 
 // first returns the heads.
@@ -123,16 +126,42 @@ func (h *waitHub) claim(key, from string) *waiter {
 }
 
 // held notes that the lock of keys is held until at least until (see
-// queue.freeAt): later for a lock a head took, the first expiry a refused
-// round saw otherwise.
-func (h *waitHub) held(keys []string, until time.Time, took bool) {
+// queue.freeAt): later for a lock a head took (marked: it keeps the next
+// heads out and its release is announced, see attempt.heldMarked), the
+// first expiry a refused round saw otherwise.
+func (h *waitHub) held(keys []string, until time.Time, took, marked bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, k := range keys {
-		if q := h.queues[k]; q != nil && (!took || q.freeAt.Before(until)) {
-			q.freeAt = until
+		q := h.queues[k]
+		switch {
+		case q == nil:
+		case took:
+			if q.freeAt.Before(until) {
+				q.freeAt = until
+			}
+			q.marked = marked
+		default:
+			q.freeAt, q.marked = until, false
 		}
 	}
+}
+
+// heldMarked is how long the lock of keys stays held by a head of this
+// coordinator that took it marked (see held): the shortest of keys'; 0 when
+// one of them is not so held.
+func (h *waitHub) heldMarked(keys []string) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := time.Duration(math.MaxInt64)
+	for _, k := range keys {
+		q := h.queues[k]
+		if q == nil || !q.marked {
+			return 0
+		}
+		d = min(d, time.Until(q.freeAt))
+	}
+	return max(d, 0)
 }
 
 // busyFor is how long the lock of keys stays held as its waiters here last

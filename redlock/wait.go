@@ -61,8 +61,8 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	a.waiting = true
 	a.until = start.Add(wait)
 
-	// Once a head, try at once, even when the previous head just took the
-	// lock: a refused round asks the nodes to announce its release.
+	// Once a head, try at once, unless the previous head here just took the
+	// lock with the nodes asked to announce its release (see contend).
 	got, err := c.queued(ctx, w, deadline)
 	switch {
 	case got != nil && got.err == nil:
@@ -79,6 +79,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 // ctx's error. A chosen token's lock stays: its caller may retry.
 func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) (Lock, error) {
 	if ctx.Err() == nil || a.chosen {
+		c.hub.held(a.kind.queues(), got.lock.Until, true, a.heldMarked())
 		return got.lock, nil
 	}
 	c.bg.Go(func() { _ = a.kind.release(context.WithoutCancel(ctx), a, got.lock.Token) })
@@ -115,10 +116,13 @@ func (c *Coordinator) queued(ctx context.Context, w *waiter, deadline *time.Time
 }
 
 // contend makes rounds for the head waiter w until it takes the lock or the
-// wait ends, pausing between refused rounds.
+// wait ends, pausing between refused rounds. A new head whose predecessor
+// here took the lock marked as waited for (see waitHub.held) pauses first,
+// until its release is announced or handed over to it, or it expires: a
+// round would only be refused.
 func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
-	var sleep time.Duration // before the next round; 0: at once
-	var ranAt time.Time     // when the last round ended
+	sleep := c.hub.heldMarked(a.kind.queues()) // before the next round; 0: at once
+	var ranAt time.Time                        // when the last round ended
 	for {
 		if sleep > 0 {
 			done, got, werr := c.pause(ctx, w, sleep, deadline)
@@ -145,11 +149,11 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			c.hub.held(a.kind.queues(), lock.Until, true)
+			c.hub.held(a.kind.queues(), lock.Until, true, a.heldMarked())
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
-			c.hub.held(a.kind.queues(), ranAt.Add(he.Remaining), false)
+			c.hub.held(a.kind.queues(), ranAt.Add(he.Remaining), false, false)
 		}
 		if errors.Is(err, ErrLimitMismatch) { // waiting cannot change it
 			a.abandon(ctx)
@@ -284,6 +288,14 @@ func (a *attempt) wwait() int64 {
 		return 0
 	}
 	return max(time.Until(a.until).Milliseconds(), 1)
+}
+
+// heldMarked tells that a's lock, taken by its last round, keeps out every
+// waiter queued behind a (a writer's, or a semaphore's of limit 1: not a
+// reader's, nor one of several permits) and was marked as waited for (see
+// waitHub.held).
+func (a *attempt) heldMarked() bool {
+	return a.marked && a.kind.mode() == ModeWrite && a.kind.heads() == 1
 }
 
 // jitter returns a duration uniformly in [d/2, 3d/2).
