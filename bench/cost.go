@@ -206,8 +206,9 @@ func printCosts(w io.Writer, runs []result) {
 
 // printCostFloors writes the figures of what a cycle costs the servers, of
 // the physical floor at C=1 and of the comparison with Postgres (run: the
-// runs by group and name; pgSkipped: why no Postgres ran, if none did).
-func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error) {
+// runs by group and name; pgSkipped: why no Postgres ran, if none did), and
+// checks the floors among them with check.
+func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error, check func(name, figure, limit string, ok bool)) {
 	info := func(name, figure string) { fmt.Fprintf(w, "%s\t%s\t\tinfo\n", name, figure) }
 	per := func(r *result) perCycle { return r.cost.perCycle(r.cycles, r.nodes) }
 	ratio := func(a, b float64) float64 { return a / max(b, 1e-9) }
@@ -217,10 +218,16 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error) {
 			continue
 		}
 		gp, sp := per(g), per(s)
+		if group == "latency" {
+			check("C=1: Redis commands per node per uncontended cycle (script calls: info)", fmt.Sprintf("%.1f (%.1f)", gp.commands, gp.scripts),
+				"<= 5", gp.commands <= 5.05) // 5.05: the health checks' few a second
+		}
 		info(fmt.Sprintf("C=%d: Redis commands per node per cycle, gateway / redsync (script calls)", g.c),
 			fmt.Sprintf("%.2f (%.1f / %.1f; %.1f / %.1f)", ratio(gp.commands, sp.commands), gp.commands, sp.commands, gp.scripts, sp.scripts))
-		info(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync", g.c),
-			fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", ratio(gp.redisCPU, sp.redisCPU), gp.redisCPU, sp.redisCPU, g.nodes))
+		limit := map[string]float64{"latency": 1.0, "throughput": 0.5}[group]
+		check(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync", g.c),
+			fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", ratio(gp.redisCPU, sp.redisCPU), gp.redisCPU, sp.redisCPU, g.nodes),
+			fmt.Sprintf("<= %.1f", limit), ratio(gp.redisCPU, sp.redisCPU) <= limit)
 		info(fmt.Sprintf("C=%d: gateway CPU per cycle", g.c), fmt.Sprintf("%.1f µs", gp.gatewayCPU))
 		if group == "latency" {
 			info("C=1: the gateway's Redis commands per node per cycle by name", g.cost.byNamePerCycle(g.cycles, g.nodes))
@@ -229,8 +236,9 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error) {
 	}
 	if g, b := run["throughput: "+gatewayMode], run["throughput: "+baselineMode]; g != nil && b != nil {
 		gp, bp := per(g), per(b)
-		info(fmt.Sprintf("C=%d: gateway CPU per cycle / the baseline's", g.c),
-			fmt.Sprintf("%.2f (%.1f / %.1f µs; cycles/s %.0f / %.0f)", ratio(gp.gatewayCPU, bp.gatewayCPU), gp.gatewayCPU, bp.gatewayCPU, g.perSecond(), b.perSecond()))
+		check(fmt.Sprintf("C=%d: gateway CPU per cycle / the baseline's", g.c),
+			fmt.Sprintf("%.2f (%.1f / %.1f µs; cycles/s %.0f / %.0f)", ratio(gp.gatewayCPU, bp.gatewayCPU), gp.gatewayCPU, bp.gatewayCPU, g.perSecond(), b.perSecond()),
+			"<= 0.5", ratio(gp.gatewayCPU, bp.gatewayCPU) <= 0.5)
 	}
 	if s, t := run["latency: "+setNXMode], run["throughput: "+setNXMode]; s != nil && t != nil {
 		info(fmt.Sprintf("bare SET NX (1 Redis): C=%d cycles/s, Redis CPU per cycle; C=1 p50", t.c),
@@ -241,7 +249,8 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error) {
 		floor := h.lat.pct(0.5) + s.lat.pct(0.5)
 		info("C=1: physical floor: two HTTP hops with no work (bare p50) + two go-redis round trips (SET NX p50)",
 			fmt.Sprintf("%s (%s + %s)", ms(floor), ms(h.lat.pct(0.5)), ms(s.lat.pct(0.5))))
-		info("C=1: gateway p50 / the physical floor", fmt.Sprintf("%.2f (%s)", float64(g.lat.pct(0.5))/float64(max(floor, 1)), ms(g.lat.pct(0.5))))
+		f := float64(g.lat.pct(0.5)) / float64(max(floor, 1))
+		check("C=1: gateway p50 / the physical floor", fmt.Sprintf("%.2f (%s)", f, ms(g.lat.pct(0.5))), "<= 2.0", f <= 2)
 	}
 	if pgSkipped != nil {
 		info("Postgres advisory locks", "skipped: "+strings.ReplaceAll(pgSkipped.Error(), "\n", "; "))
@@ -254,8 +263,9 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error) {
 		_, xWaits := rwFigures(x, false)
 		_, pWaits := rwFigures(p, false)
 		xWait, pWait := xWaits.pct(0.99), pWaits.pct(0.99)
-		info("contended: cycles/s, wait p99 over Postgres advisory locks'",
-			fmt.Sprintf("%.2f, %.2f (%.0f / %.0f, %s / %s)", ratio(x.perSecond(), p.perSecond()), float64(xWait)/float64(max(pWait, 1)),
-				x.perSecond(), p.perSecond(), ms(xWait), ms(pWait)))
+		cycles, wait := ratio(x.perSecond(), p.perSecond()), float64(xWait)/float64(max(pWait, 1))
+		check("contended: cycles/s, wait p99 over Postgres advisory locks'",
+			fmt.Sprintf("%.2f, %.2f (%.0f / %.0f, %s / %s)", cycles, wait, x.perSecond(), p.perSecond(), ms(xWait), ms(pWait)),
+			">= 1.0, <= 1.5", cycles >= 1 && wait <= 1.5)
 	}
 }

@@ -246,9 +246,10 @@ func (r *report) print(w io.Writer) bool {
 	if b, n := run["throughput: "+batchingMode], run["throughput: "+naiveMode]; b != nil && n != nil {
 		check(fmt.Sprintf("C=%d: library batching / naive cycles/s", b.c), fmt.Sprintf("%.2f", ratio(b, n)), ">= 3", n.cycles > 0 && ratio(b, n) >= 3)
 	}
-	printCostFloors(tw, run, r.pgSkipped)
+	printCostFloors(tw, run, r.pgSkipped, check)
 	if x := run["contended: "+contendedMode]; x != nil {
-		fmt.Fprintf(tw, "contended: cycles/s over the ideal %.0f/s (1 / hold)\t%.2f\t\tinfo\n", float64(time.Second)/float64(x.hold), x.perSecond()*float64(x.hold)/float64(time.Second))
+		ideal := x.perSecond() * float64(x.hold) / float64(time.Second)
+		check(fmt.Sprintf("contended: cycles/s over the ideal %.0f/s (1 / hold)", float64(time.Second)/float64(x.hold)), fmt.Sprintf("%.2f", ideal), ">= 0.75", ideal >= 0.75)
 		times, same := handoffs(x.turns)
 		p50, p99 := times.pct(0.5), times.pct(0.99)
 		check("contended: hand-off p50", ms(p50), "<= 1ms", len(times) > 0 && p50 <= time.Millisecond)
