@@ -20,8 +20,14 @@ type node struct {
 	addr   string // host:port, never credentials
 	client *redis.Client
 	pipe   *redis.AutoPipeliner // the batched fan-out (see batch.go); nil with Options.NoBatching
-	opts   Options              // the coordinator's, defaults filled in
-	ids    *identities          // the coordinator's: which node reaches which server
+	// sent are the round commands sent through pipe and not yet awaited,
+	// in the order sent (see send and await); sendMu orders the sends and
+	// guards closed, set once sent is closed.
+	sent   chan *roundCmd
+	sendMu sync.Mutex
+	closed bool
+	opts   Options     // the coordinator's, defaults filled in
+	ids    *identities // the coordinator's: which node reaches which server
 	// aliasOf is the node that reaches the same server as this one, found
 	// first: this node never votes (see identity.go). Nil if none.
 	aliasOf atomic.Pointer[node]
@@ -103,11 +109,11 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 		return n.checkServer(ctx, cn)
 	}
 	n.client = redis.NewClient(&opt)
-	if !opts.NoBatching {
-		n.client.AddHook(arrivals{})
-	}
 	if opts.ClientHook != nil {
-		opts.ClientHook(n.client) // after arrivals: its hooks see the caller's context
+		if !opts.NoBatching {
+			n.client.AddHook(callers{})
+		}
+		opts.ClientHook(n.client) // after callers: its hooks see the caller's context
 	}
 	if !opts.NoBatching {
 		ap, err := n.client.AsyncAutoPipelineWithOptions(&redis.AutoPipelineOptions{MaxQueuedCommands: maxQueued})
@@ -116,8 +122,24 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 			return nil, err
 		}
 		n.pipe = ap
+		n.sent = make(chan *roundCmd, maxQueued)
+		go n.await()
 	}
 	return n, nil
+}
+
+// close closes the node's client, and with it its automatic pipeline, whose
+// commands all get their answer (or an error); await returns once it has
+// told their rounds.
+func (n *node) close() error {
+	err := n.client.Close()
+	if n.sent != nil {
+		n.sendMu.Lock()
+		n.closed = true
+		close(n.sent)
+		n.sendMu.Unlock()
+	}
+	return err
 }
 
 // checkServer reads INFO server (and the persistence settings) on a new
