@@ -3,8 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -289,5 +291,52 @@ func TestNodeClientsHaveNoHook(t *testing.T) {
 	}
 	if err := cycle(t, cl.c); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNodeClientsSpeakRESP2: every connection of the coordinator to a node
+// speaks RESP2 (docs/design.md "Batching": nothing of RESP3 is used, and
+// with it go-redis looks for push notifications before every reply), as
+// the node's CLIENT LIST shows, also when the node's URL asks for RESP3.
+func TestNodeClientsSpeakRESP2(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	if err := cycle(t, cl.c); err != nil {
+		t.Fatal(err)
+	}
+	o, err := redis.ParseURL(cl.servers[0].URL() + "?protocol=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New([]*redis.Options{o}, Options{Quarantine: QuarantineOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Warm(t.Context(), patience)
+	if err := cycle(t, c); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range cl.servers {
+		list, err := s.Client().ClientList(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		self, err := s.Client().ClientID(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for line := range strings.Lines(list) {
+			if strings.HasPrefix(line, fmt.Sprintf("id=%d ", self)) {
+				continue // the test's own
+			}
+			n++
+			if !strings.Contains(line, " resp=2") {
+				t.Errorf("node %d: a connection not in RESP2: %s", i, strings.TrimSpace(line))
+			}
+		}
+		if n == 0 {
+			t.Errorf("node %d: no connection of the coordinator", i)
+		}
 	}
 }

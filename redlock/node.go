@@ -98,6 +98,18 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 	// node refuses (Redis does): a round trip more per connection, and a
 	// change of opt that races with the connections being set up.
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	// RESP2: the coordinator uses nothing of RESP3 (push notifications for
+	// client-side caching or maintenance, RESP3 types in script replies;
+	// pub/sub has a connection of its own in either), and with RESP3 go-redis
+	// looks for push notifications before every reply it reads.
+	opt.Protocol = 2
+	// The automatic pipeline runs one batch at a time (batch.go), on one
+	// connection of the pipeline pool: a pool of one, which a rare second
+	// pipeline spills over from to the main pool. The main pool serves the
+	// rest (scripts loading, the census, lists, and every command with
+	// NoBatching), at go-redis's size; connections are dialed on first use
+	// (Warm dials them before serving) and kept while used.
+	opt.PipelinePoolSize = 1
 	n := &node{idx: idx, addr: opt.Addr, opts: opts, ids: ids, healthKey: opts.KeyPrefix + "health"}
 	userHook := opt.OnConnect
 	opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
