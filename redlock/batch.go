@@ -159,10 +159,10 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
+	// A command outlives its caller (the pipeline ignores contexts once a
+	// command is queued): its answer still counts for the node.
+	cctx := context.WithoutCancel(ctx)
 	for j, i := range idxs {
-		// A command outlives its caller (the pipeline ignores contexts once
-		// a command is queued): its answer still counts for the node.
-		cctx := context.WithoutCancel(ctx)
 		r.cmds[j] = roundCmd{Cmd: redis.NewCmd(cctx, cmdArgs...), ctx: cctx, round: r, node: i}
 		nd := c.nodes[i]
 		if err := nd.aliasErr(); err != nil {
