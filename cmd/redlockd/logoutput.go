@@ -17,7 +17,7 @@ import (
 // is written; logBufferBytes is the most buffered between two writes.
 const (
 	logLines       = 16384
-	logInterval    = 10 * time.Millisecond
+	logInterval    = 50 * time.Millisecond
 	logBufferBytes = 64 << 10
 )
 
