@@ -19,10 +19,15 @@ import (
 // With batching on (the default) the commands go through each node's
 // go-redis automatic pipeline (AsyncAutoPipeline: one batch in flight per
 // node, so concurrent requests share round trips) without a goroutine per
-// node; a client hook (arrivals) tells the round when each reply is in, and
-// the caller wakes once enough nodes answered to decide (the quorum, or
-// the refusals that rule one out), reads them and counts them (its tally);
-// more often only when those did not decide.
+// command: a node's commands complete in the order they were sent (one
+// ordered stream), so one goroutine per node (node.await) waits for them in
+// that order and tells each round as its reply is in, and the caller wakes
+// once enough nodes answered to decide (the quorum, or the refusals that
+// rule one out), reads them and counts them (its tally); more often only
+// when those did not decide. No hook is needed for it: a client hook makes
+// go-redis read the goroutine id of every batch (its guard against a hook
+// that reads a result in the pipeline's own goroutine), a cost the
+// coordinator adds only with Options.ClientHook (see callers).
 
 // maxQueued bounds the commands queued for one node and not yet answered:
 // beyond it a command fails at once (the node is silent for that round).
@@ -58,34 +63,27 @@ type round[T any] struct {
 // roundCmd is one node's command in a round.
 type roundCmd struct {
 	*redis.Cmd
-	ctx   context.Context // the caller's, without its cancellation: see arrivals
+	ctx   context.Context // the caller's, without its cancellation: see callers
 	round interface{ arrive(node int) }
 	node  int
 }
 
-// arrivals is the hook of every node's client that tells a round when a
-// node's command has its reply: go-redis runs a batch of one command through
-// the process hooks, and a larger one through the pipeline hooks. It never
-// reads a result: in the pipeline's goroutine each read costs go-redis a
-// look at the goroutine's id.
-//
-// It is the outermost hook, and hands the hooks after it (Options.ClientHook's,
-// such as tracing) the context of the round's caller instead of the
-// pipeline's own (go-redis runs every batch on a context of its own): that
-// of the command, or of a batch's first command (a batch shared by several
-// callers is one call to the hooks).
-type arrivals struct{}
+// callers is the hook that hands the hooks of Options.ClientHook (such as
+// tracing) the context of a round's caller instead of the pipeline's own
+// (go-redis runs every batch on a context of its own): that of the command,
+// or of a batch's first command (a batch shared by several callers is one
+// call to the hooks). It is the outermost hook, added only with a
+// ClientHook: any hook makes go-redis read the goroutine id of every batch.
+type callers struct{}
 
-func (arrivals) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (arrivals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (callers) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (callers) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		defer arrive(cmd)
 		return next(callerCtx(ctx, cmd), cmd)
 	}
 }
-func (arrivals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (callers) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		defer arrive(cmds...)
 		if len(cmds) > 0 {
 			ctx = callerCtx(ctx, cmds[0])
 		}
@@ -101,11 +99,32 @@ func callerCtx(ctx context.Context, cmd redis.Cmder) context.Context {
 	return ctx
 }
 
-func arrive(cmds ...redis.Cmder) {
-	for _, c := range cmds {
-		if rc, ok := c.(*roundCmd); ok {
-			rc.round.arrive(rc.node)
-		}
+// send queues rc on the node's automatic pipeline, and for await. The lock
+// keeps sent in the order of the pipeline's queue, so that await never waits
+// for a command behind one already answered. It returns the error of a
+// command refused without being queued (a full queue, a closed client).
+func (n *node) send(ctx context.Context, rc *roundCmd) error {
+	n.sendMu.Lock()
+	defer n.sendMu.Unlock()
+	if n.closed {
+		return redis.ErrClosed
+	}
+	if err := n.pipe.Process(ctx, rc); err != nil {
+		return err
+	}
+	n.sent <- rc // waits only while await is maxQueued commands behind
+	return nil
+}
+
+// await tells each round command sent to the node its arrival, in the order
+// sent, which is the order of their answers (the pipeline runs one batch at
+// a time, in order): the wait for a command ends when its batch has its
+// replies, and the commands after it in the same batch are answered too.
+// It returns once close closed sent.
+func (n *node) await() {
+	for rc := range n.sent {
+		_ = rc.Err() // waits until its batch has its replies
+		rc.round.arrive(rc.node)
 	}
 }
 
@@ -140,10 +159,10 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
+	// A command outlives its caller (the pipeline ignores contexts once a
+	// command is queued): its answer still counts for the node.
+	cctx := context.WithoutCancel(ctx)
 	for j, i := range idxs {
-		// A command outlives its caller (the pipeline ignores contexts once
-		// a command is queued): its answer still counts for the node.
-		cctx := context.WithoutCancel(ctx)
 		r.cmds[j] = roundCmd{Cmd: redis.NewCmd(cctx, cmdArgs...), ctx: cctx, round: r, node: i}
 		nd := c.nodes[i]
 		if err := nd.aliasErr(); err != nil {
@@ -156,7 +175,7 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 				_ = nd.client.Process(nctx, &r.cmds[j])
 				r.arrive(i)
 			}()
-		} else if err := nd.pipe.Process(ctx, &r.cmds[j]); err != nil {
+		} else if err := nd.send(ctx, &r.cmds[j]); err != nil {
 			r.cmds[j].SetErr(err) // refused without being queued (a full queue, a closed client)
 			r.arrive(i)
 		}

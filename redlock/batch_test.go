@@ -3,7 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,5 +245,98 @@ func TestStragglersEnd(t *testing.T) {
 	cl.settle()
 	if q := cl.c.nodes[0].pipe.Len(); q != 0 {
 		t.Fatalf("node 0's queue holds %d commands after it resumed", q)
+	}
+}
+
+// hookCount reads how many hooks client has from go-redis's insides (it has
+// no accessor for it).
+func hookCount(t *testing.T, client *redis.Client) int {
+	t.Helper()
+	state := reflect.ValueOf(client).Elem().FieldByName("baseClient")
+	if state.IsValid() {
+		state = state.Elem().FieldByName("hooksMixin").FieldByName("state")
+	}
+	if !state.IsValid() || state.Kind() != reflect.Pointer {
+		t.Fatal("go-redis's client keeps its hooks elsewhere now: update hookCount")
+	}
+	p := state.Elem().FieldByName("v") // the atomic.Pointer's pointer
+	typ := state.Elem().Type().Field(0).Type.Elem().Elem()
+	return reflect.NewAt(typ, p.UnsafePointer()).Elem().FieldByName("slice").Len()
+}
+
+// TestNodeClientsHaveNoHook: without Options.ClientHook the nodes' clients
+// carry no hook, since any makes go-redis's automatic pipeline read the
+// goroutine id of every batch; rounds still wake their caller as replies
+// come in (node.await). With a ClientHook they carry it, after callers.
+func TestNodeClientsHaveNoHook(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	for _, n := range cl.c.nodes {
+		if got := hookCount(t, n.client) - 1; got != 0 { // newCluster adds a downHook
+			t.Fatalf("node %d: %d hooks of the coordinator's, want 0", n.idx, got)
+		}
+	}
+	if err := cycle(t, cl.c); err != nil {
+		t.Fatal(err)
+	}
+
+	var seen atomic.Int64
+	cl = newCluster(t, 3, Options{ClientHook: func(c *redis.Client) { c.AddHook(&countHook{}); seen.Add(1) }})
+	for _, n := range cl.c.nodes {
+		if got := hookCount(t, n.client) - 1; got != 2 {
+			t.Fatalf("node %d: %d hooks, want 2 (callers and the ClientHook's)", n.idx, got)
+		}
+	}
+	if seen.Load() != 3 {
+		t.Fatalf("ClientHook called %d times, want 3", seen.Load())
+	}
+	if err := cycle(t, cl.c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodeClientsSpeakRESP2: every connection of the coordinator to a node
+// speaks RESP2 (docs/design.md "Batching": nothing of RESP3 is used, and
+// with it go-redis looks for push notifications before every reply), as
+// the node's CLIENT LIST shows, also when the node's URL asks for RESP3.
+func TestNodeClientsSpeakRESP2(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	if err := cycle(t, cl.c); err != nil {
+		t.Fatal(err)
+	}
+	o, err := redis.ParseURL(cl.servers[0].URL() + "?protocol=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New([]*redis.Options{o}, Options{Quarantine: QuarantineOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Warm(t.Context(), patience)
+	if err := cycle(t, c); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range cl.servers {
+		list, err := s.Client().ClientList(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		self, err := s.Client().ClientID(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for line := range strings.Lines(list) {
+			if strings.HasPrefix(line, fmt.Sprintf("id=%d ", self)) {
+				continue // the test's own
+			}
+			n++
+			if !strings.Contains(line, " resp=2") {
+				t.Errorf("node %d: a connection not in RESP2: %s", i, strings.TrimSpace(line))
+			}
+		}
+		if n == 0 {
+			t.Errorf("node %d: no connection of the coordinator", i)
+		}
 	}
 }

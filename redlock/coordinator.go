@@ -57,7 +57,7 @@ func New(nodes []*redis.Options, opts Options) (*Coordinator, error) {
 		n, err := newNode(i, o, opts, c.ids)
 		if err != nil {
 			for _, n := range c.nodes {
-				n.client.Close()
+				n.close()
 			}
 			return nil, err
 		}
@@ -94,7 +94,7 @@ func (c *Coordinator) Close() error {
 	errs := []error{c.hub.close()}
 	for _, n := range c.nodes {
 		n.stopHealth()
-		errs = append(errs, n.client.Close())
+		errs = append(errs, n.close())
 	}
 	return errors.Join(errs...)
 }

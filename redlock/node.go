@@ -20,8 +20,14 @@ type node struct {
 	addr   string // host:port, never credentials
 	client *redis.Client
 	pipe   *redis.AutoPipeliner // the batched fan-out (see batch.go); nil with Options.NoBatching
-	opts   Options              // the coordinator's, defaults filled in
-	ids    *identities          // the coordinator's: which node reaches which server
+	// sent are the round commands sent through pipe and not yet awaited,
+	// in the order sent (see send and await); sendMu orders the sends and
+	// guards closed, set once sent is closed.
+	sent   chan *roundCmd
+	sendMu sync.Mutex
+	closed bool
+	opts   Options     // the coordinator's, defaults filled in
+	ids    *identities // the coordinator's: which node reaches which server
 	// aliasOf is the node that reaches the same server as this one, found
 	// first: this node never votes (see identity.go). Nil if none.
 	aliasOf atomic.Pointer[node]
@@ -92,6 +98,18 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 	// node refuses (Redis does): a round trip more per connection, and a
 	// change of opt that races with the connections being set up.
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	// RESP2: the coordinator uses nothing of RESP3 (push notifications for
+	// client-side caching or maintenance, RESP3 types in script replies;
+	// pub/sub has a connection of its own in either), and with RESP3 go-redis
+	// looks for push notifications before every reply it reads.
+	opt.Protocol = 2
+	// The automatic pipeline runs one batch at a time (batch.go), on one
+	// connection of the pipeline pool: a pool of one, which a rare second
+	// pipeline spills over from to the main pool. The main pool serves the
+	// rest (scripts loading, the census, lists, and every command with
+	// NoBatching), at go-redis's size; connections are dialed on first use
+	// (Warm dials them before serving) and kept while used.
+	opt.PipelinePoolSize = 1
 	n := &node{idx: idx, addr: opt.Addr, opts: opts, ids: ids, healthKey: opts.KeyPrefix + "health"}
 	userHook := opt.OnConnect
 	opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
@@ -103,11 +121,11 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 		return n.checkServer(ctx, cn)
 	}
 	n.client = redis.NewClient(&opt)
-	if !opts.NoBatching {
-		n.client.AddHook(arrivals{})
-	}
 	if opts.ClientHook != nil {
-		opts.ClientHook(n.client) // after arrivals: its hooks see the caller's context
+		if !opts.NoBatching {
+			n.client.AddHook(callers{})
+		}
+		opts.ClientHook(n.client) // after callers: its hooks see the caller's context
 	}
 	if !opts.NoBatching {
 		ap, err := n.client.AsyncAutoPipelineWithOptions(&redis.AutoPipelineOptions{MaxQueuedCommands: maxQueued})
@@ -116,8 +134,24 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 			return nil, err
 		}
 		n.pipe = ap
+		n.sent = make(chan *roundCmd, maxQueued)
+		go n.await()
 	}
 	return n, nil
+}
+
+// close closes the node's client, and with it its automatic pipeline, whose
+// commands all get their answer (or an error); await returns once it has
+// told their rounds.
+func (n *node) close() error {
+	err := n.client.Close()
+	if n.sent != nil {
+		n.sendMu.Lock()
+		n.closed = true
+		close(n.sent)
+		n.sendMu.Unlock()
+	}
+	return err
 }
 
 // checkServer reads INFO server (and the persistence settings) on a new

@@ -135,7 +135,7 @@ func newCluster(t testing.TB, n int, opts Options, quarantine ...bool) *cluster 
 	c.Warm(t.Context(), patience) // scripts loaded: no NOSCRIPT fallback unless a test flushes them
 	for _, n := range c.nodes {
 		h := &downHook{}
-		n.client.AddHook(h) // after arrivals: the round sees the injected fault
+		n.client.AddHook(h) // the round reads the injected fault
 		cl.hooks = append(cl.hooks, h)
 	}
 	cl.c = c

@@ -75,17 +75,27 @@ const (
 
 // begin gives the request its id (a well-formed incoming X-Request-Id or a
 // new random one), sent back in X-Request-Id and added to the request's
-// logger with its remote address and user agent (hlog's handlers), and puts
-// the request's reqInfo in its context.
+// logger with its remote address and user agent (the fields of hlog's
+// RemoteAddrHandler and UserAgentHandler, in one update of the logger), and
+// puts the request's reqInfo in its context.
 func (s *Server) begin(next http.Handler) http.Handler {
-	next = hlog.RemoteAddrHandler("remote_addr")(hlog.UserAgentHandler("user_agent")(next))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		if !requestIDRe.MatchString(id) {
+		if id == "" || !requestIDRe.MatchString(id) {
 			id = rand.Text()
 		}
 		w.Header().Set("X-Request-Id", id)
-		hlog.FromRequest(r).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Str("req_id", id) })
+		ua := r.Header.Get("User-Agent")
+		hlog.FromRequest(r).UpdateContext(func(c zerolog.Context) zerolog.Context {
+			c = c.Str("req_id", id)
+			if r.RemoteAddr != "" {
+				c = c.Str("remote_addr", r.RemoteAddr)
+			}
+			if ua != "" {
+				c = c.Str("user_agent", ua)
+			}
+			return c
+		})
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, &reqInfo{id: id})))
 	})
 }

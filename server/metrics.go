@@ -142,6 +142,16 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// LogLinesDropped registers redlockd_log_lines_dropped_total, read from
+// dropped at each scrape: the log lines the process's log output dropped
+// because they came faster than it could write them.
+func (m *Metrics) LogLinesDropped(dropped func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "redlockd_log_lines_dropped_total",
+		Help: "Log lines dropped because they came faster than the log output (stderr) took them.",
+	}, func() float64 { return float64(dropped()) }))
+}
+
 // Waited records a waiting acquire that ended (redlock.Observer). Nil-safe.
 func (m *Metrics) Waited(_ context.Context, waited time.Duration, acquired bool) {
 	if m == nil {

@@ -45,6 +45,8 @@ type Main struct {
 	UnknownEnv      []envFinding   // what checkEnv found: Open logs them
 	Log             zerolog.Logger // built by Open from Config and Stderr
 
+	logOut *logOutput // Log's output when Stderr is a file (see bufferedOutput), else nil
+
 	// The API keys and TLS certificate in use (nil without); Reload replaces them.
 	keys *server.Keys
 	cert atomic.Pointer[tls.Certificate]
@@ -92,7 +94,12 @@ func (m *Main) Open() (err error) {
 		return err
 	}
 	tlsConfig := m.tlsConfig(cert)
-	m.Log = newLogger(cmp.Or[io.Writer](m.Stderr, os.Stderr), c)
+	var logTo io.Writer = cmp.Or[io.Writer](m.Stderr, os.Stderr)
+	if bufferedOutput(logTo) {
+		m.logOut = newLogOutput(logTo)
+		logTo = m.logOut
+	}
+	m.Log = newLogger(logTo, c)
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
@@ -108,6 +115,9 @@ func (m *Main) Open() (err error) {
 		return err
 	}
 	metrics := server.NewMetrics()
+	if m.logOut != nil {
+		metrics.LogLinesDropped(m.logOut.Dropped)
+	}
 	if err := m.openCoordinator(nodes, metrics); err != nil {
 		return err
 	}
@@ -332,6 +342,10 @@ func (m *Main) closeAll() error {
 	m.dev = nil
 	if m.ln != nil {
 		m.Log.Info().Msg("stopped")
+	}
+	if m.logOut != nil {
+		_ = m.logOut.Close() // every line logged so far is written
+		m.logOut = nil
 	}
 	return errors.Join(errs...)
 }
