@@ -112,7 +112,7 @@ func (n *node) send(ctx context.Context, rc *roundCmd) error {
 	if err := n.pipe.Process(ctx, rc); err != nil {
 		return err
 	}
-	n.sent <- rc // waits only while await is maxQueued commands behind
+	n.sent <- rc // never waits: see newNode
 	return nil
 }
 

@@ -134,7 +134,9 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 			return nil, err
 		}
 		n.pipe = ap
-		n.sent = make(chan *roundCmd, maxQueued)
+		// Queued (at most maxQueued) and in flight (one batch, at most as
+		// many): send never waits for await.
+		n.sent = make(chan *roundCmd, 2*maxQueued+1)
 		go n.await()
 	}
 	return n, nil
