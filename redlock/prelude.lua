@@ -111,16 +111,19 @@ end
 
 -- rec_remember puts token first among the last releases that r remembers, keeping at most 8.
 local function rec_remember(r, token)
-  local kept, n = token, 1
-  if r.rel ~= '-' then
-    for tok in string.gmatch(r.rel, '[^,]+') do
-      if n == 8 then
-        break
-      end
-      kept, n = kept .. ',' .. tok, n + 1
+  if r.rel == '-' then
+    r.rel = token
+    return
+  end
+  local at = 0
+  for _ = 1, 7 do
+    at = string.find(r.rel, ',', at + 1, true)
+    if at == nil then
+      r.rel = token .. ',' .. r.rel
+      return
     end
   end
-  r.rel = kept
+  r.rel = token .. ',' .. string.sub(r.rel, 1, at - 1)
 end
 
 -- rec_tombstone is what lock holds once r's holder (token) released it: nobody, and token first
