@@ -37,7 +37,7 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 	a := w.a
 	start := time.Now()
 	rel, other := votes{n: len(c.nodes), q: c.quorum}, 0
-	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.kind.handedOver(0), minFence: math.MaxInt64}
+	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.kind.handedOver(-1), minFence: math.MaxInt64}
 	var errs []error
 	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner,
 		c.fenceIdle(), fenceFloor(), a.markedInterest(), a.wwait(), c.mark}

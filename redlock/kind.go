@@ -33,7 +33,8 @@ type kind interface {
 	// acquire waits in. heads is how many of a queue's waiters contend at
 	// once; takesHandOver tells whether a release may hand a waiter the
 	// lock (see handOver), and handedOver is the target of the lock (of
-	// permit, a semaphore's) that a hand-over gave it.
+	// permit, a semaphore's; below 0, the one it asks for now) that a
+	// hand-over gave it.
 	queues() []string
 	heads() int
 	takesHandOver() bool

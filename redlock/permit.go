@@ -196,13 +196,15 @@ func (s *permitKind) release(ctx context.Context, a *attempt, token string) erro
 
 // queues: a semaphore has one queue, whose first limit waiters contend (one
 // per permit), and a release may hand a permit to one of them (handOver),
-// which it then prefers.
+// which it then prefers (handedOver; a permit below 0: none yet).
 func (s *permitKind) queues() []string  { return []string{s.k.queue()} }
 func (s *permitKind) heads() int        { return s.limit }
 func (*permitKind) takesHandOver() bool { return true }
 func (s *permitKind) handedOver(permit int) target {
-	s.prefer = permit
-	return permitTarget{k: s.k, permit: permit}
+	if permit >= 0 {
+		s.prefer = permit
+	}
+	return s.target()
 }
 func (*permitKind) wwaits() []string  { return nil }
 func (*permitKind) sharedFence() bool { return false }
