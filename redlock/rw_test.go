@@ -328,3 +328,28 @@ func TestModeInvalid(t *testing.T) {
 		t.Fatalf("semaphore read mode: %v", err)
 	}
 }
+
+// TestReaderExtendKeepsItsKeys: a reader extended past the TTL it was
+// granted keeps its keys (the readers set, their records and the readers'
+// marker in the lock key) at least as long as its new TTL on every node, so
+// none expires under it.
+func TestReaderExtendKeepsItsKeys(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	c, ctx, res := cl.c, t.Context(), uniq(t)
+	r, err := c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Extend(ctx, "", res, r.Token, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cl.settle()
+	k := c.lockKeysOf("", res)
+	for i, s := range cl.servers {
+		for _, key := range []string{k.Lock, k.Readers, k.RMeta} {
+			if ttl := s.Client().PTTL(ctx, key).Val(); ttl < 15*time.Second {
+				t.Errorf("node %d: %s lives %v more, want the extended reader's 20s", i, key, ttl)
+			}
+		}
+	}
+}
