@@ -128,6 +128,18 @@ func (cl *cluster) announced(t *testing.T, resource string) func() int64 {
 	}
 }
 
+// waitFor starts an acquire of resource on c with o (a waiting one), which
+// sends its lock to got once it has it (an empty Lock after an error).
+func waitFor(t *testing.T, c *Coordinator, resource string, o AcquireOptions, got chan<- Lock) {
+	go func() {
+		l, err := c.Acquire(t.Context(), resource, o)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+}
+
 // TestLockHandedOver: a writer's release on a coordinator where a writer
 // waits idle gives it the lock in the release's round: its acquire returns
 // with a greater fence, no release is announced, and the record of each
@@ -140,13 +152,7 @@ func TestLockHandedOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan Lock, 1)
-	go func() {
-		l, err := c.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	waitFor(t, c, res, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second}, got)
 	waitPausedLock(t, c, res)
 	announced, rounds := cl.announced(t, res), c.Stats().Attempts
 	if err := c.Release(ctx, "", res, held.Token); err != nil {
@@ -185,13 +191,7 @@ func TestLockHandOverOtherGateway(t *testing.T) {
 	}
 	got := make(chan Lock, 2)
 	for _, g := range []*Coordinator{other, c} {
-		go func() {
-			l, err := g.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second, TTL: 2 * time.Second})
-			if err != nil {
-				t.Error(err)
-			}
-			got <- l
-		}()
+		waitFor(t, g, res, AcquireOptions{Wait: 20 * time.Second, TTL: 2 * time.Second}, got)
 		if g == other {
 			eventually(t, patience, "the other gateway's waiter to mark the record", func() bool {
 				return readRecord(t, cl.servers[0].Client(), "redlockd:lock:/"+res).flags == other.mark
@@ -231,13 +231,7 @@ func TestLockHandOverChain(t *testing.T) {
 	const n = 4
 	got := make(chan Lock, n)
 	for i := range n {
-		go func() {
-			l, err := c.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: strconv.Itoa(i)})
-			if err != nil {
-				t.Error(err)
-			}
-			got <- l
-		}()
+		waitFor(t, c, res, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: strconv.Itoa(i)}, got)
 		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
 	}
 	announced, rounds := cl.announced(t, res), c.Stats().Attempts

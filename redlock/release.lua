@@ -11,9 +11,6 @@
 -- reader is left. An uncontended release is GET and SET.
 local r = rec_read(redis.call('GET', KEYS[1]))
 if r == nil then
-  if redis.call('EXISTS', KEYS[2]) == 1 and readers_live(KEYS[2]) then
-    return -1 -- readers of an older gateway, with no marker
-  end
   return 0
 end
 if r.holder == ARGV[1] then
