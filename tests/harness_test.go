@@ -306,6 +306,22 @@ func (g *Gateway) waitReady(t testing.TB) {
 	}
 }
 
+// waitAllVoting waits until /readyz lists n nodes, none of them in
+// quarantine: ready is a quorum voting, and with quarantine on a node
+// started less than max TTL ago (a fresh cluster) does not vote yet.
+func (g *Gateway) waitAllVoting(t testing.TB, n int, within time.Duration) {
+	t.Helper()
+	eventually(t, within, "every node votes", func() bool {
+		list, _ := g.do(t, http.MethodGet, "/readyz", "").JSON["nodes"].([]any)
+		for _, e := range list {
+			if m, _ := e.(map[string]any); m["quarantined_until"] != nil {
+				return false
+			}
+		}
+		return len(list) == n
+	})
+}
+
 // cleanEnv is the test's environment without REDLOCKD_* variables.
 func cleanEnv() []string {
 	var env []string

@@ -40,6 +40,7 @@ func TestKillMinorityThenMajority(t *testing.T) {
 	nodes := startCluster(t, 5)
 	gw := startGateway(t, nodes, "--restart-quarantine", "on", "--max-ttl", maxTTL.String(),
 		"--default-ttl", maxTTL.String(), "--node-timeout", nodeTimeout.String())
+	gw.waitAllVoting(t, len(nodes), 10*maxTTL) // the kills below leave 3 voters only if all 5 vote
 	res := resourceName(t)
 	a, aSent := timed(func() *Resp { return lock(t, gw, res, `{"ttl_ms":2000}`) })
 	tok, fenceA := a.str(t, "token"), a.num(t, "fencing_token")
@@ -261,17 +262,7 @@ func TestSeedScenario(t *testing.T) {
 		gw = startGatewayAt(t, proxyAddrs(ps), "--restart-quarantine", quarantine,
 			"--max-ttl", maxTTL.String(), "--default-ttl", maxTTL.String(), "--node-timeout", nodeTimeout.String())
 		gw.waitReady(t)
-		// Ready is a quorum voting; the scenario needs all three (with
-		// quarantine on, a node started less than max TTL ago does not vote).
-		eventually(t, 10*maxTTL, "every node votes", func() bool {
-			list, _ := gw.do(t, http.MethodGet, "/readyz", "").JSON["nodes"].([]any)
-			for _, e := range list {
-				if m, _ := e.(map[string]any); m["quarantined_until"] != nil {
-					return false
-				}
-			}
-			return len(list) == len(nodes)
-		})
+		gw.waitAllVoting(t, len(nodes), 10*maxTTL) // the scenario needs all three
 		res := resourceName(t)
 
 		ps[0].Cut()
