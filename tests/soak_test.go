@@ -49,6 +49,9 @@ import (
 // retry of an acquire whose answer was lost, or after its lock ran out):
 // that re-acquire keeps the fencing token only while the token still holds
 // the lock on a quorum, so the same token with the same fence is one hold.
+// A re-acquire that got no answer (a 503, or none) may have taken the lock
+// on a quorum all the same, and the next one then keeps that fence: such a
+// hold counts as sent when the first of those tries was.
 // With read-write locks (contention.RW) clients take a resource as readers
 // or writers; with contention.Multi half the acquires take several locks at
 // once; with contention.Limit the resources are semaphores.
@@ -361,6 +364,11 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		read  bool
 	}
 	unreleased := map[string]hold{}
+	// tried is, per re-acquired token, when the first of its re-acquires
+	// that ended without a known outcome (a 503, or no answer) was sent:
+	// that acquire may have taken the lock on a quorum, and a later
+	// re-acquire then keeps its fence, so the hold began when it was sent.
+	tried := map[string]time.Time{}
 	for seq := 1; ctx.Err() == nil; seq++ {
 		rs := []string{fmt.Sprintf("soak-%d", rng.IntN(c.Resources))}
 		if c.Multi && rng.IntN(2) == 0 {
@@ -397,6 +405,10 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		sent := time.Now()
 		status, err := c.call(ctx, http.MethodPost, rs, body, "", &a)
 		got := time.Now()
+		reacquire := token != "" && token == unreleased[res].token
+		if _, ok := tried[token]; reacquire && !ok && (err != nil || status == http.StatusServiceUnavailable) {
+			tried[token] = sent
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return // the run is over; an answer we did not read gives no window
@@ -421,13 +433,18 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 		if read {
 			c.count("acquired read", 1)
 		}
-		reacquire := token != "" && token == unreleased[res].token
 		if reacquire {
 			c.count("re-acquired", 1)
 		}
 		end := sent.Add(time.Duration(a.ValidityMs) * time.Millisecond)
 		w := checker.Window{ID: fmt.Sprintf("c%d#%d", id, seq), Token: token, Sent: since(sent), Start: since(got), Read: read}
 		note := []string{fmt.Sprintf("acquire sent %v ttl %d wait %d validity %d", since(sent).Round(time.Millisecond), ttl, wait, a.ValidityMs)}
+		if first, ok := tried[token]; reacquire && ok {
+			// The window still starts now; its hold counts as sent then.
+			w.Sent = since(first)
+			note[0] += fmt.Sprintf(" (first tried %v)", since(first).Round(time.Millisecond))
+			delete(tried, token)
+		}
 		if a.Permit != nil {
 			w.Permit = *a.Permit + 1
 			note[0] += fmt.Sprintf(" permit %d", *a.Permit)
@@ -721,10 +738,37 @@ func soakDuration(t *testing.T, def time.Duration) time.Duration {
 // limit > 0), and a seeded schedule of kills, immediate restarts, pauses (of
 // 1 or 2 nodes, sometimes briefly of a majority), cuts, partitions, latency
 // (on 1 or 2 nodes, also just below and well above the node timeout) and thin
-// pipes on a minority of nodes at a time. It fails the test on a violation,
-// an extend answering another fence than its acquire, or too few
-// acquisitions to prove anything. set, if any, change the run (e.g. rw).
+// pipes on a minority of nodes at a time. It fails the test on a violation
+// or an extend answering another fence than its acquire. set, if any, change
+// the run (e.g. rw).
+//
+// A run that grants too few acquisitions proves little: on a machine so busy
+// that the nodes miss the 100ms node timeout most of the time (a seed whose
+// schedule keeps 2 of the 5 nodes faulty, with the rest of the suite and
+// scripts/load.sh sharing 2 cores, granted none in 10s once), it is run again
+// with the next seed, and the test fails when 3 runs in a row prove little.
+// Every run's windows are checked: a violation in any of them fails it.
 func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Duration, set ...func(*contention)) *contention {
+	for attempt := uint64(0); ; attempt++ {
+		c := safeAttempt(t, seed+attempt, clients, resources, limit, d, set...)
+		// Not a speed check (that is the bench's): a workload or gateway
+		// that grants almost nothing proves little. Two a second leaves
+		// room: the multi soak granted five a second with every core busy.
+		enough := c.stats["acquired"] >= 2*int(c.Duration/time.Second)
+		switch {
+		case enough || t.Failed():
+			return c
+		case attempt < 2:
+			t.Logf("seed %d: only %d acquisitions in %v, the run proves little: again with the next seed", c.Seed, c.stats["acquired"], c.Duration)
+		default:
+			t.Errorf("only %d acquisitions in %v, in the 3rd run in a row that proves little", c.stats["acquired"], c.Duration)
+			return c
+		}
+	}
+}
+
+// safeAttempt is one run of safeRun, with seed.
+func safeAttempt(t *testing.T, seed uint64, clients, resources, limit int, d time.Duration, set ...func(*contention)) *contention {
 	const maxTTL = time.Second
 	c := &contention{
 		Nodes: 5, Proxies: true,
@@ -748,12 +792,6 @@ func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Du
 	if len(c.fenceChanged) > 0 {
 		t.Errorf("seed %d: %d extends answered another fencing token than their acquire: %s",
 			c.Seed, len(c.fenceChanged), strings.Join(c.fenceChanged, "; "))
-	}
-	// Not a speed check (that is the bench's): a workload or gateway that
-	// grants almost nothing proves little. Two a second leaves room: the
-	// multi soak granted five a second with every core busy.
-	if c.stats["acquired"] < 2*int(c.Duration/time.Second) {
-		t.Errorf("only %d acquisitions in %v: the run proves little", c.stats["acquired"], c.Duration)
 	}
 	return c
 }

@@ -161,6 +161,10 @@ func TestCheckSemaphores(t *testing.T) {
 		"concurrent, one fence":    {[]checker.Window{sem("a", 7, 0, 30, 100), sem("b", 7, 10, 20, 150)}, duplicate, 2},
 		"one fence, one empty":     {[]checker.Window{sem("a", 7, 0, 30, 100), sem("b", 7, 10, 200, 150)}, duplicate, 1},
 		"re-acquire same fence":    {[]checker.Window{semToken("a", "T", 4, 0, 5, 100), sem("b", 5, 10, 20, 150), semToken("a2", "T", 4, 90, 95, 200)}, nil, 2},
+		// A re-acquire after a try with no answer, which may have taken its
+		// fence: its hold counts as sent with that try (Sent), not by itself.
+		"re-acquire, tried before": {[]checker.Window{sem("b", 5, 10, 20, 150), semToken("a", "T", 4, 5, 160, 200)}, nil, 1},
+		"re-acquire, tried after":  {[]checker.Window{sem("b", 5, 10, 20, 150), semToken("a", "T", 4, 30, 160, 200)}, fence, 1},
 		// Permits known: each is a lock. T kept its hold unless b took its permit meanwhile.
 		"re-acquire keeps its fence":    {[]checker.Window{permit("a", "T", 0, 4, 0, 5, 100), permit("b", "", 1, 5, 110, 120, 150), permit("a2", "T", 0, 4, 160, 170, 200)}, nil, 1},
 		"re-acquire keeps an old fence": {[]checker.Window{permit("a", "T", 0, 4, 0, 5, 100), permit("b", "", 0, 5, 110, 120, 150), permit("a2", "T", 0, 4, 160, 170, 200)}, fence, 1},
