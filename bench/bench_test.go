@@ -118,7 +118,8 @@ func TestSmoke(t *testing.T) {
 	rep.print(&out)
 	more := []string{"C=1: Redis commands per node per cycle, gateway / redsync", "C=4: Redis CPU per cycle, gateway / redsync",
 		"C=1: the gateway's Redis commands per node per cycle by name", "C=4: gateway CPU per cycle / the baseline's",
-		"bare SET NX (1 Redis): C=4 cycles/s", "C=1: gateway p50 / the physical floor", "contended: cycles/s over the ideal"}
+		"bare SET NX (1 Redis): C=4 cycles/s", "C=1: gateway p50 / the physical floor", "contended: cycles/s over the ideal",
+		"C=1: gateway p50 / (bare HTTP p50 + redsync p50)", "contended: cycles/s over 1 / (hold slept p50"}
 	if rep.pgSkipped == nil {
 		more = append(more, "contended: cycles/s, wait p99 over Postgres advisory locks'", "Postgres advisory locks: C=4 cycles/s")
 	} else {
@@ -155,5 +156,31 @@ func TestSemaphoreFigures(t *testing.T) {
 	// the 204 they waited for (6, 8) to their 201 (7, 9).
 	if got := permitHandoffs(turns); !slices.Equal(got, sample{time.Millisecond, time.Millisecond}) {
 		t.Errorf("hand-offs: %v", got)
+	}
+}
+
+// TestProposedFigures checks the proposed targets' arithmetic on runs made
+// up for it: C=1 p50s of 1.2ms (gateway), 0.2ms (bare HTTP) and 0.4ms
+// (redsync); a contended run of 500 cycles in 1s whose holds were slept
+// 1.2ms each.
+func TestProposedFigures(t *testing.T) {
+	lat := func(name string, p50 time.Duration) *result {
+		return &result{mode: mode{group: "latency", name: name, c: 1}, cycles: 1, duration: time.Second, lat: sample{p50}}
+	}
+	t0 := time.Now()
+	x := &result{mode: mode{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond}, cycles: 500, duration: time.Second}
+	for range 500 {
+		x.turns = append(x.turns, turn{acquired: t0, releasing: t0.Add(1200 * time.Microsecond)})
+	}
+	run := map[string]*result{"latency: " + gatewayMode: lat(gatewayMode, 1200*time.Microsecond),
+		"latency: " + bareMode: lat(bareMode, 200*time.Microsecond), "latency: " + redsyncMode: lat(redsyncMode, 400*time.Microsecond),
+		"contended: " + contendedMode: x}
+	var out strings.Builder
+	printProposed(&out, run)
+	// 1.2 / (0.2 + 0.4) = 2.0; 500 / (1 / (1.2 + 0.1 + 0.2 ms) = 667/s) = 0.75.
+	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "= 667/s\t0.75 (500/s)\t>= 0.75\tproposed: pass"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the proposed targets lack %q:\n%s", want, out.String())
+		}
 	}
 }

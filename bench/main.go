@@ -327,6 +327,7 @@ func (r *report) print(w io.Writer) bool {
 			fmt.Fprintf(tw, "  the last other answer: %s\n", g.lastErr)
 		}
 	}
+	printProposed(tw, run)
 	if len(r.work) > 0 {
 		printWork(tw, r.work)
 	}

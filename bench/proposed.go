@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// printProposed writes the targets that docs/measuring.md ("Proposed
+// targets") proposes in place of the floors that no build can meet on a
+// machine where the 5 nodes, the gateway and the clients share a few cores:
+// each compares the gateway with the same work done without it, measured in
+// the same run. They are not floors: their verdicts do not change the exit
+// code.
+func printProposed(w io.Writer, run map[string]*result) {
+	line := func(name, figure, limit string, ok bool) {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "proposed: pass", false: "proposed: FAIL"}[ok])
+	}
+	g, h, s := run["latency: "+gatewayMode], run["latency: "+bareMode], run["latency: "+redsyncMode]
+	if g == nil || h == nil || s == nil || h.cycles == 0 || s.cycles == 0 {
+		return
+	}
+	// The same topology without the gateway: its two HTTP hops with no
+	// work, and redsync's two rounds of 5 nodes.
+	alone := h.lat.pct(0.5) + s.lat.pct(0.5)
+	f := float64(g.lat.pct(0.5)) / float64(max(alone, 1))
+	line("C=1: gateway p50 / (bare HTTP p50 + redsync p50)", fmt.Sprintf("%.2f (%s / %s)", f, ms(g.lat.pct(0.5)), ms(alone)), "<= 2.0", g.cycles > 0 && f <= 2)
+
+	x := run["contended: "+contendedMode]
+	if x == nil || x.cycles == 0 {
+		return
+	}
+	// A hand-over's critical path: the hold as the clients slept it, the
+	// release's hop in and the next holder's answer out (one HTTP round
+	// trip, half the bare cycle), and one round of 5 nodes (half
+	// redsync's cycle).
+	held := slept(x.turns).pct(0.5)
+	path := held + h.lat.pct(0.5)/2 + s.lat.pct(0.5)/2
+	ideal := float64(time.Second) / float64(path)
+	c := x.perSecond() / ideal
+	line(fmt.Sprintf("contended: cycles/s over 1 / (hold slept p50 %s + bare HTTP p50 / 2 + redsync p50 / 2) = %.0f/s", ms(held), ideal),
+		fmt.Sprintf("%.2f (%.0f/s)", c, x.perSecond()), ">= 0.75", c >= 0.75)
+	if p := run["contended: "+pgContendedMode]; p != nil && p.cycles > 0 {
+		fmt.Fprintf(w, "contended: Postgres cycles/s over the ideal 1 / hold; over 1 / (its hold slept p50 %s)\t%.2f; %.2f\t\tinfo\n",
+			ms(slept(p.turns).pct(0.5)), p.perSecond()*float64(p.hold)/float64(time.Second),
+			p.perSecond()*float64(slept(p.turns).pct(0.5))/float64(time.Second))
+	}
+}
+
+// slept are the holds as the clients slept them: from the acquire's answer
+// to the release sent.
+func slept(turns []turn) (s sample) {
+	for _, t := range turns {
+		s = append(s, t.releasing.Sub(t.acquired))
+	}
+	slices.Sort(s)
+	return s
+}
