@@ -18,10 +18,12 @@ func BenchmarkCycle(b *testing.B) {
 			name = "naive"
 		}
 		b.Run(name, func(b *testing.B) {
-			cl := benchCluster(b, Options{NoBatching: naive})
+			bc := benchCluster(b, Options{NoBatching: naive})
+			cl := bc.c
 			b.Run("serial", func(b *testing.B) {
 				b.ReportAllocs()
 				res := fmt.Sprintf("bench-serial-%t", naive)
+				before := bc.redisCPU(b)
 				for b.Loop() {
 					l, err := cl.Acquire(b.Context(), res, AcquireOptions{TTL: 10 * time.Second})
 					if err != nil {
@@ -31,6 +33,7 @@ func BenchmarkCycle(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				b.ReportMetric(float64((bc.redisCPU(b)-before).Microseconds())/float64(b.N), "redis-cpu-µs/cycle")
 			})
 			b.Run("parallel", func(b *testing.B) {
 				b.ReportAllocs()
@@ -53,17 +56,27 @@ func BenchmarkCycle(b *testing.B) {
 
 // benchCluster is a coordinator over 5 nodes with the production node
 // timeout unless opts sets one: a benchmark measures what a gateway does.
-func benchCluster(b *testing.B, opts Options) *Coordinator {
+func benchCluster(b *testing.B, opts Options) *cluster {
 	b.Helper()
 	opts.NodeTimeout = cmp.Or(opts.NodeTimeout, DefaultNodeTimeout)
-	return newCluster(b, 5, opts).c
+	return newCluster(b, 5, opts)
+}
+
+// redisCPU is the CPU time the cluster's redis-servers have used so far,
+// all together (as the bench's "Redis CPU" of the 5 nodes).
+func (cl *cluster) redisCPU(b *testing.B) (sum time.Duration) {
+	for _, s := range cl.servers {
+		_, cpu := redisSpent(b, s, nil)
+		sum += cpu
+	}
+	return sum
 }
 
 // BenchmarkPermitCycle measures acquire+release of a permit of an idle
 // semaphore of limit 4 beside a lock's, one at a time, on 5 real
 // redis-servers (issue 21: within 1.3 times a lock's cycle).
 func BenchmarkPermitCycle(b *testing.B) {
-	cl := benchCluster(b, Options{})
+	cl := benchCluster(b, Options{}).c
 	b.Run("lock", func(b *testing.B) {
 		for b.Loop() {
 			l, err := cl.Acquire(b.Context(), "bench-lock", AcquireOptions{TTL: 10 * time.Second})
