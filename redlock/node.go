@@ -14,6 +14,10 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
+// PipelineConns is the size of each node's pipeline pool (see newNode):
+// the automatic pipeline runs one batch at a time.
+const PipelineConns = 1
+
 // node is one Redis master.
 type node struct {
 	idx    int
@@ -109,7 +113,7 @@ func newNode(idx int, o *redis.Options, opts Options, ids *identities) (*node, e
 	// rest (scripts loading, the census, lists, and every command with
 	// NoBatching), at go-redis's size; connections are dialed on first use
 	// (Warm dials them before serving) and kept while used.
-	opt.PipelinePoolSize = 1
+	opt.PipelinePoolSize = PipelineConns
 	n := &node{idx: idx, addr: opt.Addr, opts: opts, ids: ids, healthKey: opts.KeyPrefix + "health"}
 	userHook := opt.OnConnect
 	opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {

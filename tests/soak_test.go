@@ -444,6 +444,7 @@ func (c *contention) client(ctx context.Context, id int, rng *rand.Rand) {
 			w.Sent = since(first)
 			note[0] += fmt.Sprintf(" (first tried %v)", since(first).Round(time.Millisecond))
 			delete(tried, token)
+			c.count("re-acquired after a try with no answer", 1)
 		}
 		if a.Permit != nil {
 			w.Permit = *a.Permit + 1

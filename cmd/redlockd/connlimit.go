@@ -12,8 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/redlockd/redlockd/redlock"
 )
 
 // defaultMaxConnections is the default of --max-connections: far below the
@@ -42,7 +43,7 @@ func connLimit(want, nodes int, dev bool) (limit int, nofile uint64) {
 	// the CPUs: an upper bound that does not read the runtime's setting),
 	// those of its pipeline pool, and the pub/sub one; an embedded dev node
 	// holds the other end of each too.
-	perNode := 10*runtime.NumCPU() + redis.DefaultPipelinePoolSize + 2
+	perNode := 10*runtime.NumCPU() + redlock.PipelineConns + 2
 	if dev {
 		perNode *= 2
 	}
