@@ -40,6 +40,15 @@ func (l httpErrorLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// stdLog sends the standard library's log lines (zerolog's diode reports a
+// collision through it) to zerolog as warnings.
+type stdLog struct{ log zerolog.Logger }
+
+func (l stdLog) Write(p []byte) (int, error) {
+	l.log.Warn().Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 // redisLog sends go-redis's own log lines (dial failures, ...) to zerolog as
 // warnings. They name nodes by host:port, never with credentials.
 type redisLog struct{ log zerolog.Logger }

@@ -100,6 +100,10 @@ func (m *Main) Open() (err error) {
 		logTo = m.logOut
 	}
 	m.Log = newLogger(logTo, c)
+	if m.logOut != nil {
+		log.SetFlags(0)
+		log.SetOutput(stdLog{newLogger(m.logOut.Direct(), c).With().Str("component", "log").Logger()})
+	}
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
 	defer func() {
