@@ -55,11 +55,11 @@ func spent(ctx context.Context, nodes []*redistest.Server, gateway, postgres int
 				c.commands[i] += st.Calls
 			}
 		}
-		if c.redis[i], err = cpuTime(s.PID()); err != nil {
+		if c.redis[i], err = redistest.CPUTime(s.PID()); err != nil {
 			return c, err
 		}
 	}
-	if c.gateway, err = cpuTime(gateway); err != nil {
+	if c.gateway, err = redistest.CPUTime(gateway); err != nil {
 		return c, err
 	}
 	if postgres > 0 {
@@ -104,21 +104,6 @@ func (c cost) plus(x cost) cost {
 		s.byName = append(s.byName, addCounts(c.byName[i], x.byName[i], 1))
 	}
 	return s
-}
-
-// cpuTime is the CPU time the process pid has used, all its threads
-// (utime + stime of /proc/<pid>/stat, in clock ticks: 10ms at the usual 100
-// a second, so a run of a few seconds resolves a few milliseconds).
-func cpuTime(pid int) (time.Duration, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d: %w", pid, err)
-	}
-	st, err := p.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return time.Duration(st.CPUTime() * float64(time.Second)), nil
 }
 
 // treeCPUTime is the CPU time of pid and of its children that still run

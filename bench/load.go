@@ -145,12 +145,18 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 		}
 		r.cost = after.since(before)
 	}
-	for _, t := range r.turns {
-		r.lat = append(r.lat, t.released.Sub(t.start))
-	}
-	slices.Sort(r.lat)
+	r.lat = spans(r.turns, func(t turn) time.Duration { return t.released.Sub(t.start) })
 	r.cycles = len(r.lat)
 	return r, nil
+}
+
+// spans are the spans of turns that span measures, sorted.
+func spans(turns []turn, span func(turn) time.Duration) (s sample) {
+	for _, t := range turns {
+		s = append(s, span(t))
+	}
+	slices.Sort(s)
+	return s
 }
 
 // lockCycle takes the lock on res, holds it for hold and releases it. The

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"time"
 )
 
@@ -41,11 +40,7 @@ func printProposed(w io.Writer, run map[string]*result) {
 	c := x.perSecond() / ideal
 	line(fmt.Sprintf("contended: cycles/s over 1 / (hold slept p50 %s + bare HTTP p50 / 2 + redsync p50 / 2) = %.0f/s", ms(held), ideal),
 		fmt.Sprintf("%.2f (%.0f/s)", c, x.perSecond()), ">= 0.75", c >= 0.75)
-	var release sample
-	for _, t := range x.turns {
-		release = append(release, t.released.Sub(t.releasing))
-	}
-	slices.Sort(release)
+	release := spans(x.turns, func(t turn) time.Duration { return t.released.Sub(t.releasing) })
 	fmt.Fprintf(w, "contended: release p50, p99 (DELETE sent to its 204, the lock handed over meanwhile)\t%s, %s\t\tinfo\n", ms(release.pct(0.5)), ms(release.pct(0.99)))
 	if p := run["contended: "+pgContendedMode]; p != nil && p.cycles > 0 {
 		fmt.Fprintf(w, "contended: Postgres cycles/s over the ideal 1 / hold; over 1 / (its hold slept p50 %s)\t%.2f; %.2f\t\tinfo\n",
@@ -56,10 +51,6 @@ func printProposed(w io.Writer, run map[string]*result) {
 
 // slept are the holds as the clients slept them: from the acquire's answer
 // to the release sent.
-func slept(turns []turn) (s sample) {
-	for _, t := range turns {
-		s = append(s, t.releasing.Sub(t.acquired))
-	}
-	slices.Sort(s)
-	return s
+func slept(turns []turn) sample {
+	return spans(turns, func(t turn) time.Duration { return t.releasing.Sub(t.acquired) })
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlockd/redlockd/internal/redistest"
@@ -94,13 +93,8 @@ func redisSpent(b *testing.B, s *redistest.Server, names []string) (usec int64, 
 			usec += c.Usec
 		}
 	}
-	p, err := procfs.NewProc(s.PID())
-	if err != nil {
+	if cpu, err = redistest.CPUTime(s.PID()); err != nil {
 		b.Fatal(err)
 	}
-	stat, err := p.Stat()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return usec, time.Duration(stat.CPUTime() * float64(time.Second))
+	return usec, cpu
 }

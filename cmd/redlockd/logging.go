@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	stdlog "log"
 	"strings"
 	"time"
 
@@ -25,28 +26,26 @@ func newLogger(w io.Writer, c Config) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-// httpErrorLog sends net/http's own error log (accept errors, TLS handshake
-// failures, panics) to zerolog; handshake failures from port scanners are
-// only worth a debug line.
-type httpErrorLog struct{ log zerolog.Logger }
+// libLog sends the lines that a library writes to a standard-library
+// logger (net/http's error log: accept errors, TLS handshake failures,
+// panics; the Go standard log, through which zerolog's diode reports a
+// collision) to zerolog as warnings; handshake failures from port scanners
+// are only worth a debug line.
+type libLog struct{ log zerolog.Logger }
 
-func (l httpErrorLog) Write(p []byte) (int, error) {
+func (l libLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
 	if strings.Contains(msg, "TLS handshake error") {
-		l.log.Debug().Str("component", "http").Msg(msg)
+		l.log.Debug().Msg(msg)
 	} else {
-		l.log.Warn().Str("component", "http").Msg(msg)
+		l.log.Warn().Msg(msg)
 	}
 	return len(p), nil
 }
 
-// stdLog sends the standard library's log lines (zerolog's diode reports a
-// collision through it) to zerolog as warnings.
-type stdLog struct{ log zerolog.Logger }
-
-func (l stdLog) Write(p []byte) (int, error) {
-	l.log.Warn().Msg(strings.TrimSpace(string(p)))
-	return len(p), nil
+// httpErrorLog is net/http's error log (http.Server.ErrorLog) of log.
+func httpErrorLog(log zerolog.Logger) *stdlog.Logger {
+	return stdlog.New(libLog{log.With().Str("component", "http").Logger()}, "", 0)
 }
 
 // redisLog sends go-redis's own log lines (dial failures, ...) to zerolog as

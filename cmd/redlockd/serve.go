@@ -102,7 +102,7 @@ func (m *Main) Open() (err error) {
 	m.Log = newLogger(logTo, c)
 	if m.logOut != nil {
 		log.SetFlags(0)
-		log.SetOutput(stdLog{newLogger(m.logOut.Direct(), c).With().Str("component", "log").Logger()})
+		log.SetOutput(libLog{newLogger(m.logOut.Direct(), c).With().Str("component", "log").Logger()})
 	}
 	// go-redis logs dial failures on its own: make them JSON lines too.
 	redis.SetLogger(redisLog{m.Log.With().Str("component", "go-redis").Logger()})
@@ -239,7 +239,7 @@ func (m *Main) httpServer(tlsConfig *tls.Config) *http.Server {
 		WriteTimeout:      c.MaxWait + writeTimeoutMargin,
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    server.MaxHeaderBytes,
-		ErrorLog:          log.New(httpErrorLog{m.Log}, "", 0),
+		ErrorLog:          httpErrorLog(m.Log),
 		// OPTIONS * goes to the API too (a problem with a request id), not
 		// to net/http's bare 200.
 		DisableGeneralOptionsHandler: true,
@@ -264,7 +264,7 @@ func (m *Main) serveDebug() error {
 	r.Handle("/debug/pprof/cmdline", http.NotFoundHandler())
 	r.Handle("/debug/vars", http.NotFoundHandler())
 	m.debug = &http.Server{Handler: r, ReadHeaderTimeout: m.Config.ReadHeaderTimeout,
-		ErrorLog: log.New(httpErrorLog{m.Log}, "", 0)}
+		ErrorLog: httpErrorLog(m.Log)}
 	go func() { _ = m.debug.Serve(ln) }() // returns when closeAll closes it
 	e := m.Log.Info()
 	if !isLoopback(ln.Addr()) {
