@@ -44,10 +44,9 @@ func startProxies(t testing.TB, nodes []*RedisNode) []*faultProxy {
 		if err := p.Start(); err != nil {
 			t.Fatalf("proxy for node %d: %v", i, err)
 		}
-		t.Cleanup(func() {
-			p.Toxics.ResetToxics(context.Background()) // lets held data go, and the links' goroutines end
-			p.Stop()
-		})
+		// Stopped with its toxics: removing one once the gateway closed its
+		// connections can deadlock (see remove).
+		t.Cleanup(p.Stop)
 		ps[i] = &faultProxy{Proxy: p, t: t}
 	}
 	return ps
@@ -111,12 +110,27 @@ func (p *faultProxy) set(name, typ, stream, attr string, v int64) {
 	}
 }
 
+// removeWithin bounds a toxic's removal. toxiproxy can deadlock removing
+// a toxic while a link fails to write held data to a connection the gateway
+// closed on a timeout (Shopify/toxiproxy#558): the test then fails at once
+// with the cause instead of hanging until the suite's timeout.
+const removeWithin = 30 * time.Second
+
 // remove removes the toxic name if it is there.
 func (p *faultProxy) remove(name string) {
-	if p.Toxics.GetToxic(name) != nil {
-		if err := p.Toxics.RemoveToxic(context.Background(), name); err != nil {
+	p.t.Helper()
+	if p.Toxics.GetToxic(name) == nil {
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Toxics.RemoveToxic(context.Background(), name) }()
+	select {
+	case err := <-done:
+		if err != nil {
 			p.t.Fatalf("proxy %s: remove toxic %s: %v", p.Addr(), name, err)
 		}
+	case <-time.After(removeWithin):
+		p.t.Fatalf("proxy %s: removing toxic %s still blocked after %v: toxiproxy's deadlock with a link to a closed connection (Shopify/toxiproxy#558)", p.Addr(), name, removeWithin)
 	}
 }
 
