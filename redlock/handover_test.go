@@ -216,6 +216,44 @@ func TestLockHandOverOtherGateway(t *testing.T) {
 	<-got
 }
 
+// TestLockPausedHeadWaitEnds: a waiter that becomes the head behind a
+// holder that took the lock marked as waited for pauses without a round
+// (see TestLockHandOverChain); when its wait ends meanwhile it is refused
+// with the holder's remaining TTL, never given an empty lock, and the
+// holder's lock is intact.
+func TestLockPausedHeadWaitEnds(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
+	c, ctx, res := cl.c, t.Context(), uniq(t)
+	held, err := c.Acquire(ctx, res, AcquireOptions{TTL: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Lock, 1)
+	waitFor(t, c, res, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: "a"}, got)
+	eventually(t, patience, "the first waiter to queue", func() bool { return c.Stats().Waiting == 1 })
+	type outcome struct {
+		lock Lock
+		err  error
+	}
+	second := make(chan outcome, 1)
+	go func() {
+		l, err := c.Acquire(ctx, res, AcquireOptions{Wait: 500 * time.Millisecond, TTL: 20 * time.Second, Owner: "b"})
+		second <- outcome{l, err}
+	}()
+	waitPausedIn(t, c, c.lockKeysOf("", res).queue(), 2)
+	if err := c.Release(ctx, "", res, held.Token); err != nil { // handed to a, marked: b waits behind
+		t.Fatal(err)
+	}
+	a := <-got
+	b := <-second
+	if he := (*HeldError)(nil); !errors.As(b.err, &he) || he.Remaining <= 0 || he.Remaining > 20*time.Second {
+		t.Fatalf("the paused waiter whose wait ended: %+v, %v; want a HeldError with a's remaining TTL", b.lock, b.err)
+	}
+	if info, err := c.Inspect(ctx, "", res); err != nil || info.Owner != "a" || info.Fence != a.Fence {
+		t.Fatalf("after it: %+v, %v; want a's lock", info, err)
+	}
+}
+
 // TestLockHandOverChain: with writers queued on one coordinator, each
 // release hands the lock to the next in the order they came, one round
 // each (the hand-over), and none announced: a new head behind a holder

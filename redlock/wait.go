@@ -135,6 +135,9 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 			}
 			if done {
 				a.abandon(ctx)
+				if err == nil { // no round yet: paused behind a holder from the start
+					return Lock{}, &HeldError{Remaining: c.hub.busyFor(a.kind.queues())}
+				}
 				// The holder's remaining TTL as of now, not of the round.
 				if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
 					he.Remaining = max(he.Remaining-time.Since(ranAt), time.Millisecond)
