@@ -88,15 +88,15 @@ func waitPausedLock(t *testing.T, c *Coordinator, resource string) {
 	waitPausedIn(t, c, c.lockKeysOf("", resource).queue(), 1)
 }
 
-// waitPausedIn waits until n acquires wait in the queue key, its head idle
-// between its rounds.
+// waitPausedIn waits until n acquires wait in the queue key, its heads idle
+// between their rounds.
 func waitPausedIn(t *testing.T, c *Coordinator, key string, n int) {
 	t.Helper()
-	eventually(t, patience, "an acquire paused between its rounds", func() bool {
+	eventually(t, patience, "the heads paused between their rounds", func() bool {
 		c.hub.mu.Lock()
 		defer c.hub.mu.Unlock()
 		q := c.hub.queues[key]
-		return q != nil && len(q.ws) == n && q.ws[0].paused
+		return q != nil && len(q.ws) == n && !slices.ContainsFunc(q.first(), func(w *waiter) bool { return !w.paused })
 	})
 }
 
@@ -105,8 +105,14 @@ func waitPausedIn(t *testing.T, c *Coordinator, key string, n int) {
 // their announcements are left out).
 func (cl *cluster) announced(t *testing.T, resource string) func() int64 {
 	t.Helper()
+	return cl.announcedOf(t, cl.c.lockKeysOf("", resource).Lock+"|")
+}
+
+// announcedOf counts, from now on, the release announcements whose payload
+// starts with prefix (a lock key and "|", or a semaphore's permit prefix).
+func (cl *cluster) announcedOf(t *testing.T, prefix string) func() int64 {
+	t.Helper()
 	var n atomic.Int64
-	prefix := cl.c.lockKeysOf("", resource).Lock + "|"
 	for _, s := range cl.servers {
 		sub := s.Client().Subscribe(t.Context(), cl.c.released)
 		if _, err := sub.Receive(t.Context()); err != nil { // subscribed

@@ -49,6 +49,10 @@ type kind interface {
 	// granted at once; freed tells it that the release of permit woke it.
 	again() bool
 	freed(permit int)
+	// full tells that the last round was refused with no permit free, nor
+	// held by the token, on any node that answered (a semaphore's; a lock
+	// has no other permit).
+	full() bool
 }
 
 // oneLock is what the kinds share that take one lock at a time (a
@@ -62,6 +66,7 @@ func (oneLock) takesHandOver() bool   { return false }
 func (oneLock) handedOver(int) target { return nil }
 func (oneLock) sharedFence() bool     { return false }
 func (oneLock) again() bool           { return false }
+func (oneLock) full() bool            { return true }
 func (oneLock) freed(int)             {}
 
 // target is what the rounds after an acquire work on (commit, extend,

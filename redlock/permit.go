@@ -209,3 +209,4 @@ func (s *permitKind) handedOver(permit int) target {
 func (*permitKind) wwaits() []string  { return nil }
 func (*permitKind) sharedFence() bool { return false }
 func (s *permitKind) again() bool     { return s.grantable }
+func (s *permitKind) full() bool      { return len(s.free) == 0 && len(s.held) == 0 }

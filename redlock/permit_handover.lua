@@ -5,7 +5,9 @@
 -- release is not announced. Both tokens' permits are found in the index of the permits
 -- (permits.lua).
 -- KEYS: [lock prefix, fence, waiting, tombstone of the releasing token, limit, permits, holders]
--- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua)]
+-- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua),
+--        interest, wait_ms, mark] (acquire.lua's: with interest 2 the waiter's permit is marked, so
+--        that its release is announced, as a permit granted by a round)
 -- => {permit, 1, {1, fence, 0, 0}}  handed over
 --    {permit, 1, {0, -1}}           released only (and announced): the waiting token holds a
 --                                   permit here already (left by one of its failed rounds), so
@@ -30,6 +32,10 @@ if mine(ARGV[4]) >= 0 then
   return {permit, 1, {0, -1}}
 end
 rec_remember(r, ARGV[1])
-local f = lock_grant(lock, r, KEYS[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], '-')
+local flags = '-'
+if ARGV[9] == '2' then
+  flags = ARGV[11] -- others wait behind the waiter here
+end
+local f = lock_grant(lock, r, KEYS[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], flags)
 record(permit, ARGV[4], now_ms())
 return {permit, 1, {1, f, 0, 0}}

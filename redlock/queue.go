@@ -30,6 +30,10 @@ type queue struct {
 	// it with the nodes asked to announce its release (interest 2).
 	freeAt time.Time
 	marked bool
+	// full: a semaphore's heads here last found every permit held (a
+	// refused round that saw none free), and only hand-overs, which leave
+	// as many held, took permits since.
+	full bool
 }
 
 // first returns the heads.
@@ -128,8 +132,9 @@ func (h *waitHub) claim(key, from string) *waiter {
 // held notes that the lock of keys is held until at least until (see
 // queue.freeAt): later for a lock a head took (marked: it keeps the next
 // heads out and its release is announced, see attempt.heldMarked), the
-// first expiry a refused round saw otherwise.
-func (h *waitHub) held(keys []string, until time.Time, took, marked bool) {
+// first expiry a refused round saw otherwise (full: that round found every
+// permit of a semaphore held).
+func (h *waitHub) held(keys []string, until time.Time, took, marked, full bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, k := range keys {
@@ -140,16 +145,40 @@ func (h *waitHub) held(keys []string, until time.Time, took, marked bool) {
 			if q.freeAt.Before(until) {
 				q.freeAt = until
 			}
-			q.marked = marked
+			q.marked, q.full = marked, false
 		default:
-			q.freeAt, q.marked = until, false
+			q.freeAt, q.marked, q.full = until, false, full
+		}
+	}
+}
+
+// handedPermit notes that a head of a semaphore's queue key was handed a
+// permit (marked: its release is announced): the permits held are as many
+// as before, so a queue known full stays full, and its next head pauses
+// (see heldMarked) until a release or the first expiry its heads learned.
+func (h *waitHub) handedPermit(key string, marked bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[key]; q != nil {
+		q.marked = marked && q.full
+	}
+}
+
+// notFull forgets that the semaphores of keys are full (see queue.full).
+func (h *waitHub) notFull(keys []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range keys {
+		if q := h.queues[k]; q != nil {
+			q.full = false
 		}
 	}
 }
 
 // heldMarked is how long the lock of keys stays held by a head of this
-// coordinator that took it marked (see held): the shortest of keys'; 0 when
-// one of them is not so held.
+// coordinator that took it marked (see held), or a semaphore stays full
+// (see handedPermit): the shortest of keys'; 0 when one of them is not so
+// held.
 func (h *waitHub) heldMarked(keys []string) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()

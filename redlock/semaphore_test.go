@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -328,6 +329,64 @@ func TestSemaphoreHandOver(t *testing.T) {
 	}
 	if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
 		t.Fatalf("the waiter's release: %v", err)
+	}
+}
+
+// TestSemaphoreHandOverChain: on a full semaphore, each release on the
+// coordinator where acquires wait hands its permit to the first idle head,
+// in the order they came, one round each (the hand-over) and none announced:
+// a hand-over leaves as many permits held, so the waiter that becomes a head
+// behind it pauses instead of sending a round that would only be refused
+// (docs/semaphores.md, Waiting). The permit handed over is marked as waited
+// for while others wait behind it.
+func TestSemaphoreHandOverChain(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
+	c, ctx := cl.c, t.Context()
+	const limit, n = 2, 6
+	var held []Permit
+	for range limit {
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(limit, AcquireOptions{TTL: 20 * time.Second}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	got := make(chan Permit, n)
+	for i := range n {
+		go func() {
+			p, err := c.AcquirePermit(t.Context(), "s", permitOpts(limit, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: strconv.Itoa(i)}))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
+	}
+	queue := c.semaphoreKeysOf("", "s").queue()
+	waitPausedIn(t, c, queue, n) // the heads' refused rounds found every permit held
+	announced, rounds := cl.announcedOf(t, c.semaphoreKeysOf("", "s").Permit.Lock), c.Stats().Attempts
+	for i := range n {
+		waitPausedIn(t, c, queue, n-i) // else the release is announced
+		if err := c.ReleasePermit(ctx, "", "s", held[0].Token); err != nil {
+			t.Fatal(err)
+		}
+		p := <-got
+		if p.Owner != strconv.Itoa(i) {
+			t.Fatalf("hand-over %d went to waiter %s", i, p.Owner)
+		}
+		// Marked while others wait behind it here, as a round's grant: its
+		// release is announced, wherever it is released.
+		want := c.mark
+		if i == n-1 {
+			want = "-"
+		}
+		if r := readRecord(t, cl.servers[0].Client(), fmt.Sprintf("redlockd:lock:/s#%d", p.Index)); r.flags != want {
+			t.Errorf("hand-over %d: the permit's record is marked %q, want %q", i, r.flags, want)
+		}
+		held = append(held[1:], p)
+	}
+	if got, pubs := c.Stats().Attempts-rounds, announced(); got != n || pubs != 0 {
+		t.Errorf("%d hand-overs: %d rounds and %d announcements, want %d and none", n, got, pubs, n)
 	}
 }
 

@@ -79,7 +79,11 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 // ctx's error. A chosen token's lock stays: its caller may retry.
 func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) (Lock, error) {
 	if ctx.Err() == nil || a.chosen {
-		c.hub.held(a.kind.queues(), got.lock.Until, true, a.heldMarked())
+		if a.kind.heads() > 1 { // a semaphore's permit
+			c.hub.handedPermit(a.kind.queues()[0], a.marked)
+		} else {
+			c.hub.held(a.kind.queues(), got.lock.Until, true, a.heldMarked(), false)
+		}
 		return got.lock, nil
 	}
 	c.bg.Go(func() { _ = a.kind.release(context.WithoutCancel(ctx), a, got.lock.Token) })
@@ -117,9 +121,10 @@ func (c *Coordinator) queued(ctx context.Context, w *waiter, deadline *time.Time
 
 // contend makes rounds for the head waiter w until it takes the lock or the
 // wait ends, pausing between refused rounds. A new head whose predecessor
-// here took the lock marked as waited for (see waitHub.held) pauses first,
-// until its release is announced or handed over to it, or it expires: a
-// round would only be refused.
+// here took the lock marked as waited for (see waitHub.held), or was handed
+// a permit of a semaphore known full (see waitHub.handedPermit), pauses
+// first, until a release is announced or handed over to it, or the lock
+// (the permit that expires first) expires: a round would only be refused.
 func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
 	sleep := c.hub.heldMarked(a.kind.queues()) // before the next round; 0: at once
 	var ranAt time.Time                        // when the last round ended
@@ -152,11 +157,13 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			c.hub.held(a.kind.queues(), lock.Until, true, a.heldMarked())
+			c.hub.held(a.kind.queues(), lock.Until, true, a.heldMarked(), false)
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
-			c.hub.held(a.kind.queues(), ranAt.Add(he.Remaining), false, false)
+			c.hub.held(a.kind.queues(), ranAt.Add(he.Remaining), false, false, a.kind.full())
+		} else {
+			c.hub.notFull(a.kind.queues()) // a failed round tells nothing
 		}
 		if errors.Is(err, ErrLimitMismatch) { // waiting cannot change it
 			a.abandon(ctx)
