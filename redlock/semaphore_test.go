@@ -390,6 +390,56 @@ func TestSemaphoreHandOverChain(t *testing.T) {
 	}
 }
 
+// TestSemaphorePausedHeadWakesAtExpiry: a head that pauses behind a
+// hand-over on a full semaphore (see TestSemaphoreHandOverChain) still takes
+// a permit that expires unreleased, when the first expiry its queue learned
+// comes, long before the fallback poll.
+func TestSemaphorePausedHeadWakesAtExpiry(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Hour})
+	c, ctx := cl.c, t.Context()
+	const limit = 2
+	long, err := c.AcquirePermit(ctx, "s", permitOpts(limit, AcquireOptions{TTL: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(limit, AcquireOptions{TTL: time.Second})); err != nil { // never released
+		t.Fatal(err)
+	}
+	var got [3]chan Permit
+	var cancel [3]context.CancelFunc
+	for i := range got {
+		got[i] = make(chan Permit, 1)
+		wctx, stop := context.WithCancel(ctx)
+		cancel[i] = stop
+		go func() {
+			p, err := c.AcquirePermit(wctx, "s", permitOpts(limit, AcquireOptions{Wait: time.Minute, TTL: time.Minute, Owner: strconv.Itoa(i)}))
+			if err != nil && wctx.Err() == nil {
+				t.Error(err)
+			}
+			got[i] <- p
+		}()
+		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
+	}
+	queue := c.semaphoreKeysOf("", "s").queue()
+	waitPausedIn(t, c, queue, 3)                                      // waiters 0 and 1 refused: every permit held
+	if err := c.ReleasePermit(ctx, "", "s", long.Token); err != nil { // handed to waiter 0
+		t.Fatal(err)
+	}
+	if p := <-got[0]; p.Owner != "0" {
+		t.Fatalf("waiter 0 got %+v", p)
+	}
+	cancel[1]() // waiter 2, made a head by the hand-over and paused, is left
+	<-got[1]
+	select {
+	case p := <-got[2]:
+		if p.Owner != "2" {
+			t.Fatalf("waiter 2 got %+v", p)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("waiter 2 did not take the expired permit within 30s (the fallback poll is 1h)")
+	}
+}
+
 // TestSemaphoreOnePermit: a token that holds different permits on different
 // nodes (left by a client token's rounds on several permits) holds none of
 // them unless a quorum holds one: extend refuses it.
