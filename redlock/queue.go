@@ -152,15 +152,18 @@ func (h *waitHub) held(keys []string, until time.Time, took, marked, full bool) 
 	}
 }
 
-// handedPermit notes that a head of a semaphore's queue key was handed a
-// permit (marked: its release is announced): the permits held are as many
-// as before, so a queue known full stays full, and its next head pauses
-// (see heldMarked) until a release or the first expiry its heads learned.
-func (h *waitHub) handedPermit(key string, marked bool) {
+// handedPermit notes that a head of the semaphores' queues keys was handed
+// a permit (marked: its release is announced): the permits held are as
+// many as before, so a queue known full stays full, and its next head
+// pauses (see heldMarked) until a release or the first expiry its heads
+// learned.
+func (h *waitHub) handedPermit(keys []string, marked bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if q := h.queues[key]; q != nil {
-		q.marked = marked && q.full
+	for _, k := range keys {
+		if q := h.queues[k]; q != nil {
+			q.marked = marked && q.full
+		}
 	}
 }
 

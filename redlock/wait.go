@@ -80,7 +80,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) (Lock, error) {
 	if ctx.Err() == nil || a.chosen {
 		if a.kind.heads() > 1 { // a semaphore's permit
-			c.hub.handedPermit(a.kind.queues()[0], a.marked)
+			c.hub.handedPermit(a.kind.queues(), a.marked)
 		} else {
 			c.hub.held(a.kind.queues(), got.lock.Until, true, a.heldMarked(), false)
 		}

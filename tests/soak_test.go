@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -320,24 +319,19 @@ func (c *contention) call(ctx context.Context, method string, rs []string, body,
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.httpClient.Do(req.WithContext(ctx))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	r, err := sendWith(c.httpClient, req.WithContext(ctx))
 	if err != nil {
 		return 0, err // no answer known
 	}
 	// Every answer of a soak, under faults, keeps the contract too: a 201
 	// without a lock in it (an empty token, say) is a mismatch.
-	checkContract(req, body, &Resp{Method: method, Path: path, Status: resp.StatusCode, Header: resp.Header, Body: b})
-	if resp.StatusCode/100 == 2 && out != nil && resp.StatusCode != http.StatusNoContent {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, err
+	checkContract(req, body, r)
+	if r.Status/100 == 2 && out != nil && r.Status != http.StatusNoContent {
+		if err := json.Unmarshal(r.Body, out); err != nil {
+			return r.Status, err
 		}
 	}
-	return resp.StatusCode, nil
+	return r.Status, nil
 }
 
 // sleepCtx sleeps d or until ctx ends; it reports whether it slept it all.
