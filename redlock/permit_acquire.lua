@@ -21,7 +21,10 @@
 local want = tonumber(table.remove(ARGV))
 local prefer = tonumber(table.remove(ARGV))
 local first, pttl = soonest()
-local held = redis.call('ZCOUNT', permitskey, '-inf', '+inf')
+local held = 0 -- none when none expires first
+if first then
+  held = redis.call('ZCARD', permitskey)
+end
 local stored = tonumber(redis.call('GET', limitkey) or '0')
 if held > 0 and stored > 0 and stored ~= want then
   return {-1, {-2, stored}, {}}
@@ -48,7 +51,7 @@ if r[1] == 1 then
   if stored ~= want then
     redis.call('SET', limitkey, want, 'KEEPTTL')
   end
-  record(permit, ARGV[1], now_ms())
+  record(permit, ARGV[1], now_ms(), tonumber(ARGV[2]))
   return {permit, r, {}}
 end
 if held < want then

@@ -37,5 +37,5 @@ if ARGV[9] == '2' then
   flags = ARGV[11] -- others wait behind the waiter here
 end
 local f = lock_grant(lock, r, KEYS[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], flags)
-record(permit, ARGV[4], now_ms())
+record(permit, ARGV[4], now_ms(), tonumber(ARGV[5]))
 return {permit, 1, {1, f, 0, 0}}

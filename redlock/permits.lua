@@ -71,21 +71,27 @@ local function mine(token)
   return -1
 end
 
--- keep makes the limit and the two sets live at least px ms more.
-local function keep(px)
+-- keep makes the limit and the two sets live until the last permit held here expires (now: this
+-- node's clock in ms), the latest score of permits: no longer than the permits they describe,
+-- and never shorter, whatever the order of their grants and extensions. One read and three
+-- writes, whether the key lived longer or was just made by ZADD (and has no TTL yet).
+local function keep(now)
+  local last = redis.call('ZRANGE', permitskey, -1, -1, 'WITHSCORES')
+  local px = math.max(tonumber(last[2]) - now, 1)
   for _, k in ipairs({limitkey, permitskey, holderskey}) do
-    keep_at_least(k, px)
+    redis.call('PEXPIRE', k, px)
   end
 end
 
 -- record notes that token holds permit i here (its lock key set or extended) as of now (ms),
--- dropping a holder of i that no sweep has dropped yet.
-local function record(i, token, now)
-  local px = redis.call('PTTL', lockp .. i)
+-- dropping a holder of i that no sweep has dropped yet. px is the lock key's TTL when the
+-- caller just set it (nil: read it).
+local function record(i, token, now, px)
+  px = px or redis.call('PTTL', lockp .. i)
   redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
   redis.call('ZADD', holderskey, i, token)
   redis.call('ZADD', permitskey, now + px, i)
-  keep(px)
+  keep(now)
 end
 
 -- drop notes that token released permit i here.

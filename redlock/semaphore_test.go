@@ -671,15 +671,17 @@ func askPermit(t *testing.T, cl *cluster, name string, ask, limit int) (permit i
 
 // TestSemaphoreIndexKeysLiveAsLongAsPermits: the keys of a node's index of
 // a semaphore's permits (limit, permits, holders) expire, never before the
-// longest-lived permit they describe: after an acquire, and after an extend.
+// longest-lived permit they describe: after an acquire, after an extend,
+// after an acquire of a permit that expires before another, and after a
+// release.
 func TestSemaphoreIndexKeysLiveAsLongAsPermits(t *testing.T) {
 	cl := newCluster(t, 1, Options{MaxTTL: 10 * time.Minute})
 	c, ctx := cl.c, t.Context()
-	short, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{TTL: time.Minute}))
+	short, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{TTL: time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	long, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{TTL: 3 * time.Minute}))
+	long, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{TTL: 3 * time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,6 +699,10 @@ func TestSemaphoreIndexKeysLiveAsLongAsPermits(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after an extend to 5 minutes", 4*time.Minute)
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(3, AcquireOptions{TTL: time.Minute})); err != nil {
+		t.Fatal(err)
+	}
+	check("after an acquire of 1 minute", 4*time.Minute)
 	if err := c.ReleasePermit(ctx, "", "s", long.Token); err != nil {
 		t.Fatal(err)
 	}
