@@ -23,7 +23,7 @@ local prefer = tonumber(table.remove(ARGV))
 local first, pttl = soonest()
 local held = 0 -- none when none expires first
 if first then
-  held = redis.call('ZCARD', permitskey)
+  held = redis.call('ZCOUNT', permitskey, '-inf', '+inf')
 end
 local stored = tonumber(redis.call('GET', limitkey) or '0')
 if held > 0 and stored > 0 and stored ~= want then
