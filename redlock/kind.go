@@ -49,9 +49,10 @@ type kind interface {
 	// granted at once; freed tells it that the release of permit woke it.
 	again() bool
 	freed(permit int)
-	// full tells that the last round was refused with no permit free, nor
-	// held by the token, on any node that answered (a semaphore's; a lock
-	// has no other permit).
+	// full tells that the last round left no permit free for another
+	// waiter: refused with no permit free, nor held by the token, on any
+	// node that answered, or granted the last permit free on every node
+	// that granted it (a semaphore's; a lock has no other permit).
 	full() bool
 }
 

@@ -78,6 +78,10 @@ type permitKind struct {
 	free                 map[int]int // permit → nodes
 	held                 map[int]int // permit → nodes where the token holds it already
 	soonest              map[int]int // permit → nodes where it expires first of all, when none is free
+	// Of the last round: it was granted; how many nodes granted it, and how
+	// many of them have every permit held now.
+	won            bool
+	grants, filled int
 }
 
 // parser parses the replies of a round that asked for permit p. A node where
@@ -97,9 +101,15 @@ func (s *permitKind) parser(p int) func(*redis.Cmd) (acqReply, error) {
 func (s *permitKind) tally(t *acqTally) func(reply[acqReply]) bool {
 	s.mismatches, s.mismatch = 0, 0
 	s.free, s.held, s.soonest = map[int]int{}, map[int]int{}, map[int]int{}
+	s.grants, s.filled = 0, 0
 	return func(r reply[acqReply]) bool {
 		if r.err == nil {
 			switch v := r.val; {
+			case v.ok:
+				s.grants++
+				if v.full {
+					s.filled++
+				}
 			case v.mismatch > 0:
 				s.mismatches++
 				s.mismatch = v.mismatch
@@ -119,7 +129,7 @@ func (s *permitKind) tally(t *acqTally) func(reply[acqReply]) bool {
 // after turns a failed round's error into a *LimitError when a quorum holds
 // the permits with another limit, and picks the next round's permit.
 func (s *permitKind) after(err error, quorum int) error {
-	if err == nil {
+	if s.won = err == nil; s.won {
 		return nil
 	}
 	if s.mismatches >= quorum {
@@ -209,4 +219,9 @@ func (s *permitKind) handedOver(permit int) target {
 func (*permitKind) wwaits() []string  { return nil }
 func (*permitKind) sharedFence() bool { return false }
 func (s *permitKind) again() bool     { return s.grantable }
-func (s *permitKind) full() bool      { return len(s.free) == 0 && len(s.held) == 0 }
+func (s *permitKind) full() bool {
+	if s.won { // every node that granted it has no permit left
+		return s.filled == s.grants
+	}
+	return len(s.free) == 0 && len(s.held) == 0
+}

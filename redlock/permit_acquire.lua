@@ -9,8 +9,10 @@
 -- (as long as the permit that refused it, plus a second; by the granted caller with interest 2,
 -- as long as its TTL plus a second), and every permit's release is then announced.
 -- ARGV: acquire.lua's, then [preferred permit, limit]
--- => {permit, acquire.lua's reply, free}
---    Granted ({1, ...}): permit is the one granted, free is {}.
+-- => {permit, acquire.lua's reply, free} (and, granted, full)
+--    Granted ({1, ...}): permit is the one granted, free is {}, and full is 1 when every permit
+--    is held here once granted, else 0 (the coordinator's next waiter then waits for a release
+--    instead of a round that would only be refused: see waitHub.tookPermit).
 --    Refused ({0, pttl}) with fewer than limit permits held here: free is {f}, the first permit
 --    free here after the preferred one (cyclically), which the coordinator may ask for next.
 --    Refused with every permit held: free is {}, permit is the one that expires first, and pttl
@@ -34,8 +36,10 @@ if permit < 0 and held >= want and ARGV[4] == '0' then
   -- every permit is held by others, and nobody will wait: refused as the lock script would
   return {first, {0, pttl}, {}}
 end
+local taken = held -- held here once granted
 if permit < 0 then
   permit = prefer
+  taken = held + 1
 end
 KEYS[1] = lockp .. permit
 local function body()
@@ -52,7 +56,7 @@ if r[1] == 1 then
     redis.call('SET', limitkey, want, 'KEEPTTL')
   end
   record(permit, ARGV[1], now_ms(), tonumber(ARGV[2]))
-  return {permit, r, {}}
+  return {permit, r, {}, taken >= want and 1 or 0}
 end
 if held < want then
   local f = firstFree(permit + 1, want)

@@ -152,16 +152,20 @@ func (h *waitHub) held(keys []string, until time.Time, took, marked, full bool) 
 	}
 }
 
-// handedPermit notes that a head of the semaphores' queues keys was handed
-// a permit (marked: its release is announced): the permits held are as
-// many as before, so a queue known full stays full, and its next head
-// pauses (see heldMarked) until a release or the first expiry its heads
-// learned.
-func (h *waitHub) handedPermit(keys []string, marked bool) {
+// tookPermit notes that a head of the semaphores' queues keys took a
+// permit (marked: its release is announced): handed over (known false: the
+// permits held are as many as before, so a queue known full stays full), or
+// by a round that tells whether it left every permit held (known, full). A
+// queue so full and marked makes its next head pause (see heldMarked) until
+// a release or the first expiry its heads learned.
+func (h *waitHub) tookPermit(keys []string, marked, known, full bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, k := range keys {
 		if q := h.queues[k]; q != nil {
+			if known {
+				q.full = full
+			}
 			q.marked = marked && q.full
 		}
 	}
@@ -180,7 +184,7 @@ func (h *waitHub) notFull(keys []string) {
 
 // heldMarked is how long the lock of keys stays held by a head of this
 // coordinator that took it marked (see held), or a semaphore stays full
-// (see handedPermit): the shortest of keys'; 0 when one of them is not so
+// (see tookPermit): the shortest of keys'; 0 when one of them is not so
 // held.
 func (h *waitHub) heldMarked(keys []string) time.Duration {
 	h.mu.Lock()

@@ -18,10 +18,12 @@ type acqReply struct {
 	counter   int64 // existing: the node's fence counter
 	pttl      int64 // the other holder's remaining TTL, when !ok
 	// A semaphore's (see permitKind.parser): the permit, the permits free on
-	// the node, and the limit of the permits held there when it differs.
+	// the node, the limit of the permits held there when it differs, and
+	// whether a grant left every permit held there.
 	permit   int
 	free     []int
 	mismatch int
+	full     bool
 }
 
 func parseAcquire(cmd *redis.Cmd) (acqReply, error) {
@@ -179,7 +181,7 @@ func permitReply(cmd *redis.Cmd) (permit int, body *redis.Cmd, extra any, err er
 	if err != nil {
 		return -1, nil, nil, err
 	}
-	if len(v) != 3 {
+	if len(v) != 3 && len(v) != 4 { // permit_acquire.lua's grant adds full
 		return -1, nil, nil, fmt.Errorf("unexpected permit reply %v", v)
 	}
 	body = redis.NewCmd(context.Background())
@@ -250,6 +252,9 @@ func parsePermitAcquire(cmd *redis.Cmd) (acqReply, error) {
 		return acqReply{}, err
 	}
 	r.permit, r.free = permit, frees
+	if v, _ := cmd.Slice(); len(v) == 4 {
+		r.full = toInt(v[3]) == 1
+	}
 	return r, nil
 }
 

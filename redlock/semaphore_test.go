@@ -343,27 +343,8 @@ func TestSemaphoreHandOverChain(t *testing.T) {
 	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
 	c, ctx := cl.c, t.Context()
 	const limit, n = 2, 6
-	var held []Permit
-	for range limit {
-		p, err := c.AcquirePermit(ctx, "s", permitOpts(limit, AcquireOptions{TTL: 20 * time.Second}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, p)
-	}
-	got := make(chan Permit, n)
-	for i := range n {
-		go func() {
-			p, err := c.AcquirePermit(t.Context(), "s", permitOpts(limit, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: strconv.Itoa(i)}))
-			if err != nil {
-				t.Error(err)
-			}
-			got <- p
-		}()
-		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
-	}
+	held, got := fullWithWaiters(t, c, c, limit, n)
 	queue := c.semaphoreKeysOf("", "s").queue()
-	waitPausedIn(t, c, queue, n) // the heads' refused rounds found every permit held
 	announced, rounds := cl.announcedOf(t, c.semaphoreKeysOf("", "s").Permit.Lock), c.Stats().Attempts
 	for i := range n {
 		waitPausedIn(t, c, queue, n-i) // else the release is announced
@@ -388,6 +369,71 @@ func TestSemaphoreHandOverChain(t *testing.T) {
 	if got, pubs := c.Stats().Attempts-rounds, announced(); got != n || pubs != 0 {
 		t.Errorf("%d hand-overs: %d rounds and %d announcements, want %d and none", n, got, pubs, n)
 	}
+}
+
+// TestSemaphoreRoundFillsPauses: a head that takes the last free permit
+// of a semaphore by a round (released on another gateway, so not handed
+// over) makes the next head pause, as a hand-over does (see
+// TestSemaphoreHandOverChain), instead of a round that would only be
+// refused; that head then takes the next permit released.
+func TestSemaphoreRoundFillsPauses(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
+	c, ctx := cl.c, t.Context()
+	other := cl.gateway(t)
+	const limit, n = 2, 3
+	held, got := fullWithWaiters(t, c, other, limit, n)
+	queue := c.semaphoreKeysOf("", "s").queue()
+	rounds := c.Stats().Attempts
+	if err := other.ReleasePermit(ctx, "", "s", held[0].Token); err != nil { // announced
+		t.Fatal(err)
+	}
+	first := <-got
+	if d := c.hub.heldMarked([]string{queue}); d < 10*time.Second { // the permits expire in 20s
+		t.Errorf("the semaphore full again by a round: the next head pauses for %v, want until a release or the first expiry", d)
+	}
+	waitPausedIn(t, c, queue, n-1)
+	if err := other.ReleasePermit(ctx, "", "s", held[1].Token); err != nil { // announced
+		t.Fatal(err)
+	}
+	second := <-got
+	if err := c.ReleasePermit(ctx, "", "s", first.Token); err != nil { // handed over
+		t.Fatal(err)
+	}
+	third := <-got
+	if r := c.Stats().Attempts - rounds; r != 3 {
+		t.Errorf("2 permits released on another gateway, 1 here: %d rounds and hand-overs, want 3 (none refused)", r)
+	}
+	if owners := []string{first.Owner, second.Owner, third.Owner}; !slices.Equal(slices.Sorted(slices.Values(owners)), []string{"0", "1", "2"}) {
+		t.Errorf("the waiters' permits went to %v, want one each", owners)
+	}
+}
+
+// fullWithWaiters fills semaphore "s" of limit through holder, with 20s
+// permits (held), then queues n waiters on c, owned "0" to "n-1" in order,
+// whose permits got brings; it returns once every head paused, its refused
+// round having found every permit held.
+func fullWithWaiters(t *testing.T, c, holder *Coordinator, limit, n int) (held []Permit, got chan Permit) {
+	t.Helper()
+	for range limit {
+		p, err := holder.AcquirePermit(t.Context(), "s", permitOpts(limit, AcquireOptions{TTL: 20 * time.Second}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	got = make(chan Permit, n)
+	for i := range n {
+		go func() {
+			p, err := c.AcquirePermit(t.Context(), "s", permitOpts(limit, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: strconv.Itoa(i)}))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		eventually(t, patience, "the waiter to queue", func() bool { return c.Stats().Waiting == int64(i+1) })
+	}
+	waitPausedIn(t, c, c.semaphoreKeysOf("", "s").queue(), n)
+	return held, got
 }
 
 // TestSemaphorePausedHeadWakesAtExpiry: a head that pauses behind a

@@ -80,7 +80,7 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) (Lock, error) {
 	if ctx.Err() == nil || a.chosen {
 		if a.kind.heads() > 1 { // a semaphore's permit
-			c.hub.handedPermit(a.kind.queues(), a.marked)
+			c.hub.tookPermit(a.kind.queues(), a.marked, false, false)
 		} else {
 			c.hub.held(a.kind.queues(), got.lock.Until, true, a.heldMarked(), false)
 		}
@@ -121,8 +121,9 @@ func (c *Coordinator) queued(ctx context.Context, w *waiter, deadline *time.Time
 
 // contend makes rounds for the head waiter w until it takes the lock or the
 // wait ends, pausing between refused rounds. A new head whose predecessor
-// here took the lock marked as waited for (see waitHub.held), or was handed
-// a permit of a semaphore known full (see waitHub.handedPermit), pauses
+// here took the lock marked as waited for (see waitHub.held), or took a
+// permit (handed over, or by a round) that left its semaphore full (see
+// waitHub.tookPermit), pauses
 // first, until a release is announced or handed over to it, or the lock
 // (the permit that expires first) expires: a round would only be refused.
 func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
@@ -157,7 +158,11 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			c.hub.held(a.kind.queues(), lock.Until, true, a.heldMarked(), false)
+			if a.kind.heads() > 1 { // a semaphore's permit
+				c.hub.tookPermit(a.kind.queues(), a.marked, true, a.kind.full())
+			} else {
+				c.hub.held(a.kind.queues(), lock.Until, true, a.heldMarked(), false)
+			}
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
