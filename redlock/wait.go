@@ -79,15 +79,21 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 // ctx's error. A chosen token's lock stays: its caller may retry.
 func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) (Lock, error) {
 	if ctx.Err() == nil || a.chosen {
-		if a.kind.heads() > 1 { // a semaphore's permit
-			c.hub.tookPermit(a.kind.queues(), a.marked, false, false)
-		} else {
-			c.hub.held(a.kind.queues(), got.lock.Until, true, a.heldMarked(), false)
-		}
+		c.took(a, got.lock.Until, false)
 		return got.lock, nil
 	}
 	c.bg.Go(func() { _ = a.kind.release(context.WithoutCancel(ctx), a, got.lock.Token) })
 	return Lock{}, errors.Join(&HeldError{}, ctx.Err())
+}
+
+// took tells the hub that a head took a's lock, until until: handed over,
+// or by a round (byRound), which tells whether it left a semaphore full.
+func (c *Coordinator) took(a *attempt, until time.Time, byRound bool) {
+	if a.kind.heads() > 1 { // a semaphore's permit
+		c.hub.tookPermit(a.kind.queues(), a.marked, byRound, byRound && a.kind.full())
+		return
+	}
+	c.hub.held(a.kind.queues(), until, true, a.heldMarked(), false)
 }
 
 // queued waits until w is a head, or its wait or ctx ends. A writer or a
@@ -123,9 +129,9 @@ func (c *Coordinator) queued(ctx context.Context, w *waiter, deadline *time.Time
 // wait ends, pausing between refused rounds. A new head whose predecessor
 // here took the lock marked as waited for (see waitHub.held), or took a
 // permit (handed over, or by a round) that left its semaphore full (see
-// waitHub.tookPermit), pauses
-// first, until a release is announced or handed over to it, or the lock
-// (the permit that expires first) expires: a round would only be refused.
+// waitHub.tookPermit), pauses first, until a release is announced or handed
+// over to it, or the lock (the permit that expires first) expires: a round
+// would only be refused.
 func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadline *time.Timer) (lock Lock, err error) {
 	sleep := c.hub.heldMarked(a.kind.queues()) // before the next round; 0: at once
 	var ranAt time.Time                        // when the last round ended
@@ -158,11 +164,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			if a.kind.heads() > 1 { // a semaphore's permit
-				c.hub.tookPermit(a.kind.queues(), a.marked, true, a.kind.full())
-			} else {
-				c.hub.held(a.kind.queues(), lock.Until, true, a.heldMarked(), false)
-			}
+			c.took(a, lock.Until, true)
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
