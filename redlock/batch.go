@@ -143,11 +143,21 @@ func isNoScript(err error) bool {
 // Options.NoBatching each node gets its own goroutine and round trip.
 func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *redis.Script,
 	keys []string, args []any, parse func(*redis.Cmd) (T, error), tally func(reply[T]) bool) ([]reply[T], *round[T]) {
+	r := sendScript(ctx, c, idxs, script, keys, args, parse, tally == nil)
+	return r.decide(ctx, tally), r
+}
+
+// sendScript sends script to every node in idxs, as runScript does, and
+// returns its round without waiting for an answer: the commands are queued
+// on each node's ordered stream, ahead of any sent after it returns. all
+// says that the caller waits for every answer (no tally).
+func sendScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *redis.Script,
+	keys []string, args []any, parse func(*redis.Cmd) (T, error), all bool) *round[T] {
 	n := len(c.nodes)
 	r := &round[T]{c: c, idxs: idxs, start: time.Now(), script: script, keys: keys, args: args, parse: parse,
 		cmds: make([]roundCmd, len(idxs)), evals: make([]*redis.Cmd, n), at: make([]atomic.Int64, n), seen: make([]bool, n),
 		need: int32(max(1, min(c.quorum, len(idxs)-c.quorum+1))), wake: make(chan struct{}, 1), all: make(chan struct{})}
-	if tally == nil {
+	if all {
 		r.need = int32(len(idxs))
 	}
 	if len(idxs) == 0 {
@@ -180,6 +190,14 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 			r.arrive(i)
 		}
 	}
+	return r
+}
+
+// decide waits for the answers of r's nodes and returns them as counted by
+// tally once it says the round is decided (nil: once every node answered),
+// the node timeout is over or ctx ends (see runScript).
+func (r *round[T]) decide(ctx context.Context, tally func(reply[T]) bool) []reply[T] {
+	c, idxs := r.c, r.idxs
 	timer := time.NewTimer(c.opts.NodeTimeout)
 	defer timer.Stop()
 	var got []reply[T]
@@ -223,7 +241,7 @@ func runScript[T any](ctx context.Context, c *Coordinator, idxs []int, script *r
 			decided = true
 		}
 	}
-	return got, r
+	return got
 }
 
 // seenAll reports whether every node's answer was counted.
@@ -275,6 +293,20 @@ func (r *round[T]) reply(j, node int) (reply[T], bool) {
 		err = n.fail(err)
 	}
 	return reply[T]{node: node, val: v, err: err}, true
+}
+
+// peek returns the answers that arrived but were not counted (the round was
+// decided without them), parsed; they are still the stragglers'.
+func (r *round[T]) peek() []reply[T] {
+	var got []reply[T]
+	for j, i := range r.idxs {
+		if r.seen[i] || r.at[i].Load() == 0 || r.evals[i] != nil {
+			continue
+		}
+		v, err := r.parse(r.cmds[j].Cmd)
+		got = append(got, reply[T]{node: i, val: v, err: err})
+	}
+	return got
 }
 
 // eval runs the round's script by EVAL on node, bounded by the node timeout.

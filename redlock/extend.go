@@ -137,7 +137,14 @@ func (c *Coordinator) reassert(ctx context.Context, tg target, token string, idx
 	if len(idxs) == 0 {
 		return
 	}
-	args := append([]any{token, ttl.Milliseconds(), fence, owner, string(mode), c.fenceIdle()}, tg.reassertArgs(p)...)
-	_, rd := runScript(ctx, c, idxs, tg.script(scriptReassert), tg.keys().reassert(), args, tg.int64s(), nil)
+	rd := c.sendReassert(ctx, tg, token, idxs, ttl, fence, owner, mode, p)
+	rd.decide(ctx, nil)
 	rd.stragglers(nil)
+}
+
+// sendReassert is reassert sent without waiting: the caller must call
+// stragglers on the round it returns, which then waits in the background.
+func (c *Coordinator) sendReassert(ctx context.Context, tg target, token string, idxs []int, ttl time.Duration, fence int64, owner string, mode Mode, p Permit) *round[int64] {
+	args := append([]any{token, ttl.Milliseconds(), fence, owner, string(mode), c.fenceIdle()}, tg.reassertArgs(p)...)
+	return sendScript(ctx, c, idxs, tg.script(scriptReassert), tg.keys().reassert(), args, tg.int64s(), true)
 }

@@ -46,8 +46,8 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 	// permits on different nodes, left by a client token's rounds on
 	// several). Grants of another permit count as refusals, and are undone.
 	acqDecided, permit := false, -1
-	var stray []int
-	_, rd := runScript(ctx, c, c.idxs, s, keys, args, parseHandOver, func(r reply[handOverReply]) bool {
+	var stray, gaps []int
+	counted, rd := runScript(ctx, c, c.idxs, s, keys, args, parseHandOver, func(r reply[handOverReply]) bool {
 		switch why := c.abstention(r.node, r.err); {
 		case why != nil:
 			rel.bad++
@@ -74,11 +74,33 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 		return rel.decided() && acqDecided
 	})
 	lock, err := a.outcome(ctx, start, t)
+	// The nodes where the releasing token holds no permit (a semaphore's),
+	// of the answers in: counted, or in but not counted (decided without).
+	for _, r := range append(counted, rd.peek()...) {
+		if r.err == nil && r.val.permit < 0 {
+			gaps = append(gaps, r.node)
+		}
+	}
+	var fill *round[int64]
+	if err == nil && len(gaps) > 0 {
+		// Put the permit handed over where the releasing token held none (a
+		// permit free there since its holder's release landed after a try
+		// took it elsewhere), if it is free there: else each later release of
+		// it leaves it free on those nodes, where every try sees a permit
+		// free that no round can take. Sent before the waiter has its
+		// answer, so that its release comes after on each node's ordered
+		// stream (see batch.go).
+		p := Permit{Index: permit, Limit: a.kind.heads()} // a semaphore's heads: one per permit
+		fill = c.sendReassert(context.WithoutCancel(ctx), t.tg, a.token, gaps, lock.TTL, lock.Fence, lock.Owner, ModeWrite, p)
+	}
 	w.offer <- handoff{lock: lock, err: err}
 	// Let the waiter, readied on this P, run first: the new holder's answer
 	// then usually leaves before the releaser's, and the lock is not idle
 	// between them for the clients (a client that released is done with it).
 	runtime.Gosched()
+	if fill != nil {
+		fill.stragglers(nil)
+	}
 	if len(stray) > 0 {
 		a.undo(context.WithoutCancel(ctx), stray)
 	}

@@ -9,11 +9,13 @@
 --        interest, wait_ms, mark] (acquire.lua's: with interest 2 the waiter's permit is marked, so
 --        that its release is announced, as a permit granted by a round)
 -- => {permit, 1, {1, fence, 0, 0}}  handed over
---    {permit, 1, {0, -1}}           released only (and announced): the waiting token holds a
---                                   permit here already (left by one of its failed rounds), so
---                                   it gets none
 --    {-1, 2 or 0, {0, -1}}          the releasing token holds no permit here (2: it released one
---                                   within keep_ms)
+--                                   within keep_ms); the coordinator may then put the waiter's
+--                                   new permit here (see Coordinator.handOver)
+-- A permit the waiting token holds here already is a leftover of its failed rounds (it waits,
+-- between rounds, for the release of this one): it is undone first, as the attempt's cleanup
+-- would do (no tombstone; announced as a release), so that the waiter holds the permit handed
+-- over on this node as on the others, and the permit it leaves is free here as elsewhere.
 -- INCLUDE permits.lua
 local permit = mine(ARGV[1])
 if permit < 0 then
@@ -25,11 +27,13 @@ end
 local lock = lockp .. permit
 local r = rec_read(redis.call('GET', lock))
 redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])
-if mine(ARGV[4]) >= 0 then
-  announce(r, KEYS[3], ARGV[2], lock, ARGV[1])
-  rec_tombstone(lock, r, ARGV[1], ARGV[3])
-  drop(permit, ARGV[1])
-  return {permit, 1, {0, -1}}
+local left = mine(ARGV[4])
+if left >= 0 then
+  local llock = lockp .. left
+  local lr = rec_read(redis.call('GET', llock))
+  announce(lr, KEYS[3], ARGV[2], llock, ARGV[4])
+  rec_tombstone(llock, lr, ARGV[4], '0')
+  drop(left, ARGV[4])
 end
 rec_remember(r, ARGV[1])
 local flags = '-'

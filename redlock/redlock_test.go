@@ -40,6 +40,7 @@ type downHook struct {
 	down   atomic.Bool            // fail every command without sending it
 	lost   atomic.Bool            // send every command, then fail it: its reply is lost
 	refuse atomic.Pointer[string] // send every command, then fail it with this error reply
+	delay  atomic.Int64           // wait this long (ns) before sending each command
 }
 
 var errInjected = errors.New("injected: node down")
@@ -68,6 +69,7 @@ func (h *downHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(errInjected)
 			return errInjected
 		}
+		time.Sleep(time.Duration(h.delay.Load()))
 		err := next(ctx, cmd)
 		if e := h.after(); e != nil {
 			cmd.SetErr(e)

@@ -439,6 +439,109 @@ func fullWithWaiters(t *testing.T, c, holder *Coordinator, limit, n int) (held [
 	return held, got
 }
 
+// TestSemaphoreHandOverUndoesLeftover: a permit handed over to a waiter that
+// holds another permit on a node, left by its failed rounds, replaces that
+// one there (undone, so free there as elsewhere): the waiter holds the permit
+// handed over on every node, not on all but that one, where the permit it
+// leaves would stay held by nobody's lock (see permit_handover.lua).
+func TestSemaphoreHandOverUndoesLeftover(t *testing.T) {
+	cl := newCluster(t, 5, Options{PollInterval: time.Minute})
+	c, ctx := cl.c, t.Context()
+	releaser, stranger := NewToken(), NewToken()
+	putPermit(t, cl, "s", releaser, Permit{Index: 0, Limit: 2}, 0, 1, 2, 3, 4)
+	putPermit(t, cl, "s", stranger, Permit{Index: 1, Limit: 2}, 0, 1, 2, 3) // permit 1 free on node 4
+	got := waitingPermit(t, c, 2)
+	waitRefused(t, c)
+	// Its round took permit 1 on node 4 if it asked for it; else it is put there.
+	putPermit(t, cl, "s", waiterToken(c, "s"), Permit{Index: 1, Limit: 2}, 4)
+	if err := c.ReleasePermit(ctx, "", "s", releaser); err != nil {
+		t.Fatal(err)
+	}
+	heldEverywhere(t, cl, <-got)
+	if h := holderAt(t, cl.servers[4].Client(), "redlockd:lock:/s#1"); h != "" {
+		t.Errorf("node 4: permit 1 still held by %q", h)
+	}
+}
+
+// TestSemaphoreHandOverFillsGap: a permit handed over is put on the nodes
+// where the releasing token held none, if it is free there (its holder's
+// release landed there after a try took it on a quorum): else each later
+// release of it would leave it free on those nodes only, where every try
+// sees a permit free that no round can take (see Coordinator.handOver).
+func TestSemaphoreHandOverFillsGap(t *testing.T) {
+	cl := newCluster(t, 5, Options{PollInterval: time.Minute})
+	c, ctx := cl.c, t.Context()
+	releaser, stranger, gone := NewToken(), NewToken(), NewToken()
+	putPermit(t, cl, "s", releaser, Permit{Index: 0, Limit: 2}, 0, 1, 2, 3)
+	putPermit(t, cl, "s", stranger, Permit{Index: 1, Limit: 2}, 0, 1, 2, 3, 4)
+	putPermit(t, cl, "s", gone, Permit{Index: 0, Limit: 2}, 4)
+	got := waitingPermit(t, c, 2)
+	waitRefused(t, c) // every permit held on every node
+	// Permit 0 leaves node 4 without an announcement that would wake the
+	// waiter (as a release that lands there late, after a try took it).
+	if err := cl.servers[4].Client().Del(ctx, "redlockd:lock:/s#0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Node 4's answer comes first (the others' commands are held back for a
+	// quarter of the node timeout): the hand-over counts it before it is
+	// decided.
+	for _, h := range cl.hooks[:4] {
+		h.delay.Store(int64(testNodeTimeout / 4))
+	}
+	if err := c.ReleasePermit(ctx, "", "s", releaser); err != nil {
+		t.Fatal(err)
+	}
+	p := <-got
+	for _, h := range cl.hooks {
+		h.delay.Store(0)
+	}
+	heldEverywhere(t, cl, p)
+}
+
+// heldEverywhere checks that p is the waiter's permit 0 of semaphore "s",
+// held on every node once the commands sent so far have their answers.
+func heldEverywhere(t *testing.T, cl *cluster, p Permit) {
+	t.Helper()
+	if p.Owner != "waiter" || p.Index != 0 {
+		t.Fatalf("waiter got %+v", p)
+	}
+	cl.settle()
+	for i, s := range cl.servers {
+		if h := holderAt(t, s.Client(), "redlockd:lock:/s#0"); h != p.Token {
+			t.Errorf("node %d: permit 0 held by %q, want the waiter", i, h)
+		}
+	}
+}
+
+// waitingPermit starts an acquire of a permit of semaphore "s" of limit on
+// c, owned "waiter", that waits up to 20s; its permit comes on the channel.
+func waitingPermit(t *testing.T, c *Coordinator, limit int) chan Permit {
+	got := make(chan Permit, 1)
+	go func() {
+		p, err := c.AcquirePermit(t.Context(), "s", permitOpts(limit, AcquireOptions{Wait: 20 * time.Second, Owner: "waiter"}))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	return got
+}
+
+// waitRefused waits until the waiter for semaphore "s" on c pauses after a
+// refused round (a head also counts as idle before its first round).
+func waitRefused(t *testing.T, c *Coordinator) {
+	t.Helper()
+	eventually(t, patience, "the waiter's round refused", func() bool { return c.Stats().Held == 1 })
+	waitPaused(t, c, "s")
+}
+
+// waiterToken is the token of the first waiter for semaphore name on c.
+func waiterToken(c *Coordinator, name string) string {
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	return c.hub.queues[c.semaphoreKeysOf("", name).queue()].ws[0].a.token
+}
+
 // TestSemaphorePausedHeadWakesAtExpiry: a head that pauses behind a
 // hand-over on a full semaphore (see TestSemaphoreHandOverChain) still takes
 // a permit that expires unreleased, when the first expiry its queue learned
