@@ -429,7 +429,7 @@ func fullWithWaiters(t *testing.T, c, holder *Coordinator, limit, n int) (held [
 		go func() {
 			p, err := c.AcquirePermit(t.Context(), "s", permitOpts(limit, AcquireOptions{Wait: 20 * time.Second, TTL: 20 * time.Second, Owner: strconv.Itoa(i)}))
 			if err != nil {
-				t.Error(err)
+				t.Errorf("waiter %d: %v", i, err)
 			}
 			got <- p
 		}()
@@ -540,6 +540,48 @@ func waiterToken(c *Coordinator, name string) string {
 	c.hub.mu.Lock()
 	defer c.hub.mu.Unlock()
 	return c.hub.queues[c.semaphoreKeysOf("", name).queue()].ws[0].a.token
+}
+
+// TestSemaphoreHandOverAfterWakeUp: a head that the release of one permit
+// woke takes the hand-over of another before its round: nobody else was
+// woken for the permit released, so the next head tries at once, and takes
+// it, instead of pausing behind a semaphore it takes as full until the first
+// expiry (the permit idle meanwhile).
+func TestSemaphoreHandOverAfterWakeUp(t *testing.T) {
+	cl := newCluster(t, 3, Options{PollInterval: time.Minute})
+	c, ctx := cl.c, t.Context()
+	other := cl.gateway(t)
+	held, got := fullWithWaiters(t, c, c, 2, 3) // 20s permits
+	queue := c.semaphoreKeysOf("", "s").queue()
+	// Both heads were woken, their rounds not yet sent (as notify leaves
+	// them): the release below wakes none of them again.
+	c.hub.mu.Lock()
+	for _, w := range c.hub.queues[queue].first() {
+		w.freed.Store(int64(held[1].Index) + 1)
+	}
+	c.hub.mu.Unlock()
+	if err := other.ReleasePermit(ctx, "", "s", held[1].Token); err != nil { // announced
+		t.Fatal(err)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", held[0].Token); err != nil { // handed to head 0
+		t.Fatal(err)
+	}
+	first := <-got
+	if first.Owner != "0" {
+		t.Fatalf("the hand-over went to %q", first.Owner)
+	}
+	select {
+	case p := <-got:
+		if p.Owner != "2" || p.Index != held[1].Index {
+			t.Errorf("the released permit went to %+v, want waiter 2", p)
+		}
+	case <-time.After(patience):
+		t.Fatalf("the released permit still idle after %v", patience)
+	}
+	if err := c.ReleasePermit(ctx, "", "s", first.Token); err != nil { // to waiter 1
+		t.Fatal(err)
+	}
+	<-got
 }
 
 // TestSemaphorePausedHeadWakesAtExpiry: a head that pauses behind a

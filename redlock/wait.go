@@ -66,18 +66,24 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 	got, err := c.queued(ctx, w, deadline)
 	switch {
 	case got != nil && got.err == nil:
-		return c.handedOver(ctx, a, got)
+		return c.handedOver(ctx, a, w, got)
 	case err != nil:
 		return Lock{}, err
 	}
 	return c.contend(ctx, a, w, deadline)
 }
 
-// handedOver returns the lock that a release handed over to a waiting
-// acquire (see handOver), unless its caller went away meanwhile: then it
-// gives the lock back, so that nobody holds it for its TTL, and returns
-// ctx's error. A chosen token's lock stays: its caller may retry.
-func (c *Coordinator) handedOver(ctx context.Context, a *attempt, got *handoff) (Lock, error) {
+// handedOver returns the lock that a release handed over to the waiting
+// acquire a, waiter w (see handOver), unless its caller went away meanwhile:
+// then it gives the lock back, so that nobody holds it for its TTL, and
+// returns ctx's error. A chosen token's lock stays: its caller may retry.
+func (c *Coordinator) handedOver(ctx context.Context, a *attempt, w *waiter, got *handoff) (Lock, error) {
+	if w.freed.Load() > 0 {
+		// A release of another permit woke w before this hand-over came:
+		// that permit is free, and nobody else was woken for it. The next
+		// head tries at once instead of pausing behind a full semaphore.
+		c.hub.notFull(a.kind.queues())
+	}
 	if ctx.Err() == nil || a.chosen {
 		c.took(a, got.lock.Until, false)
 		return got.lock, nil
@@ -139,7 +145,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		if sleep > 0 {
 			done, got, werr := c.pause(ctx, w, sleep, deadline)
 			if got != nil && got.err == nil {
-				return c.handedOver(ctx, a, got)
+				return c.handedOver(ctx, a, w, got)
 			}
 			if werr != nil {
 				a.abandon(ctx)
