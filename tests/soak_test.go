@@ -239,19 +239,22 @@ func formatSchedule(evs []faultEvent) string {
 
 // contention describes one run.
 type contention struct {
-	Nodes      int
-	Proxies    bool
-	Flags      []string // gateway flags
-	Clients    int
-	Resources  int
-	Limit      int    // 0: the resources are locks; N > 0: semaphores of limit N
-	RW         bool   // locks taken as a reader or a writer at random
-	Multi      bool   // half the acquires take 2-3 locks at once (POST /locks), the others one
-	TTL        [2]int // ms, range of ttl_ms
-	Waits      []int  // ms, wait_ms values drawn from
-	Duration   time.Duration
-	Seed       uint64
-	Schedule   func(rng *rand.Rand, d time.Duration) []faultEvent
+	Nodes     int
+	Proxies   bool
+	Flags     []string // gateway flags
+	Clients   int
+	Resources int
+	Limit     int    // 0: the resources are locks; N > 0: semaphores of limit N
+	RW        bool   // locks taken as a reader or a writer at random
+	Multi     bool   // half the acquires take 2-3 locks at once (POST /locks), the others one
+	TTL       [2]int // ms, range of ttl_ms
+	Waits     []int  // ms, wait_ms values drawn from
+	Duration  time.Duration
+	Seed      uint64
+	Schedule  func(rng *rand.Rand, d time.Duration) []faultEvent
+	// Little says why a run proves little of what its test is about (""
+	// when it does not), besides too few acquisitions (see safeRun).
+	Little     func(c *contention) string
 	nodes      []*RedisNode
 	proxies    []*faultProxy
 	gw         *Gateway
@@ -748,21 +751,29 @@ func soakDuration(t *testing.T, def time.Duration) time.Duration {
 // schedule keeps 2 of the 5 nodes faulty, with the rest of the suite and
 // scripts/load.sh sharing 2 cores, granted none in 10s once), it is run again
 // with the next seed, and the test fails when 3 runs in a row prove little.
-// Every run's windows are checked: a violation in any of them fails it.
+// So is a run that its contention's Little finds short of what the test is
+// about (readers that never shared a lock, say: a random run of 84
+// acquisitions once had none overlap). Every run's windows are checked: a
+// violation in any of them fails it.
 func safeRun(t *testing.T, seed uint64, clients, resources, limit int, d time.Duration, set ...func(*contention)) *contention {
 	for attempt := uint64(0); ; attempt++ {
 		c := safeAttempt(t, seed+attempt, clients, resources, limit, d, set...)
 		// Not a speed check (that is the bench's): a workload or gateway
 		// that grants almost nothing proves little. Two a second leaves
 		// room: the multi soak granted five a second with every core busy.
-		enough := c.stats["acquired"] >= 2*int(c.Duration/time.Second)
+		little := ""
+		if c.stats["acquired"] < 2*int(c.Duration/time.Second) {
+			little = fmt.Sprintf("only %d acquisitions in %v", c.stats["acquired"], c.Duration)
+		} else if c.Little != nil {
+			little = c.Little(c)
+		}
 		switch {
-		case enough || t.Failed():
+		case little == "" || t.Failed():
 			return c
 		case attempt < 2:
-			t.Logf("seed %d: only %d acquisitions in %v, the run proves little: again with the next seed", c.Seed, c.stats["acquired"], c.Duration)
+			t.Logf("seed %d: %s, the run proves little: again with the next seed", c.Seed, little)
 		default:
-			t.Errorf("only %d acquisitions in %v, in the 3rd run in a row that proves little", c.stats["acquired"], c.Duration)
+			t.Errorf("%s, in the 3rd run in a row that proves little", little)
 			return c
 		}
 	}
@@ -819,10 +830,14 @@ func TestSemaphoreExclusion(t *testing.T) {
 	seed, d := soakSeed(t), soakDuration(t, 20*time.Second)/2
 	for _, limit := range []int{2, 3} {
 		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
-			c := safeRun(t, seed, 14, 3, limit, d)
-			if slices.Max(append(slices.Collect(maps.Values(c.peak)), 0)) < limit { // no window: 0, not a panic
-				t.Errorf("most holders at once %v: the limit %d was never reached", c.peak, limit)
-			}
+			safeRun(t, seed, 14, 3, limit, d, func(c *contention) {
+				c.Little = func(c *contention) string {
+					if slices.Max(append(slices.Collect(maps.Values(c.peak)), 0)) < limit { // no window: 0, not a panic
+						return fmt.Sprintf("most holders at once %v: the limit %d was never reached", c.peak, limit)
+					}
+					return ""
+				}
+			})
 		})
 	}
 }
@@ -883,11 +898,30 @@ func TestCheckerCatchesUnsafeSemaphore(t *testing.T) {
 	catchUnsafe(t, 8, 2, 2)
 }
 
-// rw makes a contention run's clients take read-write locks.
-func rw(c *contention) { c.RW = true }
+// rw makes a contention run's clients take read-write locks; a run where
+// readers never held a lock together, or where none or all were readers,
+// proves little.
+func rw(c *contention) {
+	c.RW = true
+	c.Little = func(c *contention) string {
+		if reads := c.stats["acquired read"]; slices.Max(append(slices.Collect(maps.Values(c.peak)), 0)) < 2 || reads == 0 || reads == c.stats["acquired"] {
+			return fmt.Sprintf("most holders at once %v, %d of %d acquires a reader's: the run did not mix readers and writers", c.peak, reads, c.stats["acquired"])
+		}
+		return ""
+	}
+}
 
-// multi makes half the acquires of a contention take several locks at once.
-func multi(c *contention) { c.Multi = true }
+// multi makes half the acquires of a contention take several locks at
+// once; a run where none did, or all did, proves little.
+func multi(c *contention) {
+	c.Multi = true
+	c.Little = func(c *contention) string {
+		if several := c.stats["acquired several"]; several == 0 || several == c.stats["acquired"] {
+			return fmt.Sprintf("%d of %d acquires took several locks: the run did not mix them", several, c.stats["acquired"])
+		}
+		return ""
+	}
+}
 
 // TestMultiExclusion: no two holders of a resource overlap, whether they
 // took it alone or with others, and each resource's fences increase
@@ -897,10 +931,7 @@ func multi(c *contention) { c.Multi = true }
 func TestMultiExclusion(t *testing.T) {
 	t.Parallel()
 	redistest.Slow(t)
-	c := safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second), multi)
-	if c.stats["acquired several"] == 0 || c.stats["acquired several"] == c.stats["acquired"] {
-		t.Errorf("%d of %d acquires took several locks: the run did not mix them", c.stats["acquired several"], c.stats["acquired"])
-	}
+	safeRun(t, soakSeed(t), 12, 5, 0, soakDuration(t, 20*time.Second), multi)
 }
 
 // TestCheckerCatchesUnsafeMulti: the checker reports the broken exclusion
@@ -923,12 +954,8 @@ func TestRWExclusion(t *testing.T) {
 	// Longer waits than the soak's locks: a writer that waits keeps new
 	// readers out, but those holding (TTLs up to 800ms) keep a short waiter
 	// out too, and readers would take most windows.
-	c := safeRun(t, soakSeed(t), 12, 3, 0, soakDuration(t, 20*time.Second), rw,
+	safeRun(t, soakSeed(t), 12, 3, 0, soakDuration(t, 20*time.Second), rw,
 		func(c *contention) { c.Waits = []int{0, 100, 400} })
-	if slices.Max(slices.Collect(maps.Values(c.peak))) < 2 || c.stats["acquired read"] == 0 || c.stats["acquired read"] == c.stats["acquired"] {
-		t.Errorf("most holders at once %v, %d of %d acquires a reader's: the run did not mix readers and writers",
-			c.peak, c.stats["acquired read"], c.stats["acquired"])
-	}
 }
 
 // TestCheckerCatchesUnsafeRW: the checker reports the broken exclusion of
