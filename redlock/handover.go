@@ -46,7 +46,7 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 	// permits on different nodes, left by a client token's rounds on
 	// several). Grants of another permit count as refusals, and are undone.
 	acqDecided, permit := false, -1
-	var stray, gaps []int
+	var stray []int
 	counted, rd := runScript(ctx, c, c.idxs, s, keys, args, parseHandOver, func(r reply[handOverReply]) bool {
 		switch why := c.abstention(r.node, r.err); {
 		case why != nil:
@@ -76,6 +76,7 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 	lock, err := a.outcome(ctx, start, t)
 	// The nodes where the releasing token holds no permit (a semaphore's),
 	// of the answers in: counted, or in but not counted (decided without).
+	var gaps []int
 	for _, r := range append(counted, rd.peek()...) {
 		if r.err == nil && r.val.permit < 0 {
 			gaps = append(gaps, r.node)

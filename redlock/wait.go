@@ -78,25 +78,24 @@ func (c *Coordinator) acquireWaiting(ctx context.Context, a *attempt, wait time.
 // then it gives the lock back, so that nobody holds it for its TTL, and
 // returns ctx's error. A chosen token's lock stays: its caller may retry.
 func (c *Coordinator) handedOver(ctx context.Context, a *attempt, w *waiter, got *handoff) (Lock, error) {
-	if w.freed.Load() > 0 {
-		// A release of another permit woke w before this hand-over came:
-		// that permit is free, and nobody else was woken for it. The next
-		// head tries at once instead of pausing behind a full semaphore.
-		c.hub.notFull(a.kind.queues())
-	}
 	if ctx.Err() == nil || a.chosen {
-		c.took(a, got.lock.Until, false)
+		// A hand-over leaves as many permits held, unless a release of
+		// another permit woke w before it came: that permit is free, and
+		// nobody else was woken for it, so the next head tries at once
+		// instead of pausing behind a full semaphore.
+		c.took(a, got.lock.Until, w.freed.Load() > 0, false)
 		return got.lock, nil
 	}
 	c.bg.Go(func() { _ = a.kind.release(context.WithoutCancel(ctx), a, got.lock.Token) })
 	return Lock{}, errors.Join(&HeldError{}, ctx.Err())
 }
 
-// took tells the hub that a head took a's lock, until until: handed over,
-// or by a round (byRound), which tells whether it left a semaphore full.
-func (c *Coordinator) took(a *attempt, until time.Time, byRound bool) {
+// took tells the hub that a head took a's lock, until until, and for a
+// semaphore's permit whether that is known to leave the semaphore full
+// (known, full: a round's answers tell; a hand-over leaves it as it was).
+func (c *Coordinator) took(a *attempt, until time.Time, known, full bool) {
 	if a.kind.heads() > 1 { // a semaphore's permit
-		c.hub.tookPermit(a.kind.queues(), a.marked, byRound, byRound && a.kind.full())
+		c.hub.tookPermit(a.kind.queues(), a.marked, known, full)
 		return
 	}
 	c.hub.held(a.kind.queues(), until, true, a.heldMarked(), false)
@@ -170,7 +169,7 @@ func (c *Coordinator) contend(ctx context.Context, a *attempt, w *waiter, deadli
 		lock, err = a.run(ctx)
 		ranAt = time.Now()
 		if err == nil {
-			c.took(a, lock.Until, true)
+			c.took(a, lock.Until, true, a.kind.full())
 			return lock, nil
 		}
 		if he := (*HeldError)(nil); errors.As(err, &he) && he.Remaining > 0 {
