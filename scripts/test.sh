@@ -119,7 +119,7 @@ rm -rf "$staticcheck_dir"
 
 step "go test -race"
 # Three go test processes at once, each mostly waiting on redis-servers,
-# gateways, TTLs and faults rather than computing:
+# gateways, TTLs and faults rather than computing (all but the soaks):
 # - the suites of the JS and Python clients (node --test and unittest under
 #   tests/, the longest tests): a process of their own, so that they start
 #   at once instead of whenever the order of tests/' parallel tests reaches
@@ -129,6 +129,7 @@ step "go test -race"
 #   parallel tests at a time;
 # - the Go client's module.
 clients='^TestClient(JS|Python)$'
+soaks="^($(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' tests/soak_test.go | paste -sd'|'))\$"
 run_prefixed() { # name, command...: runs the command, its output prefixed
   local name=$1; shift
   "$@" > >(sed "s/^/$name: /") 2>&1
@@ -138,8 +139,18 @@ suites_pid=$!
 run_prefixed "client module" go -C client test -race -count=1 -timeout 10m ./... &
 client_pid=$!
 failed=0
-go test -race -count=1 -p 3 -parallel 4 -timeout 20m -skip "$clients" ./tests ./... || failed=1
+go test -race -count=1 -p 3 -parallel 4 -timeout 20m -skip "$clients|$soaks" ./tests ./... || failed=1
 wait "$suites_pid" || failed=1
 wait "$client_pid" || failed=1
 if [ "$failed" != 0 ]; then exit 1; fi
+
+# Then the soaks (the tests of tests/soak_test.go) on their own: their
+# gateways must reach healthy nodes through the fault proxies within a node
+# timeout of 100 ms to grant enough locks to prove anything, and while the
+# step above runs (compiles of the tests' own builds, the bench, the race
+# detector) the load average of this 2-core machine peaks near 16, where a
+# run can grant nothing for a minute. Alone they take about a minute, with
+# room for a busy machine (--load, or a shared runner's neighbours).
+step "go test -race: the soaks"
+go test -race -count=1 -parallel 4 -timeout 10m -run "$soaks" ./tests
 if [ -n "$load" ]; then echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"; fi
