@@ -129,7 +129,9 @@ step "go test -race"
 #   parallel tests at a time;
 # - the Go client's module.
 clients='^TestClient(JS|Python)$'
+# The soaks: every test of tests/soak_test.go (run on their own, below).
 soaks="^($(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' tests/soak_test.go | paste -sd'|'))\$"
+if [ "$soaks" = '^()$' ]; then echo "no tests found in tests/soak_test.go" >&2; exit 1; fi
 run_prefixed() { # name, command...: runs the command, its output prefixed
   local name=$1; shift
   "$@" > >(sed "s/^/$name: /") 2>&1
