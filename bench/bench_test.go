@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -181,6 +182,32 @@ func TestProposedFigures(t *testing.T) {
 	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "= 667/s\t0.75 (500/s)\t>= 0.75\tproposed: pass"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the proposed targets lack %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestBaselineRatios: a floor over a baseline run (redsync, the naive
+// library) fails when the baseline failed more cycles than it completed,
+// however large the ratio: it measured nothing to compare with.
+func TestBaselineRatios(t *testing.T) {
+	run := func(name string, cycles, errors int) result {
+		return result{mode: mode{group: "throughput", name: name, c: 64}, cycles: cycles, errors: errors, duration: time.Second}
+	}
+	for _, c := range []struct {
+		cycles, errors int
+		ratio, verdict string
+	}{
+		{1000, 10, "4.00", "pass"},
+		{1, 90000, "4000.00", "FAIL"},
+	} {
+		r := &report{runs: []result{run(gatewayMode, 4000, 0), run(redsyncMode, c.cycles, c.errors),
+			run(batchingMode, 4000, 0), run(naiveMode, c.cycles, c.errors)}}
+		var out bytes.Buffer
+		r.print(&out)
+		for _, floor := range []string{`C=64: gateway / redsync cycles/s +` + c.ratio + ` +>= 1\.4 +`, `C=64: library batching / naive cycles/s +` + c.ratio + ` +>= 3 +`} {
+			if !regexp.MustCompile(`(?m)^` + floor + c.verdict + `$`).MatchString(out.String()) {
+				t.Errorf("the floors lack %q, %s:\n%s", floor, c.verdict, out.String())
+			}
 		}
 	}
 }
