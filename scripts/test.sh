@@ -150,9 +150,10 @@ if [ "$failed" != 0 ]; then exit 1; fi
 # gateways must reach healthy nodes through the fault proxies within a node
 # timeout of 100 ms to grant enough locks to prove anything, and while the
 # step above runs (compiles of the tests' own builds, the bench, the race
-# detector) the load average of this 2-core machine peaks near 16, where a
-# run can grant nothing for a minute. Alone they take about a minute, with
-# room for a busy machine (--load, or a shared runner's neighbours).
+# detector) the load average of a 2-core machine peaks between 10 and 16,
+# where a run could grant nothing for a minute. Alone they take under a
+# minute, with room for a busy machine (--load, or a shared runner's
+# neighbours).
 step "go test -race: the soaks"
 go test -race -count=1 -parallel 4 -timeout 10m -run "$soaks" ./tests
 if [ -n "$load" ]; then echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"; fi
