@@ -74,16 +74,20 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 		return rel.decided() && acqDecided
 	})
 	lock, err := a.outcome(ctx, start, t)
-	// The nodes where the releasing token holds no permit (a semaphore's),
-	// of the answers in: counted, or in but not counted (decided without).
+	// The nodes where the releasing token holds no permit, of the answers
+	// in: counted, or in but not counted (decided without). Only a
+	// semaphore's hand-over that succeeded looks (a lock's reply names no
+	// permit), so that a lock's pays no parsing for it.
 	var gaps []int
-	for _, r := range append(counted, rd.peek()...) {
-		if r.err == nil && r.val.permit < 0 {
-			gaps = append(gaps, r.node)
+	if err == nil && a.kind.heads() > 1 { // a semaphore's: one head per permit
+		for _, r := range append(counted, rd.peek()...) {
+			if r.err == nil && r.val.permit < 0 {
+				gaps = append(gaps, r.node)
+			}
 		}
 	}
 	var fill *round[int64]
-	if err == nil && len(gaps) > 0 {
+	if len(gaps) > 0 {
 		// Put the permit handed over where the releasing token held none (a
 		// permit free there since its holder's release landed after a try
 		// took it elsewhere), if it is free there: else each later release of
@@ -91,7 +95,7 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 		// free that no round can take. Sent before the waiter has its
 		// answer, so that its release comes after on each node's ordered
 		// stream (see batch.go).
-		p := Permit{Index: permit, Limit: a.kind.heads()} // a semaphore's heads: one per permit
+		p := Permit{Index: permit, Limit: a.kind.heads()}
 		fill = c.sendReassert(context.WithoutCancel(ctx), t.tg, a.token, gaps, lock.TTL, lock.Fence, lock.Owner, ModeWrite, p)
 	}
 	w.offer <- handoff{lock: lock, err: err}

@@ -832,7 +832,7 @@ func TestSemaphoreExclusion(t *testing.T) {
 		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) {
 			safeRun(t, seed, 14, 3, limit, d, func(c *contention) {
 				c.Little = func(c *contention) string {
-					if slices.Max(append(slices.Collect(maps.Values(c.peak)), 0)) < limit { // no window: 0, not a panic
+					if c.mostAtOnce() < limit {
 						return fmt.Sprintf("most holders at once %v: the limit %d was never reached", c.peak, limit)
 					}
 					return ""
@@ -898,13 +898,19 @@ func TestCheckerCatchesUnsafeSemaphore(t *testing.T) {
 	catchUnsafe(t, 8, 2, 2)
 }
 
+// mostAtOnce is the most holders of one resource at once in c's run (0
+// with no window).
+func (c *contention) mostAtOnce() int {
+	return slices.Max(append(slices.Collect(maps.Values(c.peak)), 0))
+}
+
 // rw makes a contention run's clients take read-write locks; a run where
 // readers never held a lock together, or where none or all were readers,
 // proves little.
 func rw(c *contention) {
 	c.RW = true
 	c.Little = func(c *contention) string {
-		if reads := c.stats["acquired read"]; slices.Max(append(slices.Collect(maps.Values(c.peak)), 0)) < 2 || reads == 0 || reads == c.stats["acquired"] {
+		if reads := c.stats["acquired read"]; c.mostAtOnce() < 2 || reads == 0 || reads == c.stats["acquired"] {
 			return fmt.Sprintf("most holders at once %v, %d of %d acquires a reader's: the run did not mix readers and writers", c.peak, reads, c.stats["acquired"])
 		}
 		return ""
