@@ -367,7 +367,7 @@ func TestSemaphoreHandOverChain(t *testing.T) {
 		}
 		held = append(held[1:], p)
 	}
-	if got, pubs := c.Stats().Attempts-rounds, announced(); got != n || pubs != 0 {
+	if got, pubs := c.Stats().Attempts-rounds, announced.settled(); got != n || pubs != 0 {
 		t.Errorf("%d hand-overs: %d rounds and %d announcements, want %d and none", n, got, pubs, n)
 	}
 }
