@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -132,23 +134,21 @@ func (l *lab) spent(ctx context.Context) (cost, error) {
 
 // serve starts a gateway on nodes (host:port) with the node timeout d,
 // makes it l's gateway once every node is up, and returns how to kill it.
+// The gateway picks a free port itself and logs it: a port picked here
+// could be another process's by the time the gateway binds it.
 func (l *lab) serve(ctx context.Context, nodes []string, d time.Duration) (stop func(), err error) {
-	port, err := redistest.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	l.addr = fmt.Sprintf("127.0.0.1:%d", port)
-	l.client, _ = client.New("http://"+l.addr, client.Options{HTTPClient: &http.Client{Transport: l.tr}}) // fails only on a bad URL
 	// Long TTLs and waits, and room for the waiters and their connections.
-	cmd := exec.Command(l.bin, "serve", "--listen", l.addr, "--redis", "redis://"+strings.Join(nodes, ",redis://"),
+	cmd := exec.Command(l.bin, "serve", "--listen", "127.0.0.1:0", "--redis", "redis://"+strings.Join(nodes, ",redis://"),
 		"--restart-quarantine", "off", "--node-timeout", d.String(), "--max-ttl", "10m", "--max-wait", "10m",
 		"--max-waiters", strconv.Itoa(l.maxWaiters+100), "--max-connections", strconv.Itoa(l.maxWaiters+1000))
 	// Only the flags configure it.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "REDLOCKD_") })
-	logPath := filepath.Join(l.dir, fmt.Sprintf("redlockd-%d.log", port)) // with the access log, a line per request
-	if cmd.Stderr, err = os.Create(logPath); err != nil {
+	logFile, err := os.CreateTemp(l.dir, "redlockd-*.log") // with the access log, a line per request
+	if err != nil {
 		return nil, err
 	}
+	defer logFile.Close() // the gateway has its own descriptor
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -158,12 +158,43 @@ func (l *lab) serve(ctx context.Context, nodes []string, d time.Duration) (stop 
 	go func() { _ = cmd.Wait(); exit(); close(exited) }()
 	stop = func() { _ = cmd.Process.Kill(); <-exited }
 	l.pid = cmd.Process.Pid
-	if err := l.ready(running); err != nil {
+	if l.addr, err = listening(running, logFile.Name()); err == nil {
+		l.client, _ = client.New("http://"+l.addr, client.Options{HTTPClient: &http.Client{Transport: l.tr}}) // fails only on a bad URL
+		err = l.ready(running)
+	}
+	if err != nil {
 		stop()
-		log, _ := os.ReadFile(logPath)
+		log, _ := os.ReadFile(logFile.Name())
 		return nil, fmt.Errorf("the gateway did not get ready: %v\n%s", err, log)
 	}
 	return stop, nil
+}
+
+// listening returns the address in the gateway's "listening" log line,
+// which the log at path has within 15s.
+func listening(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for ; ; time.Sleep(20 * time.Millisecond) {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", err
+		}
+		// The line comes before any request's: a line at a time from the
+		// start until it.
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var m struct{ Message, Addr string }
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m.Message == "listening" && m.Addr != "" {
+				f.Close()
+				return m.Addr, nil
+			}
+		}
+		f.Close()
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("no \"listening\" log line: %v", ctx.Err())
+		}
+	}
 }
 
 // ready waits, for 15s at most, until the gateway's /readyz shows every
@@ -398,25 +429,29 @@ func setNX(rdb *redis.Client) (locker, func(), error) {
 }
 
 // bareServer is the environment variable that makes this program a bare
-// server on the address it names (see bare).
+// server (see bare).
 const bareServer = "REDLOCKD_BENCH_BARE"
 
 // serveBareIfAsked makes this process the bare server, and never returns,
-// if the environment names its address: answers at once, 201 to a POST,
+// if the environment asks: it listens on a free port of 127.0.0.1, writes
+// its address and a newline to stdout, and answers at once, 201 to a POST,
 // else 204.
 func serveBareIfAsked() {
-	addr := os.Getenv(bareServer)
-	if addr == "" {
+	if os.Getenv(bareServer) == "" {
 		return
 	}
-	err := http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.Method == http.MethodPost {
-			w.WriteHeader(http.StatusCreated)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err == nil {
+		fmt.Println(ln.Addr())
+		err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if r.Method == http.MethodPost {
+				w.WriteHeader(http.StatusCreated)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+	}
 	fmt.Fprintln(os.Stderr, "bench: bare server:", err)
 	os.Exit(1)
 }
@@ -425,21 +460,29 @@ func serveBareIfAsked() {
 // a process of its own as the gateway is (a server in this process would
 // skip the wake-up of another process, which costs most of a round trip).
 func bare(hc *http.Client) (locker, func(), error) {
-	port, err := redistest.FreePort()
-	if err != nil {
-		return nil, nil, err
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/locks/", port)
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=127.0.0.1:%d", bareServer, port))
+	cmd.Env = append(os.Environ(), bareServer+"=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
 	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	// It listens before it writes its address; it writes nothing if it
+	// fails (then stdout closes).
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("the bare server did not start: %v", err)
+	}
+	url := "http://" + strings.TrimSpace(addr) + "/locks/"
 	do := func(ctx context.Context, method, res string) error {
 		req, _ := http.NewRequestWithContext(ctx, method, url+res, strings.NewReader(`{"ttl_ms":10000}`))
 		resp, err := hc.Do(req)
@@ -448,12 +491,6 @@ func bare(hc *http.Client) (locker, func(), error) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.Body.Close()
-	}
-	for start := time.Now(); do(context.Background(), http.MethodDelete, "up") != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Since(start) > 15*time.Second {
-			stop()
-			return nil, nil, errors.New("the bare server did not start")
-		}
 	}
 	return func(ctx context.Context, res string) (func(context.Context) error, error) {
 		return func(ctx context.Context) error { return do(ctx, http.MethodDelete, res) }, do(ctx, http.MethodPost, res)

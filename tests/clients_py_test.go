@@ -186,20 +186,16 @@ type pyFault struct {
 	reply chan error
 }
 
-// startPyFaults starts n gateways over nodes on fixed ports and the HTTP
+// startPyFaults starts n gateways over nodes, each on its own port and the HTTP
 // endpoint that takes faults: POST /restart?n=I, /stop?n=I, /start?n=I
 // (gateway I, on its port), /pause?n=K (the first K nodes), /resume (every
 // paused node), /kill?n=I, /revive?n=I (node I, restarted empty on its port).
 func startPyFaults(t *testing.T, nodes []*RedisNode, n int) *pyFaults {
 	t.Helper()
 	f := &pyFaults{t: t, nodes: nodes, ops: make(chan pyFault)}
-	for range n {
-		port, err := redistest.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.listen = append(f.listen, "127.0.0.1:"+strconv.Itoa(port))
-		f.gateways = append(f.gateways, startGateway(t, nodes, "--listen", f.listen[len(f.listen)-1]))
+	for range n { // on free ports they pick, then on those ports again
+		g := startGateway(t, nodes)
+		f.gateways, f.listen = append(f.gateways, g), append(f.listen, strings.TrimPrefix(g.URL, "http://"))
 	}
 	stopped := make(chan struct{})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
