@@ -67,14 +67,14 @@ func TestSmoke(t *testing.T) {
 	for _, r := range rep.runs {
 		names = append(names, r.group+": "+r.name)
 	}
-	want := []string{"latency: " + gatewayMode, "latency: " + redsyncMode, "latency: " + bareMode, "latency: " + setNXMode,
+	want := []string{"latency: " + gatewayMode, "latency: " + redsyncMode, "latency: " + bareMode, "latency: " + setNXMode, "latency: " + pacedRedsyncMode,
 		"throughput: " + gatewayMode, "throughput: " + baselineMode, "throughput: " + redsyncMode, "throughput: " + setNXMode,
 		"throughput: " + batchingMode, "throughput: " + naiveMode, "contended: " + contendedMode,
 		"semaphore: " + gatewayMode, "semaphore: " + permitMode, "semaphore: " + semContendedMode,
 		"rw: " + rwMode, "rw: " + rwWritersMode, "multi: " + multiMode, "multi: " + inOrderMode}
 	if rep.pgSkipped == nil {
-		want = slices.Insert(want, 8, "throughput: "+postgresMode)
-		want = slices.Insert(want, 12, "contended: "+pgContendedMode)
+		want = slices.Insert(want, 9, "throughput: "+postgresMode)
+		want = slices.Insert(want, 13, "contended: "+pgContendedMode)
 	} else {
 		t.Logf("no Postgres: %v", rep.pgSkipped)
 	}
@@ -98,6 +98,11 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: %.1f Redis commands and %.1f script calls per node per cycle", r.name, p.commands, p.scripts)
 		}
 	}
+	// Paced to the gateway's rate, redsync (faster alone) starts no more
+	// cycles in as long a run.
+	if g, p := rep.runs[0], rep.runs[4]; p.pace != g.duration/time.Duration(g.cycles) || p.cycles > g.cycles+1 {
+		t.Errorf("%s: %d cycles, a cycle per %v; %s: %d cycles in %v", p.name, p.cycles, p.pace, g.name, g.cycles, g.duration)
+	}
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
 	}
@@ -118,6 +123,7 @@ func TestSmoke(t *testing.T) {
 	var out bytes.Buffer
 	rep.print(&out)
 	more := []string{"C=1: Redis commands per node per cycle, gateway / redsync", "C=4: Redis CPU per cycle, gateway / redsync",
+		"C=1: Redis CPU per cycle, gateway / redsync at the gateway's rate",
 		"C=1: the gateway's Redis commands per node per cycle by name", "C=4: gateway CPU per cycle / the baseline's",
 		"bare SET NX (1 Redis): C=4 cycles/s", "C=1: gateway p50 / the physical floor", "contended: cycles/s over the ideal",
 		"C=1: gateway p50 / (bare HTTP p50 + redsync p50)", "contended: cycles/s over 1 / (hold slept p50"}

@@ -213,6 +213,13 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error, check
 		check(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync", g.c),
 			fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", ratio(gp.redisCPU, sp.redisCPU), gp.redisCPU, sp.redisCPU, g.nodes),
 			fmt.Sprintf("<= %.1f", limit), ratio(gp.redisCPU, sp.redisCPU) <= limit)
+		if p := run[group+": "+pacedRedsyncMode]; p != nil && p.cost.commands != nil {
+			// The same calls at the same rate (see pacedRedsyncMode): what
+			// the gap above owes to the nodes' idling between calls.
+			pp := per(p)
+			info(fmt.Sprintf("C=1: Redis CPU per cycle, gateway / redsync at the gateway's rate (a cycle per %s)", ms(p.pace)),
+				fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", ratio(gp.redisCPU, pp.redisCPU), gp.redisCPU, pp.redisCPU, g.nodes))
+		}
 		info(fmt.Sprintf("C=%d: gateway CPU per cycle", g.c), fmt.Sprintf("%.1f µs", gp.gatewayCPU))
 		if group == "latency" {
 			info("C=1: the gateway's Redis commands per node per cycle by name", g.cost.byNamePerCycle(g.cycles, g.nodes))

@@ -38,13 +38,17 @@ func (s sample) pct(p float64) time.Duration {
 // workers take the contended lock as readers, the others as writers. With
 // pairs, each cycle takes two of that many contended locks, at random. A mode
 // in halves runs twice, for half the duration each time, and its two results
-// are added up.
+// are added up. A paced mode's workers start a cycle once per pace, or at
+// once when behind: measure sets it to the mean cycle of the latency group's
+// gateway run.
 type mode struct {
 	group, name       string
 	c, limit, readers int
 	pairs             int
 	hold, wait        time.Duration
 	halves            bool
+	paced             bool
+	pace              time.Duration
 	// Not what the servers spent: the gray scenarios pause nodes, whose
 	// INFO would not answer.
 	noCost bool
@@ -111,6 +115,7 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 		wg.Go(func() {
 			// After an error the worker takes a new key: a lock whose release
 			// failed must not refuse it every cycle until its TTL ends.
+			due := time.Now() // a paced worker's next start
 			for key := strconv.Itoa(w); ctx.Err() == nil; {
 				res := prefix + key
 				switch {
@@ -134,6 +139,9 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 					key = fmt.Sprintf("%d-%d", w, r.errors)
 				}
 				mu.Unlock()
+				if due = due.Add(m.pace); time.Now().Before(due) {
+					time.Sleep(time.Until(due))
+				}
 			}
 		})
 	}

@@ -122,6 +122,7 @@ func modes(c *config) []mode {
 		{group: "latency", name: redsyncMode, c: 1},
 		{group: "latency", name: bareMode, c: 1},
 		{group: "latency", name: setNXMode, c: 1},
+		{group: "latency", name: pacedRedsyncMode, c: 1, paced: true},
 	}, gateways, []mode{
 		{group: "throughput", name: redsyncMode, c: c.c},
 		{group: "throughput", name: setNXMode, c: c.c},
@@ -163,6 +164,13 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		d := c.duration
 		if m.halves {
 			d /= 2
+		}
+		if m.paced {
+			g := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == "latency" && x.name == gatewayMode })
+			if g < 0 {
+				continue
+			}
+			m.pace = rep.runs[g].duration / time.Duration(max(rep.runs[g].cycles, 1))
 		}
 		on := l
 		if m.name == baselineMode {
