@@ -186,14 +186,14 @@ type pyFault struct {
 	reply chan error
 }
 
-// startPyFaults starts n gateways over nodes, each on its own port and the HTTP
+// startPyFaults starts n gateways over nodes, each on a port it picks, and the HTTP
 // endpoint that takes faults: POST /restart?n=I, /stop?n=I, /start?n=I
 // (gateway I, on its port), /pause?n=K (the first K nodes), /resume (every
 // paused node), /kill?n=I, /revive?n=I (node I, restarted empty on its port).
 func startPyFaults(t *testing.T, nodes []*RedisNode, n int) *pyFaults {
 	t.Helper()
 	f := &pyFaults{t: t, nodes: nodes, ops: make(chan pyFault)}
-	for range n { // on free ports they pick, then on those ports again
+	for range n { // restarted on the same ports
 		g := startGateway(t, nodes)
 		f.gateways, f.listen = append(f.gateways, g), append(f.listen, strings.TrimPrefix(g.URL, "http://"))
 	}
