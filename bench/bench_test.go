@@ -67,14 +67,15 @@ func TestSmoke(t *testing.T) {
 	for _, r := range rep.runs {
 		names = append(names, r.group+": "+r.name)
 	}
-	want := []string{"latency: " + gatewayMode, "latency: " + redsyncMode, "latency: " + bareMode, "latency: " + setNXMode, "latency: " + pacedRedsyncMode,
+	want := []string{"latency: " + gatewayMode, "latency: " + redsyncMode, "latency: " + bareMode, "latency: " + setNXMode,
+		"latency: " + pacedRedsyncMode, "latency: " + pacedFloorMode,
 		"throughput: " + gatewayMode, "throughput: " + baselineMode, "throughput: " + redsyncMode, "throughput: " + setNXMode,
 		"throughput: " + batchingMode, "throughput: " + naiveMode, "contended: " + contendedMode,
 		"semaphore: " + gatewayMode, "semaphore: " + permitMode, "semaphore: " + semContendedMode,
 		"rw: " + rwMode, "rw: " + rwWritersMode, "multi: " + multiMode, "multi: " + inOrderMode}
 	if rep.pgSkipped == nil {
-		want = slices.Insert(want, 9, "throughput: "+postgresMode)
-		want = slices.Insert(want, 13, "contended: "+pgContendedMode)
+		want = slices.Insert(want, 10, "throughput: "+postgresMode)
+		want = slices.Insert(want, 14, "contended: "+pgContendedMode)
 	} else {
 		t.Logf("no Postgres: %v", rep.pgSkipped)
 	}
@@ -98,10 +99,12 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: %.1f Redis commands and %.1f script calls per node per cycle", r.name, p.commands, p.scripts)
 		}
 	}
-	// Paced to the gateway's rate, redsync (faster alone) starts no more
-	// cycles in as long a run.
-	if g, p := rep.runs[0], rep.runs[4]; p.pace != g.duration/time.Duration(g.cycles) || p.cycles > g.cycles+1 {
-		t.Errorf("%s: %d cycles, a cycle per %v; %s: %d cycles in %v", p.name, p.cycles, p.pace, g.name, g.cycles, g.duration)
+	// Paced to the gateway's rate, redsync and the fenced floor (faster
+	// alone) start no more cycles in as long a run.
+	for _, p := range rep.runs[4:6] {
+		if g := rep.runs[0]; p.pace != g.duration/time.Duration(g.cycles) || p.cycles > g.cycles+1 {
+			t.Errorf("%s: %d cycles, a cycle per %v; %s: %d cycles in %v", p.name, p.cycles, p.pace, g.name, g.cycles, g.duration)
+		}
 	}
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
@@ -124,6 +127,7 @@ func TestSmoke(t *testing.T) {
 	rep.print(&out)
 	more := []string{"C=1: Redis commands per node per cycle, gateway / redsync", "C=4: Redis CPU per cycle, gateway / redsync",
 		"C=1: Redis CPU per cycle, gateway / redsync at the gateway's rate",
+		"C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate",
 		"C=1: the gateway's Redis commands per node per cycle by name", "C=4: gateway CPU per cycle / the baseline's",
 		"bare SET NX (1 Redis): C=4 cycles/s", "C=1: gateway p50 / the physical floor", "contended: cycles/s over the ideal",
 		"C=1: gateway p50 / (bare HTTP p50 + redsync p50)", "contended: cycles/s over 1 / (hold slept p50"}
@@ -169,7 +173,8 @@ func TestSemaphoreFigures(t *testing.T) {
 // TestProposedFigures checks the proposed targets' arithmetic on runs made
 // up for it: C=1 p50s of 1.2ms (gateway), 0.2ms (bare HTTP) and 0.4ms
 // (redsync); a contended run of 500 cycles in 1s whose holds were slept
-// 1.2ms each.
+// 1.2ms each; Redis CPU of 600µs (gateway) and 500µs (the fenced floor)
+// per cycle, over 2 cycles of 2 nodes.
 func TestProposedFigures(t *testing.T) {
 	lat := func(name string, p50 time.Duration) *result {
 		return &result{mode: mode{group: "latency", name: name, c: 1}, cycles: 1, duration: time.Second, lat: sample{p50}}
@@ -179,13 +184,18 @@ func TestProposedFigures(t *testing.T) {
 	for range 500 {
 		x.turns = append(x.turns, turn{acquired: t0, releasing: t0.Add(1200 * time.Microsecond)})
 	}
-	run := map[string]*result{"latency: " + gatewayMode: lat(gatewayMode, 1200*time.Microsecond),
+	g, floor := lat(gatewayMode, 1200*time.Microsecond), lat(pacedFloorMode, time.Millisecond)
+	g.cycles, g.nodes, g.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{600 * time.Microsecond, 600 * time.Microsecond}}
+	floor.cycles, floor.nodes, floor.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{500 * time.Microsecond, 500 * time.Microsecond}}
+	run := map[string]*result{"latency: " + gatewayMode: g, "latency: " + pacedFloorMode: floor,
 		"latency: " + bareMode: lat(bareMode, 200*time.Microsecond), "latency: " + redsyncMode: lat(redsyncMode, 400*time.Microsecond),
 		"contended: " + contendedMode: x}
 	var out strings.Builder
 	printProposed(&out, run)
-	// 1.2 / (0.2 + 0.4) = 2.0; 500 / (1 / (1.2 + 0.1 + 0.2 ms) = 667/s) = 0.75.
-	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "= 667/s\t0.75 (500/s)\t>= 0.75\tproposed: pass"} {
+	// 1.2 / (0.2 + 0.4) = 2.0; 500 / (1 / (1.2 + 0.1 + 0.2 ms) = 667/s) = 0.75;
+	// 600 / 500 = 1.2.
+	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "= 667/s\t0.75 (500/s)\t>= 0.75\tproposed: pass",
+		"1.20 (600.0 / 500.0 µs, 2 nodes)\t<= 1.25\tproposed: pass"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the proposed targets lack %q:\n%s", want, out.String())
 		}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/internal/fencedfloor"
 	"github.com/redlockd/redlockd/internal/redistest"
 	"github.com/redlockd/redlockd/redlock"
 )
@@ -237,8 +239,12 @@ const (
 	// the gateway's mean cycle, the rest slept), so that the nodes idle as
 	// long between calls: docs/measuring.md, Proposed targets, says why.
 	pacedRedsyncMode = "redsync, at the gateway's C=1 rate"
-	batchingMode     = "library, batching"
-	naiveMode        = "library, naive"
+	// The fenced floor (internal/fencedfloor: the commands a fenced cycle
+	// needs, in two scripts with none of the lock's logic) on the 5 nodes,
+	// in-process and at the gateway's C=1 rate too.
+	pacedFloorMode = "fenced floor scripts, at the gateway's C=1 rate"
+	batchingMode   = "library, batching"
+	naiveMode      = "library, naive"
 	// 16 clients take turns on one lock of the gateway, asking with wait_ms:
 	// each takes it, holds it for 1ms, releases it and at once asks again.
 	contendedMode = "contended (one lock, hold 1ms, wait_ms)"
@@ -269,12 +275,13 @@ type locker func(ctx context.Context, res string) (unlock func(context.Context) 
 type backend int
 
 const (
-	viaGateway  backend = iota // the gateway over HTTP, with the Go client
-	viaBareHTTP                // the bare server: HTTP with no work
-	viaRedsync                 // redsync in-process on the nodes
-	viaLibrary                 // the redlock library in-process on the nodes
-	viaSetNX                   // SET NX and DEL in-process on node 0
-	viaPostgres                // advisory locks of the tool's postgres
+	viaGateway     backend = iota // the gateway over HTTP, with the Go client
+	viaBareHTTP                   // the bare server: HTTP with no work
+	viaRedsync                    // redsync in-process on the nodes
+	viaFencedFloor                // the fenced floor's scripts in-process on the nodes
+	viaLibrary                    // the redlock library in-process on the nodes
+	viaSetNX                      // SET NX and DEL in-process on node 0
+	viaPostgres                   // advisory locks of the tool's postgres
 )
 
 func (m mode) backend() backend {
@@ -283,6 +290,8 @@ func (m mode) backend() backend {
 		return viaBareHTTP
 	case redsyncMode, pacedRedsyncMode:
 		return viaRedsync
+	case pacedFloorMode:
+		return viaFencedFloor
 	case batchingMode, naiveMode:
 		return viaLibrary
 	case setNXMode:
@@ -296,7 +305,7 @@ func (m mode) backend() backend {
 // redisNodes is how many of the nodes, the first ones, m's cycles use.
 func (m mode) redisNodes(l *lab) int {
 	switch m.backend() {
-	case viaGateway, viaRedsync, viaLibrary:
+	case viaGateway, viaRedsync, viaFencedFloor, viaLibrary:
 		return len(l.nodes)
 	case viaSetNX:
 		return 1
@@ -342,6 +351,8 @@ func (l *lab) open(m mode) (locker, func(), error) {
 		return setNX(redis.NewClient(opts[0]))
 	case viaRedsync: // a go-redis client per node, one try per lock
 		return redsyncLocker(opts)
+	case viaFencedFloor:
+		return fencedFloorLocker(opts)
 	}
 	naive := m.name == naiveMode
 	o := redlock.Options{Quarantine: redlock.QuarantineOff, NoBatching: naive, NodeTimeout: l.nodeTimeout}
@@ -413,6 +424,37 @@ func redsyncLocker(opts []*redis.Options) (locker, func(), error) {
 			}
 			return nil
 		}, mx.LockContext(ctx)
+	}, done, nil
+}
+
+// fencedFloorLocker runs the fenced floor's acquire script on every node of
+// opts at once, a goroutine each as redsync does, and its release script
+// the same way: the Redis work of a fenced Redlock cycle with none of the
+// lock's logic (it checks no quorum: it measures, it does not lock).
+func fencedFloorLocker(opts []*redis.Options) (locker, func(), error) {
+	clients := make([]*redis.Client, len(opts))
+	for i, o := range opts {
+		clients[i] = redis.NewClient(o)
+	}
+	done := func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+	round := func(ctx context.Context, s *redis.Script, keys []string, args ...any) error {
+		errs := make([]error, len(clients))
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() { errs[i] = s.Run(ctx, c, keys, args...).Err() })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
+		keys, token := []string{res, res + ":fence"}, strconv.FormatUint(rand.Uint64(), 36)
+		return func(ctx context.Context) error {
+			return round(ctx, fencedfloor.Release, keys[:1], token, "", 60000)
+		}, round(ctx, fencedfloor.Acquire, keys, token, 10000)
 	}, done, nil
 }
 

@@ -123,6 +123,7 @@ func modes(c *config) []mode {
 		{group: "latency", name: bareMode, c: 1},
 		{group: "latency", name: setNXMode, c: 1},
 		{group: "latency", name: pacedRedsyncMode, c: 1, paced: true},
+		{group: "latency", name: pacedFloorMode, c: 1, paced: true},
 	}, gateways, []mode{
 		{group: "throughput", name: redsyncMode, c: c.c},
 		{group: "throughput", name: setNXMode, c: c.c},

@@ -8,13 +8,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlockd/redlockd/internal/fencedfloor"
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // BenchmarkScriptCost measures what one uncontended acquire+release costs
 // one redis-server, one cycle at a time: the lock's scripts (acquire.lua,
-// release.lua); the same commands with none of their logic (GET, INCR, SET;
-// GET, SET: the floor of any script pair that fences); and redsync's cycle
+// release.lua); the same commands with none of their logic (fencedfloor's
+// scripts: the floor of any script pair that fences); and redsync's cycle
 // (SET NX, then a compare-and-delete script). It reports the time Redis
 // counts inside the calls (INFO commandstats usec of the calls a client
 // sent, per cycle) and the CPU time of its process (/proc, per cycle), hot
@@ -25,13 +26,6 @@ func BenchmarkScriptCost(b *testing.B) {
 	s := redistest.Start(b)
 	cl := redis.NewClient(&redis.Options{Addr: s.Addr(), Protocol: 2})
 	b.Cleanup(func() { cl.Close() })
-	acquireOnly := redis.NewScript(`local v = redis.call('GET', KEYS[1])
-local f = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. f, 'PX', ARGV[2])
-return {1, f, 0, 0}`)
-	releaseOnly := redis.NewScript(`local v = redis.call('GET', KEYS[1])
-redis.call('SET', KEYS[1], '~ ' .. ARGV[1], 'PX', ARGV[3])
-return 1`)
 	unlock := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	keys := []string{"lock:x", "fence:x", "readers:x", "rmeta:x", "wwait:x"}
 	pair := func(acq, rel *redis.Script) func(b *testing.B, tok string) error {
@@ -49,7 +43,7 @@ return 1`)
 		cycle    func(b *testing.B, tok string) error
 	}{
 		{"lock", []string{"evalsha"}, pair(scriptAcquire, scriptRelease)},
-		{"bare-scripts", []string{"evalsha"}, pair(acquireOnly, releaseOnly)},
+		{"fenced-floor", []string{"evalsha"}, pair(fencedfloor.Acquire, fencedfloor.Release)},
 		{"redsync", []string{"set", "evalsha"}, func(b *testing.B, tok string) error {
 			err := cl.SetNX(b.Context(), "rs:x", tok, 10*time.Second).Err()
 			if err == nil {
