@@ -388,7 +388,13 @@ func testFencing(t *testing.T, gw *Gateway) {
 	res := resourceName(t)
 	var last int64
 	for i := range 6 {
-		r := lock(t, gw, res, `{"ttl_ms":200}`)
+		// A holder that releases holds long enough for a loaded machine
+		// to send its release in time; one left to expire, briefly.
+		body := `{"ttl_ms":30000}`
+		if i%2 == 1 {
+			body = `{"ttl_ms":500}`
+		}
+		r := lock(t, gw, res, body)
 		f := r.num(t, "fencing_token")
 		if f <= last {
 			t.Fatalf("holder %d: fencing_token %d, want > %d", i, f, last)
