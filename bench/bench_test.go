@@ -184,9 +184,13 @@ func TestProposedFigures(t *testing.T) {
 	for range 500 {
 		x.turns = append(x.turns, turn{acquired: t0, releasing: t0.Add(1200 * time.Microsecond)})
 	}
-	g, floor := lat(gatewayMode, 1200*time.Microsecond), lat(pacedFloorMode, time.Millisecond)
-	g.cycles, g.nodes, g.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{600 * time.Microsecond, 600 * time.Microsecond}}
-	floor.cycles, floor.nodes, floor.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{500 * time.Microsecond, 500 * time.Microsecond}}
+	// 2 cycles on 2 nodes, each node spending perNode.
+	spending := func(r *result, perNode time.Duration) *result {
+		r.cycles, r.nodes, r.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{perNode, perNode}}
+		return r
+	}
+	g := spending(lat(gatewayMode, 1200*time.Microsecond), 600*time.Microsecond)
+	floor := spending(lat(pacedFloorMode, time.Millisecond), 500*time.Microsecond)
 	run := map[string]*result{"latency: " + gatewayMode: g, "latency: " + pacedFloorMode: floor,
 		"latency: " + bareMode: lat(bareMode, 200*time.Microsecond), "latency: " + redsyncMode: lat(redsyncMode, 400*time.Microsecond),
 		"contended: " + contendedMode: x}

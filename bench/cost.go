@@ -189,6 +189,14 @@ func printCosts(w io.Writer, runs []result) {
 	}
 }
 
+// redisCPUOver is the nodes' CPU per cycle of run a over that of run b, and
+// the figure that shows it with both.
+func redisCPUOver(a, b *result) (float64, string) {
+	ac, bc := a.cost.perCycle(a.cycles, a.nodes).redisCPU, b.cost.perCycle(b.cycles, b.nodes).redisCPU
+	f := ac / max(bc, 1e-9)
+	return f, fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", f, ac, bc, a.nodes)
+}
+
 // printCostFloors writes the figures of what a cycle costs the servers, of
 // the physical floor at C=1 and of the comparison with Postgres (run: the
 // runs by group and name; pgSkipped: why no Postgres ran, if none did), and
@@ -210,15 +218,13 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error, check
 		info(fmt.Sprintf("C=%d: Redis commands per node per cycle, gateway / redsync (script calls)", g.c),
 			fmt.Sprintf("%.2f (%.1f / %.1f; %.1f / %.1f)", ratio(gp.commands, sp.commands), gp.commands, sp.commands, gp.scripts, sp.scripts))
 		limit := map[string]float64{"latency": 1.0, "throughput": 0.5}[group]
-		check(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync", g.c),
-			fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", ratio(gp.redisCPU, sp.redisCPU), gp.redisCPU, sp.redisCPU, g.nodes),
-			fmt.Sprintf("<= %.1f", limit), ratio(gp.redisCPU, sp.redisCPU) <= limit)
+		f, figure := redisCPUOver(g, s)
+		check(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync", g.c), figure, fmt.Sprintf("<= %.1f", limit), f <= limit)
 		if p := run[group+": "+pacedRedsyncMode]; p != nil && p.cost.commands != nil {
 			// The same calls at the same rate (see pacedRedsyncMode): what
 			// the gap above owes to the nodes' idling between calls.
-			pp := per(p)
-			info(fmt.Sprintf("C=1: Redis CPU per cycle, gateway / redsync at the gateway's rate (a cycle per %s)", ms(p.pace)),
-				fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", ratio(gp.redisCPU, pp.redisCPU), gp.redisCPU, pp.redisCPU, g.nodes))
+			_, figure := redisCPUOver(g, p)
+			info(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync at the gateway's rate (a cycle per %s)", g.c, ms(p.pace)), figure)
 		}
 		info(fmt.Sprintf("C=%d: gateway CPU per cycle", g.c), fmt.Sprintf("%.1f µs", gp.gatewayCPU))
 		if group == "latency" {

@@ -401,21 +401,28 @@ func awaitIdle(clients []*redis.Client, n int) error {
 	return nil
 }
 
-// redsyncLocker locks with redsync on a go-redis client per node of opts,
-// one try per lock.
-func redsyncLocker(opts []*redis.Options) (locker, func(), error) {
+// nodeClients is a go-redis client per node of opts, and how to close them.
+func nodeClients(opts []*redis.Options) ([]*redis.Client, func()) {
 	clients := make([]*redis.Client, len(opts))
-	pools := make([]redsyncredis.Pool, len(opts))
 	for i, o := range opts {
 		clients[i] = redis.NewClient(o)
-		pools[i] = goredis.NewPool(clients[i])
 	}
-	rs := redsync.New(pools...)
-	done := func() {
+	return clients, func() {
 		for _, c := range clients {
 			c.Close()
 		}
 	}
+}
+
+// redsyncLocker locks with redsync on a go-redis client per node of opts,
+// one try per lock.
+func redsyncLocker(opts []*redis.Options) (locker, func(), error) {
+	clients, done := nodeClients(opts)
+	pools := make([]redsyncredis.Pool, len(clients))
+	for i, c := range clients {
+		pools[i] = goredis.NewPool(c)
+	}
+	rs := redsync.New(pools...)
 	return func(ctx context.Context, res string) (func(context.Context) error, error) {
 		mx := rs.NewMutex(res, redsync.WithExpiry(10*time.Second), redsync.WithTries(1))
 		return func(ctx context.Context) error {
@@ -432,15 +439,7 @@ func redsyncLocker(opts []*redis.Options) (locker, func(), error) {
 // the same way: the Redis work of a fenced Redlock cycle with none of the
 // lock's logic (it checks no quorum: it measures, it does not lock).
 func fencedFloorLocker(opts []*redis.Options) (locker, func(), error) {
-	clients := make([]*redis.Client, len(opts))
-	for i, o := range opts {
-		clients[i] = redis.NewClient(o)
-	}
-	done := func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}
+	clients, done := nodeClients(opts)
 	round := func(ctx context.Context, s *redis.Script, keys []string, args ...any) error {
 		errs := make([]error, len(clients))
 		var wg sync.WaitGroup

@@ -139,8 +139,9 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 					key = fmt.Sprintf("%d-%d", w, r.errors)
 				}
 				mu.Unlock()
-				if due = due.Add(m.pace); time.Now().Before(due) {
-					time.Sleep(time.Until(due))
+				if m.pace > 0 {
+					due = due.Add(m.pace)
+					time.Sleep(time.Until(due)) // none when behind
 				}
 			}
 		})

@@ -30,10 +30,9 @@ func printProposed(w io.Writer, run map[string]*result) {
 	// at the same rate (see pacedFloorMode): what the lock's logic and the
 	// gateway add to what fencing itself costs.
 	if x := run["latency: "+pacedFloorMode]; x != nil && x.cycles > 0 && g.cost.commands != nil && x.cost.commands != nil {
-		gc, xc := g.cost.perCycle(g.cycles, g.nodes).redisCPU, x.cost.perCycle(x.cycles, x.nodes).redisCPU
-		r := gc / max(xc, 1e-9)
+		r, figure := redisCPUOver(g, x)
 		line(fmt.Sprintf("C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate (a cycle per %s)", ms(x.pace)),
-			fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", r, gc, xc, g.nodes), "<= 1.25", g.cycles > 0 && r <= 1.25)
+			figure, "<= 1.25", g.cycles > 0 && r <= 1.25)
 	}
 
 	x := run["contended: "+contendedMode]
