@@ -49,7 +49,10 @@ func TestNoLeaksEveryKind(t *testing.T) {
 	t.Parallel()
 	redistest.Slow(t)
 	nodes := startCluster(t, 3)
-	gw := startGateway(t, nodes, "--max-ttl", "3s", "--default-ttl", "3s", "--max-wait", "2s")
+	// Short enough that every key expires within the test, long enough
+	// that a holder outlives the test's own steps on a loaded machine (a
+	// loaded run once took 3s between a holder's grant and its release).
+	gw := startGateway(t, nodes, "--max-ttl", "10s", "--default-ttl", "10s", "--max-wait", "8s")
 	var wg sync.WaitGroup
 	ask := func(path, body string, timeout time.Duration, want int) *Resp {
 		req, err := newRequest(gw.URL+path, http.MethodPost, body)
@@ -87,13 +90,13 @@ func TestNoLeaksEveryKind(t *testing.T) {
 				}()
 				go func() {
 					defer wg.Done()
-					ask(w.acquireURL(res), w.body(res, `,"wait_ms":2000`), 200*time.Millisecond, 0)
+					ask(w.acquireURL(res), w.body(res, `,"wait_ms":8000`), 200*time.Millisecond, 0)
 				}()
 			}
 			wg.Wait()
 			woken := make(chan *Resp)
 			go func() {
-				woken <- ask(w.acquireURL(res), w.body(res, `,"wait_ms":2000`), 10*time.Second, http.StatusCreated)
+				woken <- ask(w.acquireURL(res), w.body(res, `,"wait_ms":8000`), 10*time.Second, http.StatusCreated)
 			}()
 			eventually(t, 5*time.Second, "a waiter of a "+k.name, func() bool { return scrapeMetrics(t, gw).value("redlockd_waiters") == 1 })
 			wantStatus(t, gw.do(t, http.MethodDelete, k.url(res), "", "Lock-Token", holder), http.StatusNoContent)
@@ -107,7 +110,7 @@ func TestNoLeaksEveryKind(t *testing.T) {
 	}
 	settles(t, gw, g0, f0)
 
-	eventually(t, 10*time.Second, "every key but fences and health expired", func() bool {
+	eventually(t, 30*time.Second, "every key but fences and health expired", func() bool {
 		for _, line := range strings.Split(strings.TrimSpace(keySnapshot(t, nodes)), "\n") {
 			if !strings.Contains(line, `"redlockd:fence:`) {
 				return false
