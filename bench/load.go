@@ -101,20 +101,53 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 			return result{}, err
 		}
 	}
+	read := lock
+	if m.readers > 0 {
+		read = gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait, Mode: client.ModeRead})
+	}
+	r := m.work(ctx, lock, read, prefix, d)
+	r.nodes = m.redisNodes(l)
+	if !m.noCost {
+		after, err := l.spent(context.WithoutCancel(ctx))
+		if err != nil {
+			return result{}, err
+		}
+		r.cost = after.since(before)
+	}
+	r.lat = spans(r.turns, func(t turn) time.Duration { return t.released.Sub(t.start) })
+	r.cycles = len(r.lat)
+	return r, nil
+}
+
+// errorPause bounds a worker's pause after a failed cycle, which lasts
+// from half of it to all of it, as a client backs off before it tries again
+// (redsync's own retries wait 50-250ms). A worker that tried again at once
+// would spin on a failing server, and on a machine whose cores it shares
+// take the CPU the server needs to recover: the naive library's C=64 run
+// fell into a storm that way (its commands missed the node timeout under
+// load, the failed cycles at once sent more, and go-redis, redialing the
+// connections of the commands that timed out, gave up dialing for a while),
+// and completed almost no cycle.
+const errorPause = 100 * time.Millisecond
+
+// work runs m's c workers for d, each cycling with lock (the first readers
+// ones with read) on resources named prefix..., and returns their turns and
+// errors. A worker pauses after an error (errorPause), and then takes a new
+// key: a lock whose release failed must not refuse it every cycle until its
+// TTL ends.
+func (m mode) work(ctx context.Context, lock, read locker, prefix string, d time.Duration) result {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	end, _ := ctx.Deadline()
-	r := result{mode: m, duration: d, nodes: m.redisNodes(l)}
+	r := result{mode: m, duration: d}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range m.c {
 		lock := lock
 		if w < m.readers {
-			lock = gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait, Mode: client.ModeRead})
+			lock = read
 		}
 		wg.Go(func() {
-			// After an error the worker takes a new key: a lock whose release
-			// failed must not refuse it every cycle until its TTL ends.
 			due := time.Now() // a paced worker's next start
 			for key := strconv.Itoa(w); ctx.Err() == nil; {
 				res := prefix + key
@@ -139,6 +172,9 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 					key = fmt.Sprintf("%d-%d", w, r.errors)
 				}
 				mu.Unlock()
+				if err != nil {
+					time.Sleep(errorPause/2 + rand.N(errorPause/2))
+				}
 				if m.pace > 0 {
 					due = due.Add(m.pace)
 					time.Sleep(time.Until(due)) // none when behind
@@ -147,16 +183,7 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 		})
 	}
 	wg.Wait()
-	if !m.noCost {
-		after, err := l.spent(context.WithoutCancel(ctx))
-		if err != nil {
-			return result{}, err
-		}
-		r.cost = after.since(before)
-	}
-	r.lat = spans(r.turns, func(t turn) time.Duration { return t.released.Sub(t.start) })
-	r.cycles = len(r.lat)
-	return r, nil
+	return r
 }
 
 // spans are the spans of turns that span measures, sorted.
