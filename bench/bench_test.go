@@ -240,7 +240,7 @@ func TestWorkPausesAfterErrors(t *testing.T) {
 		return nil, fmt.Errorf("refused")
 	}
 	m, d := mode{c: 4}, 300*time.Millisecond
-	r := m.work(t.Context(), failing, failing, "x", d)
+	r := m.drive(t.Context(), failing, failing, "x", d)
 	if most := m.c * int(d/(errorPause/2)+1); r.errors == 0 || r.errors > most || len(r.turns) > 0 {
 		t.Errorf("%d workers failing for %s: %d errors, %d cycles; want 1-%d errors, no cycle", m.c, d, r.errors, len(r.turns), most)
 	}
@@ -248,7 +248,7 @@ func TestWorkPausesAfterErrors(t *testing.T) {
 	free := func(context.Context, string) (func(context.Context) error, error) {
 		return func(context.Context) error { return nil }, nil
 	}
-	if r := m.work(t.Context(), free, free, "x", d); r.errors > 0 || len(r.turns) <= 10*m.c*int(d/errorPause) {
+	if r := m.drive(t.Context(), free, free, "x", d); r.errors > 0 || len(r.turns) <= 10*m.c*int(d/errorPause) {
 		t.Errorf("%d workers for %s whose cycles succeed: %d cycles, %d errors; want more than %d cycles (the pause only follows an error)",
 			m.c, d, len(r.turns), r.errors, 10*m.c*int(d/errorPause))
 	}

@@ -105,7 +105,7 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 	if m.readers > 0 {
 		read = gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait, Mode: client.ModeRead})
 	}
-	r := m.work(ctx, lock, read, prefix, d)
+	r := m.drive(ctx, lock, read, prefix, d)
 	r.nodes = m.redisNodes(l)
 	if !m.noCost {
 		after, err := l.spent(context.WithoutCancel(ctx))
@@ -130,12 +130,12 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 // and completed almost no cycle.
 const errorPause = 100 * time.Millisecond
 
-// work runs m's c workers for d, each cycling with lock (the first readers
+// drive runs m's c workers for d, each cycling with lock (the first readers
 // ones with read) on resources named prefix..., and returns their turns and
 // errors. A worker pauses after an error (errorPause), and then takes a new
 // key: a lock whose release failed must not refuse it every cycle until its
 // TTL ends.
-func (m mode) work(ctx context.Context, lock, read locker, prefix string, d time.Duration) result {
+func (m mode) drive(ctx context.Context, lock, read locker, prefix string, d time.Duration) result {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	end, _ := ctx.Deadline()
