@@ -23,7 +23,9 @@ local function body()
 end
 local r = body()
 if permit >= 0 then
-  if holds(permit, ARGV[1]) then
+  -- A release (the only lock script with a tombstone) of the permit that mine found held has
+  -- released it (1): no need to read its lock key again to know.
+  if not (tombstone and r == 1) and holds(permit, ARGV[1]) then
     record(permit, ARGV[1], now_ms())
   else
     drop(permit, ARGV[1])

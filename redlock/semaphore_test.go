@@ -703,6 +703,13 @@ func TestSemaphoreNodeWorkIndependentOfLimit(t *testing.T) {
 			t.Errorf("%s: %d commands at limit %d, %d at limit 2", op, large[op], MaxLimit, small[op])
 		}
 	}
+	// A release reads the limit, the holder's index entry, and the permit's
+	// record once to find it and once to release it; announces it, as the
+	// waiter served just before left the semaphore's waiting key (EXISTS,
+	// PUBLISH); and writes the record, the index (2) and the tombstone.
+	if got := small["release"] / 3; got > 10 {
+		t.Errorf("release: %d commands per node, want at most 10", got)
+	}
 	// Inspect reads each permit held: a few commands per permit, whatever the limit.
 	if per := (large["inspect all held"] - large["inspect 2 held"]) / (3 * (MaxLimit - 2)); per > 4 {
 		t.Errorf("inspect: %d commands per node and permit held", per)
