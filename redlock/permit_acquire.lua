@@ -55,7 +55,7 @@ if r[1] == 1 then
   if stored ~= want then
     redis.call('SET', limitkey, want, 'KEEPTTL')
   end
-  record(permit, ARGV[1], now_ms(), tonumber(ARGV[2]))
+  record(permit, ARGV[1], now_ms(), tonumber(ARGV[2]), first == nil) -- none held here: it is alone
   return {permit, r, {}, taken >= want and 1 or 0}
 end
 if held < want then

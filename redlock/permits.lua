@@ -72,12 +72,13 @@ local function mine(token)
 end
 
 -- keep makes the limit and the two sets live until the last permit held here expires (now: this
--- node's clock in ms), the latest score of permits: no longer than the permits they describe,
--- and never shorter, whatever the order of their grants and extensions. One read and three
--- writes, whether the key lived longer or was just made by ZADD (and has no TTL yet).
-local function keep(now)
-  local last = redis.call('ZRANGE', permitskey, -1, -1, 'WITHSCORES')
-  local px = math.max(tonumber(last[2]) - now, 1)
+-- node's clock in ms), the latest score of permits (last, when the caller knows it): no longer
+-- than the permits they describe, and never shorter, whatever the order of their grants and
+-- extensions. One read (none with last) and three writes, whether the key lived longer or was
+-- just made by ZADD (and has no TTL yet).
+local function keep(now, last)
+  last = last or tonumber(redis.call('ZRANGE', permitskey, -1, -1, 'WITHSCORES')[2])
+  local px = math.max(last - now, 1)
   for _, k in ipairs({limitkey, permitskey, holderskey}) do
     redis.call('PEXPIRE', k, px)
   end
@@ -85,13 +86,14 @@ end
 
 -- record notes that token holds permit i here (its lock key set or extended) as of now (ms),
 -- dropping a holder of i that no sweep has dropped yet. px is the lock key's TTL when the
--- caller just set it (nil: read it).
-local function record(i, token, now, px)
+-- caller just set it (nil: read it); alone says that no other permit is held here (the caller
+-- found none), so that this one's expiry is the latest.
+local function record(i, token, now, px, alone)
   px = px or redis.call('PTTL', lockp .. i)
   redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
   redis.call('ZADD', holderskey, i, token)
   redis.call('ZADD', permitskey, now + px, i)
-  keep(now)
+  keep(now, alone and now + px or nil)
 end
 
 -- drop notes that token released permit i here.
