@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -237,7 +238,7 @@ func TestBaselineRatios(t *testing.T) {
 // whose cycles succeed does not pause.
 func TestWorkPausesAfterErrors(t *testing.T) {
 	failing := func(context.Context, string) (func(context.Context) error, error) {
-		return nil, fmt.Errorf("refused")
+		return nil, errors.New("refused")
 	}
 	m, d := mode{c: 4}, 300*time.Millisecond
 	r := m.drive(t.Context(), failing, failing, "x", d)
@@ -248,8 +249,9 @@ func TestWorkPausesAfterErrors(t *testing.T) {
 	free := func(context.Context, string) (func(context.Context) error, error) {
 		return func(context.Context) error { return nil }, nil
 	}
-	if r := m.drive(t.Context(), free, free, "x", d); r.errors > 0 || len(r.turns) <= 10*m.c*int(d/errorPause) {
+	least := 10 * m.c * int(d/errorPause) // well over what a pause after every cycle allows
+	if r := m.drive(t.Context(), free, free, "x", d); r.errors > 0 || len(r.turns) <= least {
 		t.Errorf("%d workers for %s whose cycles succeed: %d cycles, %d errors; want more than %d cycles (the pause only follows an error)",
-			m.c, d, len(r.turns), r.errors, 10*m.c*int(d/errorPause))
+			m.c, d, len(r.turns), r.errors, least)
 	}
 }

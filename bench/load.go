@@ -121,13 +121,7 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 
 // errorPause bounds a worker's pause after a failed cycle, which lasts
 // from half of it to all of it, as a client backs off before it tries again
-// (redsync's own retries wait 50-250ms). A worker that tried again at once
-// would spin on a failing server, and on a machine whose cores it shares
-// take the CPU the server needs to recover: the naive library's C=64 run
-// fell into a storm that way (its commands missed the node timeout under
-// load, the failed cycles at once sent more, and go-redis, redialing the
-// connections of the commands that timed out, gave up dialing for a while),
-// and completed almost no cycle.
+// (why: docs/measuring.md, What a run prints).
 const errorPause = 100 * time.Millisecond
 
 // drive runs m's c workers for d, each cycling with lock (the first readers
