@@ -757,7 +757,7 @@ type ClientInterface interface {
 	// Releases the locks that `Lock-Token` holds on every `resource`
 	// (the `Location` of the acquire). The answer follows a lock's
 	// release rule for the set: 204 when a quorum of nodes held (or had
-	// released, within max TTL) every resource with the token; 409
+	// released lately) every resource with the token; 409
 	// `not-owner` when that cannot be; else 503. Idempotent as a lock's
 	// release.
 	//
@@ -860,17 +860,19 @@ type ClientInterface interface {
 	// ReleaseLock Release a lock
 	//
 	// Releases the lock held with `Lock-Token`. With `matched` = nodes that
-	// held the token (or on which this token released the lock within the
-	// last max TTL) and `silent` = nodes that did not answer: 204 iff
+	// held the token (or remember this token's release, see below) and
+	// `silent` = nodes that did not answer: 204 iff
 	// matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 	// token cannot have held a quorum: the critical section may not have
 	// been exclusive); else 503 `quorum-unavailable`.
 	//
 	// Release is idempotent: a DELETE retried because its answer was lost
-	// (a timeout, or a 503 whose deletes ran late) answers 204 again for
-	// at least max TTL after the release, even once another token holds
-	// the lock (which it leaves alone). A token that never held the lock
-	// gets 409.
+	// (a timeout, or a 503 whose deletes ran late) answers 204 again
+	// while a quorum remembers the release: each node remembers a lock's
+	// last 8 releases, for at least max TTL after the last one, even once
+	// another token holds the lock (which it leaves alone); a release
+	// pushed out by 8 later ones is forgotten (docs/safety.md, Keys). A
+	// token that never held the lock gets 409.
 	//
 	// Corresponds with DELETE /locks/{resource} (the `ReleaseLock` operationId).
 	ReleaseLock(ctx context.Context, resource Resource, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -981,7 +983,8 @@ type ClientInterface interface {
 	// ReleasePermit Release a permit
 	//
 	// Releases the permit held with `Lock-Token`, with the same rules as
-	// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+	// `DELETE /locks/{resource}` (idempotent: each node remembers the
+	// semaphore's last 8 × `limit` releases; 409 `not-owner` when the
 	// token holds no permit).
 	//
 	// Corresponds with DELETE /semaphores/{name} (the `ReleasePermit` operationId).
@@ -1079,7 +1082,7 @@ func (c *RawClient) GetHealthz(ctx context.Context, reqEditors ...RequestEditorF
 // Releases the locks that `Lock-Token` holds on every `resource`
 // (the `Location` of the acquire). The answer follows a lock's
 // release rule for the set: 204 when a quorum of nodes held (or had
-// released, within max TTL) every resource with the token; 409
+// released lately) every resource with the token; 409
 // `not-owner` when that cannot be; else 503. Idempotent as a lock's
 // release.
 //
@@ -1242,17 +1245,19 @@ func (c *RawClient) AcquireLocks(ctx context.Context, body AcquireLocksJSONReque
 // ReleaseLock Release a lock
 //
 // Releases the lock held with `Lock-Token`. With `matched` = nodes that
-// held the token (or on which this token released the lock within the
-// last max TTL) and `silent` = nodes that did not answer: 204 iff
+// held the token (or remember this token's release, see below) and
+// `silent` = nodes that did not answer: 204 iff
 // matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 // token cannot have held a quorum: the critical section may not have
 // been exclusive); else 503 `quorum-unavailable`.
 //
 // Release is idempotent: a DELETE retried because its answer was lost
-// (a timeout, or a 503 whose deletes ran late) answers 204 again for
-// at least max TTL after the release, even once another token holds
-// the lock (which it leaves alone). A token that never held the lock
-// gets 409.
+// (a timeout, or a 503 whose deletes ran late) answers 204 again
+// while a quorum remembers the release: each node remembers a lock's
+// last 8 releases, for at least max TTL after the last one, even once
+// another token holds the lock (which it leaves alone); a release
+// pushed out by 8 later ones is forgotten (docs/safety.md, Keys). A
+// token that never held the lock gets 409.
 //
 // Corresponds with DELETE /locks/{resource} (the `ReleaseLock` operationId).
 func (c *RawClient) ReleaseLock(ctx context.Context, resource Resource, params *ReleaseLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1453,7 +1458,8 @@ func (c *RawClient) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn
 // ReleasePermit Release a permit
 //
 // Releases the permit held with `Lock-Token`, with the same rules as
-// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+// `DELETE /locks/{resource}` (idempotent: each node remembers the
+// semaphore's last 8 × `limit` releases; 409 `not-owner` when the
 // token holds no permit).
 //
 // Corresponds with DELETE /semaphores/{name} (the `ReleasePermit` operationId).
@@ -2395,7 +2401,7 @@ type ClientWithResponsesInterface interface {
 	// Releases the locks that `Lock-Token` holds on every `resource`
 	// (the `Location` of the acquire). The answer follows a lock's
 	// release rule for the set: 204 when a quorum of nodes held (or had
-	// released, within max TTL) every resource with the token; 409
+	// released lately) every resource with the token; 409
 	// `not-owner` when that cannot be; else 503. Idempotent as a lock's
 	// release.
 	//
@@ -2502,17 +2508,19 @@ type ClientWithResponsesInterface interface {
 	// ReleaseLockWithResponse Release a lock
 	//
 	// Releases the lock held with `Lock-Token`. With `matched` = nodes that
-	// held the token (or on which this token released the lock within the
-	// last max TTL) and `silent` = nodes that did not answer: 204 iff
+	// held the token (or remember this token's release, see below) and
+	// `silent` = nodes that did not answer: 204 iff
 	// matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 	// token cannot have held a quorum: the critical section may not have
 	// been exclusive); else 503 `quorum-unavailable`.
 	//
 	// Release is idempotent: a DELETE retried because its answer was lost
-	// (a timeout, or a 503 whose deletes ran late) answers 204 again for
-	// at least max TTL after the release, even once another token holds
-	// the lock (which it leaves alone). A token that never held the lock
-	// gets 409.
+	// (a timeout, or a 503 whose deletes ran late) answers 204 again
+	// while a quorum remembers the release: each node remembers a lock's
+	// last 8 releases, for at least max TTL after the last one, even once
+	// another token holds the lock (which it leaves alone); a release
+	// pushed out by 8 later ones is forgotten (docs/safety.md, Keys). A
+	// token that never held the lock gets 409.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2633,7 +2641,8 @@ type ClientWithResponsesInterface interface {
 	// ReleasePermitWithResponse Release a permit
 	//
 	// Releases the permit held with `Lock-Token`, with the same rules as
-	// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+	// `DELETE /locks/{resource}` (idempotent: each node remembers the
+	// semaphore's last 8 × `limit` releases; 409 `not-owner` when the
 	// token holds no permit).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5025,7 +5034,7 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 // Releases the locks that `Lock-Token` holds on every `resource`
 // (the `Location` of the acquire). The answer follows a lock's
 // release rule for the set: 204 when a quorum of nodes held (or had
-// released, within max TTL) every resource with the token; 409
+// released lately) every resource with the token; 409
 // `not-owner` when that cannot be; else 503. Idempotent as a lock's
 // release.
 //
@@ -5168,17 +5177,19 @@ func (c *ClientWithResponses) AcquireLocksWithResponse(ctx context.Context, body
 // ReleaseLockWithResponse Release a lock
 //
 // Releases the lock held with `Lock-Token`. With `matched` = nodes that
-// held the token (or on which this token released the lock within the
-// last max TTL) and `silent` = nodes that did not answer: 204 iff
+// held the token (or remember this token's release, see below) and
+// `silent` = nodes that did not answer: 204 iff
 // matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
 // token cannot have held a quorum: the critical section may not have
 // been exclusive); else 503 `quorum-unavailable`.
 //
 // Release is idempotent: a DELETE retried because its answer was lost
-// (a timeout, or a 503 whose deletes ran late) answers 204 again for
-// at least max TTL after the release, even once another token holds
-// the lock (which it leaves alone). A token that never held the lock
-// gets 409.
+// (a timeout, or a 503 whose deletes ran late) answers 204 again
+// while a quorum remembers the release: each node remembers a lock's
+// last 8 releases, for at least max TTL after the last one, even once
+// another token holds the lock (which it leaves alone); a release
+// pushed out by 8 later ones is forgotten (docs/safety.md, Keys). A
+// token that never held the lock gets 409.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5353,7 +5364,8 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 // ReleasePermitWithResponse Release a permit
 //
 // Releases the permit held with `Lock-Token`, with the same rules as
-// `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+// `DELETE /locks/{resource}` (idempotent: each node remembers the
+// semaphore's last 8 × `limit` releases; 409 `not-owner` when the
 // token holds no permit).
 //
 // Returns a wrapper object for the known response body format(s).

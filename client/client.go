@@ -351,7 +351,8 @@ func (c *Client) Extend(ctx context.Context, resource, token string, ttl time.Du
 
 // Release deletes the lock held with token. It is idempotent: retried with
 // the token that released the lock (its first answer lost), it succeeds again
-// for max TTL after the release. It may also return ErrLockExpired or
+// while the nodes remember the release (a lock's last 8 releases, for at
+// least max TTL after the last). It may also return ErrLockExpired or
 // ErrHeldByOther (both ErrNotOwner: the critical section may not have been
 // exclusive) or ErrQuorumUnavailable (unknown: the lock expires anyway).
 func (c *Client) Release(ctx context.Context, resource, token string) error {

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// undo releases a.token on the nodes idxs without leaving a tombstone: the
-// attempt failed, so no release of it can be retried.
+// undo releases a.token on the nodes idxs without remembering the release:
+// the attempt failed, so no release of it can be retried.
 func (a *attempt) undo(ctx context.Context, idxs []int) {
 	a.kind.undo(ctx, a, idxs)
 }

@@ -43,7 +43,7 @@ type scriptKeys interface {
 	commit() []string  // commit.lua
 	extend() []string  // extend.lua
 	reassert() []string
-	release(token string) []string
+	release() []string
 	inspect() []string
 }
 
@@ -59,7 +59,7 @@ func (k lockKeys) extend() []string   { return []string{k.Lock, k.Readers, k.RMe
 func (k lockKeys) reassert() []string { return []string{k.Lock, k.Fence, k.Readers, k.RMeta} }
 
 // release is release.lua's KEYS: a lock remembers its releases in its record.
-func (k lockKeys) release(string) []string { return []string{k.Lock, k.Readers, k.RMeta} }
+func (k lockKeys) release() []string { return []string{k.Lock, k.Readers, k.RMeta} }
 
 func (k lockKeys) inspect() []string { return []string{k.Lock, k.Readers, k.RMeta} }
 
@@ -69,14 +69,12 @@ func (k lockKeys) inspect() []string { return []string{k.Lock, k.Readers, k.RMet
 // Names never contain '#'. Permit's readers, rmeta and wwait keys never
 // exist: a semaphore has no readers, and its waiters never enter wwait. A
 // waiter waits for any permit, so the semaphore has one waiting key; and a
-// released permit leaves the index, so a release's tombstone is a key of
-// its own (see permit_find.lua).
+// released permit leaves the index, so the semaphore remembers its last
+// releases in a key of its own (see remember in permits.lua).
 type semaphoreKeys struct {
-	Permit  lockKeys
-	Waiting string // set while someone waits for a permit: releases are announced
-	// Released is the prefix of the release tombstones:
-	// released:<ns>/<name>#/<token> (a token never contains '/').
-	Released string
+	Permit   lockKeys
+	Waiting  string // set while someone waits for a permit: releases are announced
+	Released string // its last releases: each token → when it released
 	Limit    string // the limit of the permits held on the node
 	Permits  string // each permit held → when it expires
 	Holders  string // each holder's token → its permit
@@ -93,9 +91,6 @@ func (c *Coordinator) semaphoreKeysOf(namespace, name string) semaphoreKeys {
 	}
 }
 
-// tombstone is the key of token's release tombstone.
-func (k semaphoreKeys) tombstone(token string) string { return k.Released + "/" + token }
-
 // index appends the index's keys to keys: every permit script takes them
 // after its lock script's KEYS (see permits.lua).
 func (k semaphoreKeys) index(keys ...string) []string {
@@ -108,14 +103,14 @@ func (k semaphoreKeys) acquire() []string  { return k.index(append(k.Permit.acqu
 func (k semaphoreKeys) commit() []string   { return k.index(k.Permit.commit()...) }
 func (k semaphoreKeys) extend() []string   { return k.index(k.Permit.extend()...) }
 func (k semaphoreKeys) reassert() []string { return k.index(k.Permit.reassert()...) }
-func (k semaphoreKeys) release(token string) []string {
-	return k.index(append(k.Permit.release(token), k.Waiting, k.tombstone(token))...)
+func (k semaphoreKeys) release() []string {
+	return k.index(append(k.Permit.release(), k.Waiting, k.Released)...)
 }
 
 // inspect is permit_inspect.lua's KEYS.
 func (k semaphoreKeys) inspect() []string { return k.index(k.Permit.Lock) }
 
 // handOver is permit_handover.lua's KEYS.
-func (k semaphoreKeys) handOver(token string) []string {
-	return k.index(k.Permit.Lock, k.Permit.Fence, k.Waiting, k.tombstone(token))
+func (k semaphoreKeys) handOver() []string {
+	return k.index(k.Permit.Lock, k.Permit.Fence, k.Waiting, k.Released)
 }

@@ -24,8 +24,8 @@ type kind interface {
 	// an extend does; false when it does not hold it as asked (see
 	// attempt.retried).
 	retried(ctx context.Context, a *attempt) (Lock, bool)
-	// undo releases a's token on the nodes idxs without leaving a
-	// tombstone: the attempt failed, so no release of it can be retried.
+	// undo releases a's token on the nodes idxs without remembering
+	// the release: the attempt failed, so no release of it can be retried.
 	undo(ctx context.Context, a *attempt, idxs []int)
 	// release gives back a lock of a's that its caller will never get.
 	release(ctx context.Context, a *attempt, token string) error
@@ -140,9 +140,9 @@ func (a *attempt) runRound(ctx context.Context, r acquireRound) (Lock, error) {
 	return lock, err
 }
 
-// undoOn releases a.token from tg on the nodes idxs without a tombstone.
+// undoOn releases a.token from tg on the nodes idxs without remembering the release.
 func (a *attempt) undoOn(ctx context.Context, tg target, idxs []int) {
-	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), tg.keys().release(a.token), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
+	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), tg.keys().release(), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
 	rd.stragglers(nil)
 }
 

@@ -4,16 +4,16 @@
 -- the token holds no permit here, the key of no permit, so the lock script finds none. The index
 -- then follows what the lock script did to the permit: kept (its expiry noted), or released (the
 -- permit dropped). A released permit leaves the index, so a retried release cannot find it
--- there: release.lua's KEYS of a permit end with the semaphore's waiting key and the tombstone
--- of the token's release (written for keep_ms: a retry then answers 2).
+-- there: release.lua's KEYS of a permit end with the semaphore's waiting key and its releases,
+-- where the token's release is remembered for keep_ms (remember: a retry then answers 2).
 -- KEYS: the lock script's, with the lock key prefix, then [limit, permits, holders]
 -- ARGV: the lock script's (ARGV[1] is the token)
 -- => {permit (-1: none), the lock script's reply, the semaphore's limit here (0: unknown)}
 -- INCLUDE permits.lua
 local limit = tonumber(redis.call('GET', limitkey) or '0')
 local permit = mine(ARGV[1])
-local tombstone = KEYS[5] -- a release's (see above)
-if permit < 0 and tombstone and redis.call('EXISTS', tombstone) == 1 then
+local releases = KEYS[5] -- a release's (see above)
+if permit < 0 and releases and released(releases, ARGV[1]) then
   return {permit, 2, limit}
 end
 local suffix = permit >= 0 and tostring(permit) or 'none'
@@ -23,14 +23,14 @@ local function body()
 end
 local r = body()
 if permit >= 0 then
-  -- A release (the only lock script with a tombstone) of the permit that mine found held has
+  -- A release (the only lock script given the releases) of the permit that mine found held has
   -- released it (1): no need to read its lock key again to know.
-  if not (tombstone and r == 1) and holds(permit, ARGV[1]) then
+  if not (releases and r == 1) and holds(permit, ARGV[1]) then
     record(permit, ARGV[1], now_ms())
   else
     drop(permit, ARGV[1])
-    if tombstone and ARGV[3] ~= '0' then
-      redis.call('SET', tombstone, '1', 'PX', ARGV[3])
+    if releases and ARGV[3] ~= '0' then
+      remember(releases, ARGV[1], ARGV[3], limit)
     end
   end
 end

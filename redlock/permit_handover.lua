@@ -1,10 +1,10 @@
 -- permit_handover.lua: releases the permit of a semaphore that a token holds and, on this node,
 -- gives it at once to a waiting token (see Coordinator.handOver): release.lua's delete of the
--- releasing token's lock (its tombstone left) then acquire.lua's grant of the free lock to the
+-- releasing token's lock (its release remembered) then acquire.lua's grant of the free lock to the
 -- waiting token, with nothing in between: the permit is never free while someone waits, so its
 -- release is not announced. Both tokens' permits are found in the index of the permits
 -- (permits.lua).
--- KEYS: [lock prefix, fence, waiting, tombstone of the releasing token, limit, permits, holders]
+-- KEYS: [lock prefix, fence, waiting, releases (see remember in permits.lua), limit, permits, holders]
 -- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua),
 --        interest, wait_ms, mark] (acquire.lua's: with interest 2 the waiter's permit is marked, so
 --        that its release is announced, as a permit granted by a round)
@@ -14,19 +14,19 @@
 --                                   new permit here (see Coordinator.handOver)
 -- A permit the waiting token holds here already is a leftover of its failed rounds (it waits,
 -- between rounds, for the release of this one): it is undone first, as the attempt's cleanup
--- would do (no tombstone; announced as a release), so that the waiter holds the permit handed
+-- would do (not remembered; announced as a release), so that the waiter holds the permit handed
 -- over on this node as on the others, and the permit it leaves is free here as elsewhere.
 -- INCLUDE permits.lua
 local permit = mine(ARGV[1])
 if permit < 0 then
-  if redis.call('EXISTS', KEYS[4]) == 1 then
+  if released(KEYS[4], ARGV[1]) then
     return {-1, 2, {0, -1}}
   end
   return {-1, 0, {0, -1}}
 end
 local lock = lockp .. permit
 local r = rec_read(redis.call('GET', lock))
-redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])
+remember(KEYS[4], ARGV[1], ARGV[3], tonumber(redis.call('GET', limitkey)))
 local left = mine(ARGV[4])
 if left >= 0 then
   local llock = lockp .. left

@@ -31,11 +31,11 @@ func (c *Coordinator) release(ctx context.Context, tg target, token string) erro
 	var other, refused, deleted, retried int
 	var errs []error
 	// Deleted by permit (a lock's is permit 0): as in extend, a token holds
-	// the lock only where a quorum holds one permit; a tombstone (a retried
-	// release) joins whichever permit it was.
+	// the lock only where a quorum holds one permit; a release remembered (a
+	// retry) joins whichever permit it was.
 	byPermit := map[int]int{}
 	best := 0
-	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.keys().release(token), []any{token, c.released, keep}, tg.releases(), func(r reply[relReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.keys().release(), []any{token, c.released, keep}, tg.releases(), func(r reply[relReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++

@@ -1,6 +1,6 @@
 -- release.lua: compare-and-delete, announcing the release to waiters, leaving a tombstone.
 -- KEYS: [lock, readers, rmeta] (a semaphore's permits add the semaphore's waiting key and the
--- release's tombstone: see permit_find.lua)
+-- semaphore's last releases: see permit_find.lua)
 -- ARGV: [token, channel, keep_ms]
 -- => 1 released (token held it, as the writer or as a live reader), 2 token is among the last
 --    releases of this lock here (a retried release), 0 no lock here, -1 held by another token (a

@@ -142,7 +142,7 @@ func (c *Coordinator) ReleasePermit(ctx context.Context, namespace, name, token 
 	}
 	keys := c.semaphoreKeysOf(namespace, name)
 	if w := c.hub.claim(keys.queue(), fingerprint(token)); w != nil {
-		return c.handOver(ctx, scriptPermitHandover, keys.handOver(token), token, w)
+		return c.handOver(ctx, scriptPermitHandover, keys.handOver(), token, w)
 	}
 	return c.release(ctx, permitTarget{k: keys}, token)
 }

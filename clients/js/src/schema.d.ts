@@ -58,7 +58,7 @@ export interface paths {
          * @description Releases the locks that `Lock-Token` holds on every `resource`
          *     (the `Location` of the acquire). The answer follows a lock's
          *     release rule for the set: 204 when a quorum of nodes held (or had
-         *     released, within max TTL) every resource with the token; 409
+         *     released lately) every resource with the token; 409
          *     `not-owner` when that cannot be; else 503. Idempotent as a lock's
          *     release.
          */
@@ -114,17 +114,19 @@ export interface paths {
         /**
          * Release a lock
          * @description Releases the lock held with `Lock-Token`. With `matched` = nodes that
-         *     held the token (or on which this token released the lock within the
-         *     last max TTL) and `silent` = nodes that did not answer: 204 iff
+         *     held the token (or remember this token's release, see below) and
+         *     `silent` = nodes that did not answer: 204 iff
          *     matched ≥ quorum; 409 `not-owner` iff matched + silent < quorum (the
          *     token cannot have held a quorum: the critical section may not have
          *     been exclusive); else 503 `quorum-unavailable`.
          *
          *     Release is idempotent: a DELETE retried because its answer was lost
-         *     (a timeout, or a 503 whose deletes ran late) answers 204 again for
-         *     at least max TTL after the release, even once another token holds
-         *     the lock (which it leaves alone). A token that never held the lock
-         *     gets 409.
+         *     (a timeout, or a 503 whose deletes ran late) answers 204 again
+         *     while a quorum remembers the release: each node remembers a lock's
+         *     last 8 releases, for at least max TTL after the last one, even once
+         *     another token holds the lock (which it leaves alone); a release
+         *     pushed out by 8 later ones is forgotten (docs/safety.md, Keys). A
+         *     token that never held the lock gets 409.
          */
         delete: operations["releaseLock"];
         options?: never;
@@ -179,7 +181,8 @@ export interface paths {
         /**
          * Release a permit
          * @description Releases the permit held with `Lock-Token`, with the same rules as
-         *     `DELETE /locks/{resource}` (idempotent; 409 `not-owner` when the
+         *     `DELETE /locks/{resource}` (idempotent: each node remembers the
+         *     semaphore's last 8 × `limit` releases; 409 `not-owner` when the
          *     token holds no permit).
          */
         delete: operations["releasePermit"];
