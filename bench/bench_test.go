@@ -118,8 +118,11 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("work, %s: %+v", w.name, w)
 		}
 	}
-	if k := rep.keys; k == nil || k.errors != 0 || k.keys < k.names || k.forever != 0 {
+	if k := rep.keys; k == nil || k.errors != 0 || k.keys < k.cycles || k.forever != 0 {
 		t.Errorf("keys: %+v", k)
+	}
+	if k := rep.semKeys; k == nil || k.errors != 0 || k.keys == 0 || k.keys > semKeysMost || k.forever != 0 {
+		t.Errorf("keys, a semaphore: %+v", k)
 	}
 	if g := rep.gray[0]; len(g.to503) != g.tries {
 		t.Errorf("3 of 5 paused: %d of %d acquires got 503, the last other: %s", len(g.to503), g.tries, g.lastErr)
@@ -138,7 +141,7 @@ func TestSmoke(t *testing.T) {
 		more = append(more, "skipped: "+errNoPostgres.Error())
 	}
 	for _, floor := range append([]string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
-		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
+		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "keys: a semaphore of limit 4, 5 permit cycles", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
 		fmt.Sprintf("gray %v, 2 of 5 slow: p50, p99, cycles/s over healthy", nodeTimeout), fmt.Sprintf("gray %v, 3 of 5 paused: acquire's 503", nodeTimeout)}, more...) {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())

@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,22 +15,48 @@ import (
 	"github.com/redlockd/redlockd/client"
 )
 
-// keysFigures is what the keys group measured: acquire+release cycles on
-// names used once each (a tenant touching ever new names), and what they
-// left on node 0.
+// keysFigures is what one run of the keys group measured: acquire+release
+// cycles through the gateway, and the keys they left on node 0.
 type keysFigures struct {
-	names, errors int
-	lastErr       string
-	keys          int           // keys of those names on node 0
-	forever       int           // of them, keys without a TTL
-	longest       time.Duration // the longest TTL among them
-	bytes         int64         // used_memory's growth on node 0
+	cycles, errors int
+	lastErr        string
+	keys           int           // keys of the cycles' resources on node 0
+	forever        int           // of them, keys without a TTL
+	longest        time.Duration // the longest TTL among them
+	bytes          int64         // used_memory's growth on node 0 (noise when few keys are left)
 }
 
-// measureKeys runs one acquire+release cycle on each of n distinct names
-// with c workers, then counts the keys of those names on node 0 and their
-// TTLs (SCAN, and PTTL of each, pipelined).
-func measureKeys(ctx context.Context, l *lab, prefix string, n, c int) (*keysFigures, error) {
+// semKeysLimit is the limit of the keys group's semaphore, and semKeysMost
+// the keys it may leave on a node however often its permits are released:
+// its permits' lock keys, its fence counter, limit, permits, holders,
+// waiting marker and releases (see docs/safety.md, Keys).
+const (
+	semKeysLimit = 4
+	semKeysMost  = semKeysLimit + 6
+)
+
+// measureKeysGroup runs the keys group: one acquire+release cycle on each of
+// names names used once, c at a time, then names/10 permit cycles of one
+// semaphore of limit semKeysLimit, a worker per permit.
+func measureKeysGroup(ctx context.Context, l *lab, prefix string, names, c int, progress io.Writer) (keys, semKeys *keysFigures, err error) {
+	name := func(i int64) string { return prefix + "keys-" + strconv.FormatInt(i, 10) }
+	lock := gateway(l.client, client.AcquireOptions{TTL: time.Minute})
+	if keys, err = measureKeys(ctx, l, names, c, lock, name, "redlockd:*:/"+prefix+"keys-*"); err != nil {
+		return nil, nil, err
+	}
+	sem := prefix + "keysem"
+	fmt.Fprintf(progress, "%d permit cycles of one semaphore of limit %d, at C=%d\n", names/10, semKeysLimit, semKeysLimit)
+	// A worker per permit, but a permit released on a quorum may still be
+	// held on another node for a moment: an acquire waits for it.
+	permit := permits(l.client, client.PermitOptions{Limit: semKeysLimit, TTL: time.Minute, Wait: time.Minute})
+	semKeys, err = measureKeys(ctx, l, names/10, semKeysLimit, permit, func(int64) string { return sem }, "redlockd:*:/"+sem+"#*")
+	return keys, semKeys, err
+}
+
+// measureKeys runs n acquire+release cycles with lock, c workers at a time,
+// cycle i on the resource res(i), then counts the keys that match pattern on
+// node 0 and their TTLs (SCAN, and PTTL of each, pipelined).
+func measureKeys(ctx context.Context, l *lab, n, c int, lock locker, res func(i int64) string, pattern string) (*keysFigures, error) {
 	defer l.closeConns()
 	rdb := redis.NewClient(&redis.Options{Addr: l.nodes[0]})
 	defer rdb.Close()
@@ -36,17 +64,16 @@ func measureKeys(ctx context.Context, l *lab, prefix string, n, c int) (*keysFig
 	if err != nil {
 		return nil, err
 	}
-	f := &keysFigures{names: n}
+	f := &keysFigures{cycles: n}
 	var next atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range c {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
-				res := prefix + strconv.FormatInt(i, 10)
-				lock, err := l.client.Acquire(ctx, res, client.AcquireOptions{TTL: time.Minute})
+				unlock, err := lock(ctx, res(i))
 				if err == nil {
-					err = l.client.Release(ctx, res, lock.Token)
+					err = unlock(ctx)
 				}
 				if err != nil {
 					mu.Lock()
@@ -60,7 +87,7 @@ func measureKeys(ctx context.Context, l *lab, prefix string, n, c int) (*keysFig
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	iter := rdb.Scan(ctx, 0, "redlockd:*:/"+prefix+"*", 1000).Iterator()
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())

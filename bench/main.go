@@ -74,7 +74,7 @@ func parse(args []string) (*config, error) {
 	fs.IntVar(&c.c, "c", 64, "workers of the throughput floors")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each mode runs, and the window over which idle waiters' Redis commands are counted")
 	fs.IntVar(&c.waiters, "waiters", 10000, "waiters of the waiters floor")
-	fs.IntVar(&c.names, "names", 100000, "names of the keys floor, each locked and released once")
+	fs.IntVar(&c.names, "names", 100000, "names of the keys floor, each locked and released once (and a tenth as many permit cycles of one semaphore)")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
 	fs.IntVar(&c.grayClients, "gray-clients", 16, "workers of the gray floors")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
@@ -99,7 +99,8 @@ type report struct {
 	load    [2]string // the load average at the start and at the end
 	runs    []result
 	work    []workCall
-	keys    *keysFigures
+	keys    *keysFigures // names used once
+	semKeys *keysFigures // one semaphore's permits, used again and again
 	waiting *waiting
 	gray    []grayResult
 	// Why no Postgres ran, if none did.
@@ -196,7 +197,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	}
 	if c.runs("keys") && ctx.Err() == nil {
 		fmt.Fprintf(progress, "%d names, each locked and released once, at C=%d\n", c.names, c.c)
-		if rep.keys, err = measureKeys(ctx, l, prefix+"keys-", c.names, c.c); err != nil {
+		if rep.keys, rep.semKeys, err = measureKeysGroup(ctx, l, prefix, c.names, c.c, progress); err != nil {
 			return rep, err
 		}
 	}
@@ -303,13 +304,20 @@ func (r *report) print(w io.Writer) bool {
 		check(fmt.Sprintf("work: refused permit (limit %d, all held) / refused lock, Redis µs per script run", workLimit),
 			fmt.Sprintf("%.2f (%.1f, %.1f µs)", f, permit.perScript(), lock.perScript()), "<= 3", lock.scripts() > 0 && permit.scripts() > 0 && f <= 3)
 	}
-	if k := r.keys; k != nil {
-		check(fmt.Sprintf("keys: %d names used once (%d errors): keys left on a node, of which without a TTL", k.names, k.errors),
-			fmt.Sprintf("%d, %d (longest TTL %v; %.0f bytes a name)", k.keys, k.forever, k.longest.Round(time.Minute), float64(k.bytes)/float64(max(k.names, 1))),
-			"0 without a TTL", k.keys > 0 && k.forever == 0)
+	keys := func(k *keysFigures, what, more, limit string, ok bool) {
+		check(fmt.Sprintf("keys: %s (%d errors): keys left on a node, of which without a TTL", what, k.errors),
+			fmt.Sprintf("%d, %d (longest TTL %v%s)", k.keys, k.forever, k.longest.Round(time.Minute), more),
+			limit, k.keys > 0 && k.forever == 0 && ok)
 		if k.lastErr != "" {
 			fmt.Fprintf(tw, "  the last error: %s\n", k.lastErr)
 		}
+	}
+	if k := r.keys; k != nil {
+		keys(k, fmt.Sprintf("%d names used once", k.cycles), fmt.Sprintf("; %.0f bytes a name", float64(k.bytes)/float64(max(k.cycles, 1))), "0 without a TTL", true)
+	}
+	if k := r.semKeys; k != nil {
+		keys(k, fmt.Sprintf("a semaphore of limit %d, %d permit cycles", semKeysLimit, k.cycles), "",
+			fmt.Sprintf("<= %d, 0 without a TTL", semKeysMost), k.keys <= semKeysMost)
 	}
 	if x := r.waiting; x != nil {
 		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
