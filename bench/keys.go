@@ -46,8 +46,9 @@ func measureKeysGroup(ctx context.Context, l *lab, prefix string, names, c int, 
 	}
 	sem := prefix + "keysem"
 	fmt.Fprintf(progress, "%d permit cycles of one semaphore of limit %d, at C=%d\n", names/10, semKeysLimit, semKeysLimit)
-	// A worker per permit, but a permit released on a quorum may still be
-	// held on another node for a moment: an acquire waits for it.
+	// A worker per permit; an acquire whose rounds find none free at once
+	// (a permit released on a quorum, not yet on every node) waits, as a
+	// client would, instead of counting a 409.
 	permit := permits(l.client, client.PermitOptions{Limit: semKeysLimit, TTL: time.Minute, Wait: time.Minute})
 	semKeys, err = measureKeys(ctx, l, names/10, semKeysLimit, permit, func(int64) string { return sem }, "redlockd:*:/"+sem+"#*")
 	return keys, semKeys, err

@@ -4,14 +4,14 @@
 -- waiting token, with nothing in between: the permit is never free while someone waits, so its
 -- release is not announced. Both tokens' permits are found in the index of the permits
 -- (permits.lua).
--- KEYS: [lock prefix, fence, waiting, releases (see remember in permits.lua), limit, permits, holders]
+-- KEYS: [lock prefix, fence, waiting, releases (see remember, permits.lua), limit, permits, holders]
 -- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua),
 --        interest, wait_ms, mark] (acquire.lua's: with interest 2 the waiter's permit is marked, so
 --        that its release is announced, as a permit granted by a round)
 -- => {permit, 1, {1, fence, 0, 0}}  handed over
---    {-1, 2 or 0, {0, -1}}          the releasing token holds no permit here (2: it released one
---                                   within keep_ms); the coordinator may then put the waiter's
---                                   new permit here (see Coordinator.handOver)
+--    {-1, 2 or 0, {0, -1}}          the releasing token holds no permit here (2: its release is
+--                                   remembered, see remember); the coordinator may then put the
+--                                   waiter's new permit here (see Coordinator.handOver)
 -- A permit the waiting token holds here already is a leftover of its failed rounds (it waits,
 -- between rounds, for the release of this one): it is undone first, as the attempt's cleanup
 -- would do (not remembered; announced as a release), so that the waiter holds the permit handed
