@@ -940,7 +940,7 @@ func TestPermitReleasesRemembered(t *testing.T) {
 		}
 		toks = append(toks, p.Token)
 	}
-	held, err := cl.c.AcquirePermit(ctx, name, permitOpts(limit, AcquireOptions{}))
+	held, err := cl.c.AcquirePermit(ctx, name, permitOpts(limit, AcquireOptions{TTL: 6 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
