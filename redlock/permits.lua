@@ -105,8 +105,9 @@ end
 -- remember notes, in the semaphore's list of releases (key: tokens, newest first), that token
 -- released its permit here, for keep_ms: a retried release finds it there (released). The list
 -- keeps the last 8 releases per permit of the limit, as a lock's record keeps its last 8
--- (rec_remember), and lives keep_ms after the latest: one key per semaphore however often its
--- permits are released.
+-- (rec_remember), and lives keep_ms after the latest (its PEXPIRE follows the push in the same
+-- call, so the list is never left without a TTL): one key per semaphore however often its
+-- permits are released. keep_ms is never '0' here (an undone acquire remembers nothing).
 local function remember(key, token, keep_ms, limit)
   redis.call('LPUSH', key, token)
   redis.call('LTRIM', key, 0, 8 * math.max(limit or 1, 1) - 1)
