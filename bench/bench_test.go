@@ -110,6 +110,11 @@ func TestSmoke(t *testing.T) {
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
 	}
+	// Each waiting acquire holds its handler's goroutine and net/http's
+	// background reader of its connection.
+	if _, stacks, goroutines := rep.waiting.perWaiter(); goroutines < 1.5 || goroutines > 2.5 || stacks < 4<<10 {
+		t.Errorf("waiters: %.2f goroutines and %.0f bytes of goroutine stacks per waiting acquire, want about 2 and more than 4 KB", goroutines, stacks)
+	}
 	if len(rep.work) != 4 {
 		t.Errorf("work: %d kinds of calls, want 4", len(rep.work))
 	}
@@ -141,7 +146,7 @@ func TestSmoke(t *testing.T) {
 		more = append(more, "skipped: "+errNoPostgres.Error())
 	}
 	for _, floor := range append([]string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
-		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "keys: a semaphore of limit 4, 5 permit cycles", "GET of the semaphore, 2 held", "Redis commands/s while they wait",
+		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "keys: a semaphore of limit 4, 5 permit cycles", "GET of the semaphore, 2 held", "Redis commands/s while they wait", "memory per waiting acquire",
 		fmt.Sprintf("gray %v, 2 of 5 slow: p50, p99, cycles/s over healthy", nodeTimeout), fmt.Sprintf("gray %v, 3 of 5 paused: acquire's 503", nodeTimeout)}, more...) {
 		if !strings.Contains(out.String(), floor) {
 			t.Errorf("the table lacks %q:\n%s", floor, out.String())

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptrace"
 	"slices"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/internal/promtest"
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
@@ -311,6 +314,58 @@ type waiting struct {
 	lastErr                        string
 	status                         procfs.ProcStatus // the gateway's, while they wait
 	idleCommands                   float64
+	// The gateway's memory before the waiters and while the long-waiting
+	// ones (waiters - short) wait: what each waiting acquire costs it.
+	before, during memory
+}
+
+// perWaiter is what a waiting acquire costs the gateway: its peak RSS over
+// the waiters, and the goroutine stacks (in bytes) and goroutines over those
+// waiting when during was read.
+func (w *waiting) perWaiter() (rss, stacks, goroutines float64) {
+	long := float64(w.waiters - w.short)
+	return (float64(w.status.VmHWM) - w.before.rss) / float64(w.waiters),
+		(w.during.stacks - w.before.stacks) / long, (w.during.goroutines - w.before.goroutines) / long
+}
+
+// memory is what the gateway's process and Go runtime hold at one time.
+type memory struct {
+	rss, stacks, goroutines float64 // VmRSS; go_memstats_stack_inuse_bytes and go_goroutines of its /metrics
+}
+
+// memoryOf reads the gateway's memory.
+func memoryOf(ctx context.Context, l *lab) (memory, error) {
+	var m memory
+	p, err := procfs.NewProc(l.pid)
+	if err != nil {
+		return m, err
+	}
+	st, err := p.NewStatus()
+	if err != nil {
+		return m, err
+	}
+	m.rss = float64(st.VmRSS)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.addr+"/metrics", nil)
+	res, err := (&http.Client{Transport: l.tr}).Do(req)
+	if err != nil {
+		return m, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return m, err
+	}
+	ss, err := promtest.Parse(string(body))
+	if err != nil {
+		return m, err
+	}
+	var ok1, ok2 bool
+	m.stacks, ok1 = ss.Sum("go_memstats_stack_inuse_bytes")
+	m.goroutines, ok2 = ss.Sum("go_goroutines")
+	if !ok1 || !ok2 {
+		return m, errors.New("/metrics has no go_memstats_stack_inuse_bytes or go_goroutines")
+	}
+	return m, nil
 }
 
 // waitMany sends n waiting acquires of one lock that a holder keeps (a tenth
@@ -323,6 +378,9 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 	holder, err := l.client.Acquire(ctx, resource, client.AcquireOptions{TTL: 10 * time.Minute})
 	if err != nil {
 		return nil, fmt.Errorf("waiters: the holder's acquire: %w", err)
+	}
+	if r.before, err = memoryOf(ctx, l); err != nil {
+		return nil, fmt.Errorf("waiters: the gateway's memory: %w", err)
 	}
 	var mu sync.Mutex
 	var wg, shortDone sync.WaitGroup
@@ -364,6 +422,9 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 	shortDone.Wait()
 	if r.idleCommands, err = idleCommands(ctx, l.servers, idle); err != nil {
 		return nil, err
+	}
+	if r.during, err = memoryOf(ctx, l); err != nil {
+		return nil, fmt.Errorf("waiters: the gateway's memory: %w", err)
 	}
 	p, err := procfs.NewProc(l.pid)
 	if err == nil {

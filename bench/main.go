@@ -326,6 +326,9 @@ func (r *report) print(w io.Writer) bool {
 			fmt.Sprintf("%d, %d (%d early, %d other)", x.served, x.timedOut, x.early, x.other), "all",
 			x.served == x.waiters-x.short && x.timedOut == x.short && x.early == 0)
 		check("waiters: Redis commands/s while they wait", fmt.Sprintf("%.1f", x.idleCommands), "<= 100", x.idleCommands <= 100)
+		rss, stacks, goroutines := x.perWaiter()
+		fmt.Fprintf(tw, "waiters: the gateway's memory per waiting acquire: peak RSS; goroutine stacks (goroutines)\t%.1f KB; %.1f KB (%.2f)\t\tinfo\n",
+			rss/1024, stacks/1024, goroutines)
 	}
 	for _, g := range r.gray {
 		h := run["gray: "+grayName(g.nodeTimeout, scenarios[0].name)]
