@@ -107,7 +107,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: %d cycles, a cycle per %v; %s: %d cycles in %v", p.name, p.cycles, p.pace, g.name, g.cycles, g.duration)
 		}
 	}
-	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.status.VmHWM == 0 {
+	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.during.status.VmHWM == 0 {
 		t.Errorf("waiters: %+v", *w)
 	}
 	// Each waiting acquire holds its handler's goroutine and net/http's

@@ -312,7 +312,6 @@ type waiting struct {
 	// both say "not acquired"; early timed out before their wait.
 	served, timedOut, early, other int
 	lastErr                        string
-	status                         procfs.ProcStatus // the gateway's, while they wait
 	idleCommands                   float64
 	// The gateway's memory before the waiters and while the long-waiting
 	// ones (waiters - short) wait: what each waiting acquire costs it.
@@ -324,27 +323,26 @@ type waiting struct {
 // waiting when during was read.
 func (w *waiting) perWaiter() (rss, stacks, goroutines float64) {
 	long := float64(w.waiters - w.short)
-	return (float64(w.status.VmHWM) - w.before.rss) / float64(w.waiters),
+	return float64(w.during.status.VmHWM-w.before.status.VmRSS) / float64(w.waiters),
 		(w.during.stacks - w.before.stacks) / long, (w.during.goroutines - w.before.goroutines) / long
 }
 
 // memory is what the gateway's process and Go runtime hold at one time.
 type memory struct {
-	rss, stacks, goroutines float64 // VmRSS; go_memstats_stack_inuse_bytes and go_goroutines of its /metrics
+	status             procfs.ProcStatus // its VmRSS, and VmHWM: the peak so far
+	stacks, goroutines float64           // go_memstats_stack_inuse_bytes and go_goroutines of its /metrics
 }
 
 // memoryOf reads the gateway's memory.
 func memoryOf(ctx context.Context, l *lab) (memory, error) {
 	var m memory
 	p, err := procfs.NewProc(l.pid)
+	if err == nil {
+		m.status, err = p.NewStatus()
+	}
 	if err != nil {
 		return m, err
 	}
-	st, err := p.NewStatus()
-	if err != nil {
-		return m, err
-	}
-	m.rss = float64(st.VmRSS)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.addr+"/metrics", nil)
 	res, err := (&http.Client{Transport: l.tr}).Do(req)
 	if err != nil {
@@ -424,13 +422,6 @@ func waitMany(ctx context.Context, l *lab, resource string, n int, idle time.Dur
 		return nil, err
 	}
 	if r.during, err = memoryOf(ctx, l); err != nil {
-		return nil, fmt.Errorf("waiters: the gateway's memory: %w", err)
-	}
-	p, err := procfs.NewProc(l.pid)
-	if err == nil {
-		r.status, err = p.NewStatus()
-	}
-	if err != nil {
 		return nil, fmt.Errorf("waiters: the gateway's memory: %w", err)
 	}
 	if err := l.client.Release(ctx, resource, holder.Token); err != nil {

@@ -320,8 +320,8 @@ func (r *report) print(w io.Writer) bool {
 			fmt.Sprintf("<= %d, 0 without a TTL", semKeysMost), k.keys <= semKeysMost)
 	}
 	if x := r.waiting; x != nil {
-		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.status.VmHWM>>20, x.status.VmRSS>>20), "<= 450 MB",
-			x.status.VmHWM > 0 && x.status.VmHWM <= 450<<20)
+		check("waiters: gateway peak RSS (VmHWM)", fmt.Sprintf("%d MB (now %d)", x.during.status.VmHWM>>20, x.during.status.VmRSS>>20), "<= 450 MB",
+			x.during.status.VmHWM > 0 && x.during.status.VmHWM <= 450<<20)
 		check(fmt.Sprintf("waiters: %d served, %d timed out after %v", x.waiters-x.short, x.short, shortWait),
 			fmt.Sprintf("%d, %d (%d early, %d other)", x.served, x.timedOut, x.early, x.other), "all",
 			x.served == x.waiters-x.short && x.timedOut == x.short && x.early == 0)
