@@ -18,10 +18,14 @@ import (
 // scripts: the floor of any script pair that fences); and redsync's cycle
 // (SET NX, then a compare-and-delete script). It reports the time Redis
 // counts inside the calls (INFO commandstats usec of the calls a client
-// sent, per cycle) and the CPU time of its process (/proc, per cycle), hot
-// (back to back) and paused (500µs between calls, as at C=1 behind a
-// gateway, where each call finds the node idle and its caches cold).
-// docs/measuring.md ("Proposed targets") reads it.
+// sent, per cycle), the CPU time of its process (/proc, per cycle) and,
+// where the CPU's counters can be read, the instructions its main thread
+// retires per cycle in user space and in the kernel (thousands: they barely
+// move with the machine's load, as time does), hot (back to back) and paused
+// (500µs between calls, as at C=1 behind a gateway, where each call finds
+// the node idle and its caches cold). Tokens are the gateway's (NewToken):
+// the record's work grows with their length. docs/measuring.md ("Proposed
+// targets") reads it.
 func BenchmarkScriptCost(b *testing.B) {
 	s := redistest.Start(b)
 	cl := redis.NewClient(&redis.Options{Addr: s.Addr(), Protocol: 2})
@@ -58,21 +62,45 @@ func BenchmarkScriptCost(b *testing.B) {
 				if err := c.cycle(b, "warm"); err != nil { // loads the scripts
 					b.Fatal(err)
 				}
+				ins, insErr := redistest.CountInstructions(s.PID())
+				if insErr == nil {
+					defer ins.Close()
+				}
 				usec0, cpu0 := redisSpent(b, s, c.topLevel)
+				user0, kernel0 := instructionsSpent(b, ins)
 				n := 0
 				for b.Loop() {
-					if err := c.cycle(b, fmt.Sprint("tok", n)); err != nil {
+					if err := c.cycle(b, NewToken()); err != nil {
 						b.Fatal(err)
 					}
 					n++
 					time.Sleep(pause)
 				}
 				usec1, cpu1 := redisSpent(b, s, c.topLevel)
+				user1, kernel1 := instructionsSpent(b, ins)
 				b.ReportMetric(float64(usec1-usec0)/float64(n), "redis-usec/cycle")
 				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(n), "redis-cpu-µs/cycle")
+				if insErr == nil {
+					b.ReportMetric(float64(user1-user0)/1e3/float64(n), "redis-user-kinstr/cycle")
+					b.ReportMetric(float64(kernel1-kernel0)/1e3/float64(n), "redis-kernel-kinstr/cycle")
+				} else if pause == 0 {
+					b.Logf("no instruction counts: %v", insErr)
+				}
 			})
 		}
 	}
+}
+
+// instructionsSpent is what ins counted so far (nothing when it is nil).
+func instructionsSpent(b *testing.B, ins *redistest.Instructions) (user, kernel uint64) {
+	if ins == nil {
+		return 0, 0
+	}
+	user, kernel, err := ins.Read()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return user, kernel
 }
 
 // redisSpent is the usec of INFO commandstats of s's commands named, and the
