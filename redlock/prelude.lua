@@ -29,6 +29,12 @@ end
 
 -- INCLUDE fence.lua
 
+-- fingerprint is token's fingerprint, the first 16 hex digits of its SHA-1 (pubsub.go's
+-- fingerprint): what a node keeps of a released token and what it announces, never the token.
+local function fingerprint(token)
+  return string.sub(redis.sha1hex(token), 1, 16)
+end
+
 -- rec_read is the record that a lock key's value v (GET's reply) holds, or nil when there is no
 -- key. A record is six fields, separated by single spaces, the owner last (it may hold spaces):
 --   holder    the writer's token; '^' its readers (the key lives as long as the last of them);
@@ -38,8 +44,9 @@ end
 --   flags     '-', or a waiting mark: someone waits for the lock, so its release is announced
 --             (announce): 'w:<gateway>' when only waiters of that gateway marked it (see
 --             rec_mark), 'w' when waiters of several did
---   released  the tokens of the last releases of the lock here, newest first, separated by
---             commas (at most 8: see rec_remember), or '-': a retried release is told it worked
+--   released  the fingerprints of the tokens of the last releases of the lock here, newest
+--             first, separated by commas (at most 8: see rec_remember), or '-': a retried
+--             release is told it worked
 --   owner     the writer's owner ('' if none)
 -- A value of no such form (a bare token, as an older gateway wrote) is its holder's alone.
 -- Tokens are never '^' or '~' and hold no spaces or commas.
@@ -54,9 +61,10 @@ local function rec_read(v)
   return {holder = h, nf = nf, fence = fence, flags = flags, rel = rel, owner = owner}
 end
 
--- rec_write writes the record r to lock, with SET's options (PX ms, or KEEPTTL).
+-- rec_write writes the record r to lock, with SET's options (PX ms, or KEEPTTL). One
+-- concatenation of the fields: no table to build for table.concat.
 local function rec_write(lock, r, ...)
-  redis.call('SET', lock, table.concat({r.holder, r.nf, r.fence, r.flags, r.rel, r.owner}, ' '), ...)
+  redis.call('SET', lock, r.holder .. ' ' .. r.nf .. ' ' .. r.fence .. ' ' .. r.flags .. ' ' .. r.rel .. ' ' .. r.owner, ...)
 end
 
 -- rec_writer says whether r is a writer's record (not nil, a readers' marker or a tombstone).
@@ -80,9 +88,9 @@ local function rec_shown(field)
   return field
 end
 
--- rec_released says whether token is among the last releases that r remembers.
+-- rec_released says whether token is among the last releases that r remembers (by fingerprint).
 local function rec_released(r, token)
-  return r ~= nil and string.find(',' .. r.rel .. ',', ',' .. token .. ',', 1, true) ~= nil
+  return r ~= nil and string.find(',' .. r.rel .. ',', ',' .. fingerprint(token) .. ',', 1, true) ~= nil
 end
 
 -- rec_mark is the waiting mark of a record marked a and b (each '-' or a mark): one gateway's
@@ -109,25 +117,21 @@ local function rec_waited(lock, r, px, mark)
   end
 end
 
--- rec_remember puts token first among the last releases that r remembers, keeping at most 8.
+-- rec_remember puts token's fingerprint first among the last releases that r remembers, keeping
+-- at most 8: fingerprints are 16 characters long, so the 7 newest are the first 7 * 17 - 1 (one
+-- cut, not a search for the 7th comma). A list written before fingerprints (tokens) is cut there
+-- too: a token cut short is forgotten.
 local function rec_remember(r, token)
+  local fp = fingerprint(token)
   if r.rel == '-' then
-    r.rel = token
-    return
+    r.rel = fp
+  else
+    r.rel = fp .. ',' .. string.sub(r.rel, 1, 7 * 17 - 1)
   end
-  local at = 0
-  for _ = 1, 7 do
-    at = string.find(r.rel, ',', at + 1, true)
-    if at == nil then
-      r.rel = token .. ',' .. r.rel
-      return
-    end
-  end
-  r.rel = token .. ',' .. string.sub(r.rel, 1, at - 1)
 end
 
--- rec_tombstone is what lock holds once r's holder (token) released it: nobody, and token first
--- among the last releases (rec_remember), for keep_ms. keep_ms '0' (undoing a failed acquire: no
+-- rec_tombstone is what lock holds once r's holder (token) released it: nobody, and token's
+-- fingerprint first among the last releases (rec_remember), for keep_ms. keep_ms '0' (undoing a failed acquire: no
 -- release of it can be retried) adds no token and keeps the key's TTL, or deletes the key when
 -- it remembers no release.
 local function rec_tombstone(lock, r, token, keep_ms)
@@ -195,10 +199,10 @@ end
 
 -- announce publishes the release of lock by token on channel if someone waits for it (r, the
 -- released record, is marked, or the key waiting exists: a semaphore's, see permit_acquire.lua):
--- "<lock key>|<first 16 hex of sha1(token)>", so that waiting acquires wake at once and a
+-- "<lock key>|<fingerprint(token)>", so that waiting acquires wake at once and a
 -- waiter can ignore its own releases. Nobody waiting: no message.
 local function announce(r, waiting, channel, lock, token)
   if r.flags ~= '-' or (waiting and redis.call('EXISTS', waiting) == 1) then
-    redis.call('PUBLISH', channel, lock .. '|' .. string.sub(redis.sha1hex(token), 1, 16))
+    redis.call('PUBLISH', channel, lock .. '|' .. fingerprint(token))
   end
 end

@@ -921,7 +921,8 @@ func TestSemaphoreIndexKeysLiveAsLongAsPermits(t *testing.T) {
 }
 
 // TestPermitReleasesRemembered: a semaphore remembers its last 8 releases
-// per permit of its limit on a node, as a lock its last 8, in one key
+// per permit of its limit on a node, as a lock its last 8 (by their tokens'
+// fingerprints, never the tokens), in one key
 // however many were released: a retried release of one of them works, of
 // an older one does not; the semaphore leaves a fixed set of keys, each
 // with a TTL, the releases' living max TTL after the last.
@@ -964,8 +965,12 @@ func TestPermitReleasesRemembered(t *testing.T) {
 				t.Errorf("node %d: %s expires in %v", i, key, ttl)
 			}
 		}
-		if n := rdb.LLen(ctx, k.Released).Val(); n != 8*limit {
-			t.Errorf("node %d: %d releases remembered, want %d", i, n, 8*limit)
+		var fps []string
+		for _, tok := range slices.Backward(toks[cycles-8*limit:]) {
+			fps = append(fps, fingerprint(tok))
+		}
+		if got := rdb.LRange(ctx, k.Released, 0, -1).Val(); !slices.Equal(got, fps) {
+			t.Errorf("node %d: releases remembered %v, want the fingerprints of the last %d, newest first: %v", i, got, 8*limit, fps)
 		}
 	}
 	if err := cl.c.ReleasePermit(ctx, "", name, held.Token); err != nil {
