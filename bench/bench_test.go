@@ -98,7 +98,14 @@ func TestSmoke(t *testing.T) {
 		case r.group == "gray" || r.nodes == 0:
 		case p.commands < 1 || (r.backend() == viaGateway && p.scripts < 1):
 			t.Errorf("%s: %.1f Redis commands and %.1f script calls per node per cycle", r.name, p.commands, p.scripts)
+		case rep.noCounters == nil && (p.redisKinstr < 10*float64(r.nodes) || p.redisKinstr > 10_000*float64(r.nodes)):
+			// A command costs Redis thousands of instructions, a cycle
+			// runs two or more on each node it uses.
+			t.Errorf("%s: %.1f thousand instructions of %d nodes per cycle", r.name, p.redisKinstr, r.nodes)
 		}
+	}
+	if rep.noCounters != nil {
+		t.Logf("no instruction counts: %v", rep.noCounters)
 	}
 	// Paced to the gateway's rate, redsync and the fenced floor (faster
 	// alone) start no more cycles in as long a run.
@@ -144,6 +151,12 @@ func TestSmoke(t *testing.T) {
 		more = append(more, "contended: cycles/s, wait p99 over Postgres advisory locks'", "Postgres advisory locks: C=4 cycles/s")
 	} else {
 		more = append(more, "skipped: "+errNoPostgres.Error())
+	}
+	if rep.noCounters == nil {
+		more = append(more, "C=1: Redis instructions per cycle (main threads), gateway / redsync",
+			"C=1: Redis instructions per cycle (main threads), gateway / the fenced floor's scripts at the gateway's rate")
+	} else {
+		more = append(more, "not counted: ")
 	}
 	for _, floor := range append([]string{"C=1: gateway p50 - redsync p50", "C=4: gateway / redsync", "C=4: library batching / naive",
 		"hand-off p99", "rw: writer's wait p99", "peak RSS", "semaphore: permits idle while someone waits", "semaphore: hand-off p50", "semaphore: C=1: permit p50 / lock p50", "multi: cycles/s, wait p99", "work: refused permit (limit 256, all held) / refused lock", "keys: 50 names used once", "keys: a semaphore of limit 4, 5 permit cycles", "GET of the semaphore, 2 held", "Redis commands/s while they wait", "memory per waiting acquire",

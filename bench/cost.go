@@ -28,15 +28,19 @@ type cost struct {
 	commands, scripts []int64            // on each node
 	byName            []map[string]int64 // on each node: the commands and script calls by name
 	redis             []time.Duration    // CPU time (utime + stime) of each node's process
-	gateway, postgres time.Duration      // of the gateway's process; of postgres and its backends
+	// Instructions retired by each node's main thread, in user space and
+	// in the kernel (see redistest.Instructions); nil without counters.
+	instructions      []uint64
+	gateway, postgres time.Duration // of the gateway's process; of postgres and its backends
 }
 
 // scriptCalls are the commands of INFO commandstats that run a script.
 var scriptCalls = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
 
-// spent reads what the nodes, the gateway (pid gateway) and postgres (its
-// postmaster's pid; 0: none) spent so far.
-func spent(ctx context.Context, nodes []*redistest.Server, gateway, postgres int) (c cost, err error) {
+// spent reads what the nodes (with their instruction counters, if any), the
+// gateway (pid gateway) and postgres (its postmaster's pid; 0: none) spent
+// so far.
+func spent(ctx context.Context, nodes []*redistest.Server, counters []*redistest.Instructions, gateway, postgres int) (c cost, err error) {
 	c.commands, c.scripts, c.redis = make([]int64, len(nodes)), make([]int64, len(nodes)), make([]time.Duration, len(nodes))
 	for i, s := range nodes {
 		stats, err := s.CommandStats(ctx)
@@ -59,6 +63,13 @@ func spent(ctx context.Context, nodes []*redistest.Server, gateway, postgres int
 			return c, err
 		}
 	}
+	for _, ic := range counters {
+		user, kernel, err := ic.Read()
+		if err != nil {
+			return c, err
+		}
+		c.instructions = append(c.instructions, user+kernel)
+	}
 	if c.gateway, err = redistest.CPUTime(gateway); err != nil {
 		return c, err
 	}
@@ -76,6 +87,9 @@ func (c cost) since(before cost) cost {
 		d.scripts = append(d.scripts, c.scripts[i]-before.scripts[i])
 		d.redis = append(d.redis, c.redis[i]-before.redis[i])
 		d.byName = append(d.byName, addCounts(c.byName[i], before.byName[i], -1))
+	}
+	for i := range c.instructions {
+		d.instructions = append(d.instructions, c.instructions[i]-before.instructions[i])
 	}
 	return d
 }
@@ -103,6 +117,9 @@ func (c cost) plus(x cost) cost {
 		s.redis = append(s.redis, c.redis[i]+x.redis[i])
 		s.byName = append(s.byName, addCounts(c.byName[i], x.byName[i], 1))
 	}
+	for i := range c.instructions {
+		s.instructions = append(s.instructions, c.instructions[i]+x.instructions[i])
+	}
 	return s
 }
 
@@ -127,11 +144,13 @@ func treeCPUTime(pid int) (time.Duration, error) {
 
 // perCycle is the cost of one of cycles, for the first nodes nodes (the
 // ones a mode uses): the commands and script calls per node, the mean of
-// those nodes, and the CPU µs of the nodes together, of the gateway and of
-// postgres.
+// those nodes, the CPU µs of the nodes together, of the gateway and of
+// postgres, and the thousands of instructions of the nodes' main threads
+// together (0 without counters).
 type perCycle struct {
 	commands, scripts                 float64
 	redisCPU, gatewayCPU, postgresCPU float64 // µs
+	redisKinstr                       float64
 }
 
 // byNamePerCycle lists the commands and script calls per node of one of
@@ -162,6 +181,9 @@ func (c cost) perCycle(cycles, nodes int) (p perCycle) {
 		p.scripts += float64(c.scripts[i]) / float64(nodes) / n
 		p.redisCPU += float64(c.redis[i].Microseconds()) / n
 	}
+	for i := range min(nodes, len(c.instructions)) {
+		p.redisKinstr += float64(c.instructions[i]) / 1e3 / n
+	}
 	p.gatewayCPU, p.postgresCPU = float64(c.gateway.Microseconds())/n, float64(c.postgres.Microseconds())/n
 	return p
 }
@@ -177,16 +199,28 @@ func us(v float64, used bool) string {
 // printCosts writes the table of what the servers spent per cycle of each
 // run that measured it.
 func printCosts(w io.Writer, runs []result) {
-	fmt.Fprintln(w, "\nWhat the servers spent per cycle (INFO commandstats; utime+stime of /proc/<pid>/stat)")
-	fmt.Fprintln(w, "group\tacquire+release cycles\tC\tRedis commands per node\tscript calls per node\tRedis CPU µs (the nodes used)\tgateway CPU µs\tPostgres CPU µs")
+	fmt.Fprintln(w, "\nWhat the servers spent per cycle (INFO commandstats; utime+stime of /proc/<pid>/stat; the CPU's instruction counters)")
+	fmt.Fprintln(w, "group\tacquire+release cycles\tC\tRedis commands per node\tscript calls per node\tRedis CPU µs (the nodes used)\tRedis kinstr (their main threads)\tgateway CPU µs\tPostgres CPU µs")
 	for _, r := range runs {
 		if r.cost.commands == nil || r.cycles == 0 {
 			continue
 		}
 		p, b := r.cost.perCycle(r.cycles, r.nodes), r.backend()
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, r.c, us(p.commands, r.nodes > 0), us(p.scripts, r.nodes > 0),
-			us(p.redisCPU, r.nodes > 0), us(p.gatewayCPU, b == viaGateway), us(p.postgresCPU, b == viaPostgres))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, r.c, us(p.commands, r.nodes > 0), us(p.scripts, r.nodes > 0),
+			us(p.redisCPU, r.nodes > 0), us(p.redisKinstr, r.nodes > 0 && r.cost.instructions != nil), us(p.gatewayCPU, b == viaGateway), us(p.postgresCPU, b == viaPostgres))
 	}
+}
+
+// redisKinstrOver is the nodes' instructions per cycle of run a over those
+// of run b, and the figure that shows it with both; ok false without
+// counters.
+func redisKinstrOver(a, b *result) (f float64, figure string, ok bool) {
+	if a.cost.instructions == nil || b.cost.instructions == nil {
+		return 0, "", false
+	}
+	ak, bk := a.cost.perCycle(a.cycles, a.nodes).redisKinstr, b.cost.perCycle(b.cycles, b.nodes).redisKinstr
+	f = ak / max(bk, 1e-9)
+	return f, fmt.Sprintf("%.2f (%.1f / %.1f thousand, %d nodes)", f, ak, bk, a.nodes), true
 }
 
 // redisCPUOver is the nodes' CPU per cycle of run a over that of run b, and
@@ -199,10 +233,14 @@ func redisCPUOver(a, b *result) (float64, string) {
 
 // printCostFloors writes the figures of what a cycle costs the servers, of
 // the physical floor at C=1 and of the comparison with Postgres (run: the
-// runs by group and name; pgSkipped: why no Postgres ran, if none did), and
-// checks the floors among them with check.
-func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error, check func(name, figure, limit string, ok bool)) {
+// runs by group and name; pgSkipped: why no Postgres ran, if none did;
+// noCounters: why no instructions were counted, if none were), and checks
+// the floors among them with check.
+func printCostFloors(w io.Writer, run map[string]*result, pgSkipped, noCounters error, check func(name, figure, limit string, ok bool)) {
 	info := func(name, figure string) { fmt.Fprintf(w, "%s\t%s\t\tinfo\n", name, figure) }
+	if noCounters != nil {
+		info("Redis instructions", "not counted: "+noCounters.Error())
+	}
 	per := func(r *result) perCycle { return r.cost.perCycle(r.cycles, r.nodes) }
 	ratio := func(a, b float64) float64 { return a / max(b, 1e-9) }
 	for _, group := range []string{"latency", "throughput"} {
@@ -220,6 +258,9 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped error, check
 		limit := map[string]float64{"latency": 1.0, "throughput": 0.5}[group]
 		f, figure := redisCPUOver(g, s)
 		check(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync", g.c), figure, fmt.Sprintf("<= %.1f", limit), f <= limit)
+		if _, figure, ok := redisKinstrOver(g, s); ok {
+			info(fmt.Sprintf("C=%d: Redis instructions per cycle (main threads), gateway / redsync", g.c), figure)
+		}
 		if p := run[group+": "+pacedRedsyncMode]; p != nil && p.cost.commands != nil {
 			// The same calls at the same rate (see pacedRedsyncMode): what
 			// the gap above owes to the nodes' idling between calls.

@@ -56,6 +56,10 @@ type lab struct {
 	// The tool's postgres; nil without one, and then pgSkipped says why.
 	pg        *pgServer
 	pgSkipped error
+	// The instructions of each node's main thread; nil where the CPU's
+	// counters cannot be read, and then noCounters says why.
+	counters   []*redistest.Instructions
+	noCounters error
 }
 
 func (l *lab) close() {
@@ -92,6 +96,12 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 		l.stops = slices.Insert(l.stops, 0, s.Stop)
 		l.servers, l.nodes = append(l.servers, s), append(l.nodes, s.Addr())
 	}
+	l.counters, l.noCounters = countInstructions(l.servers)
+	l.stops = append(l.stops, func() {
+		for _, c := range l.counters {
+			c.Close()
+		}
+	})
 	if l.bin = c.binary; l.bin == "" {
 		l.bin = filepath.Join(l.dir, "redlockd")
 		if out, err := exec.CommandContext(ctx, "go", "build", "-o", l.bin, "github.com/redlockd/redlockd/cmd/redlockd").CombinedOutput(); err != nil {
@@ -131,7 +141,24 @@ func (l *lab) spent(ctx context.Context) (cost, error) {
 	if l.pg != nil {
 		pg = l.pg.pid
 	}
-	return spent(ctx, l.servers, l.pid, pg)
+	return spent(ctx, l.servers, l.counters, l.pid, pg)
+}
+
+// countInstructions starts counting the instructions of each node's main
+// thread, or of none: a node's figure without the others' compares nothing.
+func countInstructions(nodes []*redistest.Server) ([]*redistest.Instructions, error) {
+	var cs []*redistest.Instructions
+	for _, s := range nodes {
+		c, err := redistest.CountInstructions(s.PID())
+		if err != nil {
+			for _, c := range cs {
+				c.Close()
+			}
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 // serve starts a gateway on nodes (host:port) with the node timeout d,

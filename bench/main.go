@@ -103,8 +103,9 @@ type report struct {
 	semKeys *keysFigures // one semaphore's permits, used again and again
 	waiting *waiting
 	gray    []grayResult
-	// Why no Postgres ran, if none did.
-	pgSkipped error
+	// Why no Postgres ran, if none did; why no instructions were counted,
+	// if none were.
+	pgSkipped, noCounters error
 }
 
 // modes are the modes of the groups, in the order they run.
@@ -156,7 +157,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		return nil, err
 	}
 	defer l.close()
-	rep = &report{stamp: stamp(ctx, c, l.bin), load: [2]string{loadAverage()}, pgSkipped: l.pgSkipped}
+	rep = &report{stamp: stamp(ctx, c, l.bin), load: [2]string{loadAverage()}, pgSkipped: l.pgSkipped, noCounters: l.noCounters}
 	defer func() { rep.load[1] = loadAverage() }()
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
 	for i, m := range modes(c) {
@@ -257,7 +258,7 @@ func (r *report) print(w io.Writer) bool {
 	if b, n := run["throughput: "+batchingMode], run["throughput: "+naiveMode]; b != nil && n != nil {
 		check(fmt.Sprintf("C=%d: library batching / naive cycles/s", b.c), fmt.Sprintf("%.2f", ratio(b, n)), ">= 3", n.cycles > n.errors && ratio(b, n) >= 3)
 	}
-	printCostFloors(tw, run, r.pgSkipped, check)
+	printCostFloors(tw, run, r.pgSkipped, r.noCounters, check)
 	if x := run["contended: "+contendedMode]; x != nil {
 		ideal := x.perSecond() * float64(x.hold) / float64(time.Second)
 		check(fmt.Sprintf("contended: cycles/s over the ideal %.0f/s (1 / hold)", float64(time.Second)/float64(x.hold)), fmt.Sprintf("%.2f", ideal), ">= 0.75", ideal >= 0.75)
