@@ -13,7 +13,8 @@ import (
 )
 
 // fingerprint is how release messages name the releasing token without
-// revealing it: the first 16 hex digits of its SHA-1.
+// revealing it, and how nodes remember a release (ADR 0013): the first 16
+// hex digits of its SHA-1, as prelude.lua's fingerprint.
 func fingerprint(token string) string {
 	sum := sha1.Sum([]byte(token))
 	return hex.EncodeToString(sum[:8])
