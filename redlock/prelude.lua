@@ -131,9 +131,9 @@ local function rec_remember(r, token)
 end
 
 -- rec_tombstone is what lock holds once r's holder (token) released it: nobody, and token's
--- fingerprint first among the last releases (rec_remember), for keep_ms. keep_ms '0' (undoing a failed acquire: no
--- release of it can be retried) adds no token and keeps the key's TTL, or deletes the key when
--- it remembers no release.
+-- fingerprint first among the last releases (rec_remember), for keep_ms. keep_ms '0' (undoing a
+-- failed acquire: no release of it can be retried) adds nothing and keeps the key's TTL, or
+-- deletes the key when it remembers no release.
 local function rec_tombstone(lock, r, token, keep_ms)
   local t = {holder = '~', nf = '-', fence = '-', flags = '-', rel = r.rel, owner = ''}
   if keep_ms ~= '0' then
