@@ -46,7 +46,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("go build ./cmd/redlockd: %v\n%s", err, out)
 	}
 	c, err := parse([]string{"-c", "4", "--duration", "1s", "--waiters", "200", "--names", "50", "--node-timeout", nodeTimeout.String(),
-		"--baseline-redlockd", baseline})
+		"--baseline-redlockd", baseline, "--instructions"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,8 @@ type lab struct {
 	// The tool's postgres; nil without one, and then pgSkipped says why.
 	pg        *pgServer
 	pgSkipped error
-	// The instructions of each node's main thread; nil where the CPU's
-	// counters cannot be read, and then noCounters says why.
+	// The instructions of each node's main thread, with --instructions;
+	// nil without them, and then noCounters says why.
 	counters   []*redistest.Instructions
 	noCounters error
 }
@@ -96,7 +96,10 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 		l.stops = slices.Insert(l.stops, 0, s.Stop)
 		l.servers, l.nodes = append(l.servers, s), append(l.nodes, s.Addr())
 	}
-	l.counters, l.noCounters = countInstructions(l.servers)
+	l.noCounters = errNotCounted
+	if c.instructions {
+		l.counters, l.noCounters = countInstructions(l.servers)
+	}
 	l.stops = append(l.stops, func() {
 		for _, c := range l.counters {
 			c.Close()
@@ -144,8 +147,16 @@ func (l *lab) spent(ctx context.Context) (cost, error) {
 	return spent(ctx, l.servers, l.counters, l.pid, pg)
 }
 
+// errNotCounted says that a run counts no instructions unless asked.
+var errNotCounted = errors.New("not asked (--instructions)")
+
 // countInstructions starts counting the instructions of each node's main
 // thread, or of none: a node's figure without the others' compares nothing.
+// Only when asked: where the hypervisor traps the CPU's counters (this
+// project's 2-core VMs), each context switch of a counted thread costs it
+// an exit to the hypervisor, which doubled a node's CPU time per command
+// and its round trip (docs/measuring.md), so a run that counts is slower in
+// every mode that uses the nodes.
 func countInstructions(nodes []*redistest.Server) ([]*redistest.Instructions, error) {
 	var cs []*redistest.Instructions
 	for _, s := range nodes {

@@ -41,6 +41,7 @@ type config struct {
 	// The gray floors' workers, and the node timeouts of their gateways.
 	grayClients  int
 	grayTimeouts []time.Duration
+	instructions bool // count the nodes' instructions (see countInstructions)
 }
 
 func (c *config) runs(floor string) bool { return slices.Contains(c.floors, floor) }
@@ -77,6 +78,7 @@ func parse(args []string) (*config, error) {
 	fs.IntVar(&c.names, "names", 100000, "names of the keys floor, each locked and released once (and a tenth as many permit cycles of one semaphore)")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
 	fs.IntVar(&c.grayClients, "gray-clients", 16, "workers of the gray floors")
+	fs.BoolVar(&c.instructions, "instructions", false, "count the instructions of the nodes' main threads (slows the nodes on many VMs: compare the times of runs with it only with each other)")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"testing"
@@ -19,13 +21,18 @@ import (
 // (SET NX, then a compare-and-delete script). It reports the time Redis
 // counts inside the calls (INFO commandstats usec of the calls a client
 // sent, per cycle), the CPU time of its process (/proc, per cycle) and,
-// where the CPU's counters can be read, the instructions its main thread
-// retires per cycle in user space and in the kernel (thousands: they barely
-// move with the machine's load, as time does), hot (back to back) and paused
+// with -args -instructions where the CPU's counters can be read, the
+// instructions its main thread retires per cycle in user space and in the
+// kernel (thousands: they barely move with the machine's load, as time does;
+// counting them slows the node on a VM that traps the counters, so its times
+// are then not comparable with a run without), hot (back to back) and paused
 // (500µs between calls, as at C=1 behind a gateway, where each call finds
 // the node idle and its caches cold). Tokens are the gateway's (NewToken):
 // the record's work grows with their length. docs/measuring.md ("Proposed
 // targets") reads it.
+// countInstructions makes BenchmarkScriptCost count Redis's instructions.
+var countInstructions = flag.Bool("instructions", false, "BenchmarkScriptCost: count the instructions of Redis's main thread")
+
 func BenchmarkScriptCost(b *testing.B) {
 	s := redistest.Start(b)
 	cl := redis.NewClient(&redis.Options{Addr: s.Addr(), Protocol: 2})
@@ -62,9 +69,12 @@ func BenchmarkScriptCost(b *testing.B) {
 				if err := c.cycle(b, "warm"); err != nil { // loads the scripts
 					b.Fatal(err)
 				}
-				ins, insErr := redistest.CountInstructions(s.PID())
-				if insErr == nil {
-					defer ins.Close()
+				var ins *redistest.Instructions
+				insErr := errors.New("not asked (-args -instructions)")
+				if *countInstructions {
+					if ins, insErr = redistest.CountInstructions(s.PID()); insErr == nil {
+						defer ins.Close()
+					}
 				}
 				usec0, cpu0 := redisSpent(b, s, c.topLevel)
 				user0, kernel0 := instructionsSpent(b, ins)
