@@ -152,11 +152,8 @@ var errNotCounted = errors.New("not asked (--instructions)")
 
 // countInstructions starts counting the instructions of each node's main
 // thread, or of none: a node's figure without the others' compares nothing.
-// Only when asked: where the hypervisor traps the CPU's counters (this
-// project's 2-core VMs), each context switch of a counted thread costs it
-// an exit to the hypervisor, which doubled a node's CPU time per command
-// and its round trip (docs/measuring.md), so a run that counts is slower in
-// every mode that uses the nodes.
+// Only when asked: counting slows the nodes where the hypervisor traps the
+// CPU's counters (docs/measuring.md, What a cycle costs the servers).
 func countInstructions(nodes []*redistest.Server) ([]*redistest.Instructions, error) {
 	var cs []*redistest.Instructions
 	for _, s := range nodes {

@@ -14,6 +14,9 @@ import (
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
+// countInstructions makes BenchmarkScriptCost count Redis's instructions.
+var countInstructions = flag.Bool("instructions", false, "BenchmarkScriptCost: count the instructions of Redis's main thread")
+
 // BenchmarkScriptCost measures what one uncontended acquire+release costs
 // one redis-server, one cycle at a time: the lock's scripts (acquire.lua,
 // release.lua); the same commands with none of their logic (fencedfloor's
@@ -30,9 +33,6 @@ import (
 // the node idle and its caches cold). Tokens are the gateway's (NewToken):
 // the record's work grows with their length. docs/measuring.md ("Proposed
 // targets") reads it.
-// countInstructions makes BenchmarkScriptCost count Redis's instructions.
-var countInstructions = flag.Bool("instructions", false, "BenchmarkScriptCost: count the instructions of Redis's main thread")
-
 func BenchmarkScriptCost(b *testing.B) {
 	s := redistest.Start(b)
 	cl := redis.NewClient(&redis.Options{Addr: s.Addr(), Protocol: 2})

@@ -12,7 +12,9 @@ import (
 // in the kernel apart, from the CPU's own counters (perf_event_open): unlike
 // CPU time, the count of the same work barely moves with what else the
 // machine runs. Redis runs every command, and every script, on its main
-// thread, whose id is the process's.
+// thread, whose id is the process's. Counting slows the thread where the
+// hypervisor traps the counters (docs/measuring.md, What a cycle costs the
+// servers).
 type Instructions struct {
 	user, kernel int // the counters' file descriptors
 }
