@@ -211,24 +211,28 @@ func printCosts(w io.Writer, runs []result) {
 	}
 }
 
-// redisKinstrOver is the nodes' instructions per cycle of run a over those
-// of run b, and the figure that shows it with both; ok false without
-// counters.
-func redisKinstrOver(a, b *result) (f float64, figure string, ok bool) {
+// redisKinstrOver is the figure of the nodes' instructions per cycle of run
+// a over those of run b; ok false without counters.
+func redisKinstrOver(a, b *result) (figure string, ok bool) {
 	if a.cost.instructions == nil || b.cost.instructions == nil {
-		return 0, "", false
+		return "", false
 	}
-	ak, bk := a.cost.perCycle(a.cycles, a.nodes).redisKinstr, b.cost.perCycle(b.cycles, b.nodes).redisKinstr
-	f = ak / max(bk, 1e-9)
-	return f, fmt.Sprintf("%.2f (%.1f / %.1f thousand, %d nodes)", f, ak, bk, a.nodes), true
+	_, figure = nodesOver(a, b, func(p perCycle) float64 { return p.redisKinstr }, "thousand")
+	return figure, true
 }
 
 // redisCPUOver is the nodes' CPU per cycle of run a over that of run b, and
 // the figure that shows it with both.
 func redisCPUOver(a, b *result) (float64, string) {
-	ac, bc := a.cost.perCycle(a.cycles, a.nodes).redisCPU, b.cost.perCycle(b.cycles, b.nodes).redisCPU
-	f := ac / max(bc, 1e-9)
-	return f, fmt.Sprintf("%.2f (%.1f / %.1f µs, %d nodes)", f, ac, bc, a.nodes)
+	return nodesOver(a, b, func(p perCycle) float64 { return p.redisCPU }, "µs")
+}
+
+// nodesOver is a figure per cycle of the nodes (of) of run a over that of
+// run b, and the figure that shows it with both, in unit.
+func nodesOver(a, b *result, of func(perCycle) float64, unit string) (float64, string) {
+	av, bv := of(a.cost.perCycle(a.cycles, a.nodes)), of(b.cost.perCycle(b.cycles, b.nodes))
+	f := av / max(bv, 1e-9)
+	return f, fmt.Sprintf("%.2f (%.1f / %.1f %s, %d nodes)", f, av, bv, unit, a.nodes)
 }
 
 // printCostFloors writes the figures of what a cycle costs the servers, of
@@ -258,7 +262,7 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped, noCounters 
 		limit := map[string]float64{"latency": 1.0, "throughput": 0.5}[group]
 		f, figure := redisCPUOver(g, s)
 		check(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync", g.c), figure, fmt.Sprintf("<= %.1f", limit), f <= limit)
-		if _, figure, ok := redisKinstrOver(g, s); ok {
+		if figure, ok := redisKinstrOver(g, s); ok {
 			info(fmt.Sprintf("C=%d: Redis instructions per cycle (main threads), gateway / redsync", g.c), figure)
 		}
 		if p := run[group+": "+pacedRedsyncMode]; p != nil && p.cost.commands != nil {

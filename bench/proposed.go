@@ -35,7 +35,7 @@ func printProposed(w io.Writer, run map[string]*result) {
 			figure, "<= 1.25", g.cycles > 0 && r <= 1.25)
 		// The same work counted in instructions, which the machine's load
 		// barely moves.
-		if _, figure, ok := redisKinstrOver(g, x); ok {
+		if figure, ok := redisKinstrOver(g, x); ok {
 			fmt.Fprintf(w, "C=1: Redis instructions per cycle (main threads), gateway / the fenced floor's scripts at the gateway's rate\t%s\t\tinfo\n", figure)
 		}
 	}
