@@ -39,8 +39,8 @@ func (c *Coordinator) handOver(ctx context.Context, s *redis.Script, keys []stri
 	rel, other := votes{n: len(c.nodes), q: c.quorum}, 0
 	t := &acqTally{votes: votes{n: len(c.nodes), q: c.quorum}, a: a, tg: a.kind.handedOver(-1), minFence: math.MaxInt64}
 	var errs []error
-	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), a.token, a.ttl.Milliseconds(), a.owner,
-		c.fenceIdle(), fenceFloor(), a.markedInterest(), a.wwait(), c.mark}
+	args := []any{token, c.released, c.opts.MaxTTL.Milliseconds(), fingerprint(token), a.token, w.own,
+		a.ttl.Milliseconds(), a.owner, c.fenceIdle(), fenceFloor(), a.markedInterest(), a.wwait(), c.mark}
 	// The waiter gets one lock: a semaphore's waiter the permit of the first
 	// node that handed one over (the releasing token may hold different
 	// permits on different nodes, left by a client token's rounds on

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // cancelOnArg is a go-redis hook that calls cancel before sending a command
@@ -303,5 +305,81 @@ func TestLockHandOverChain(t *testing.T) {
 	}
 	if got, pubs := c.Stats().Attempts-rounds, announced.settled(); got != n || pubs != 0 {
 		t.Errorf("%d hand-overs: %d rounds and %d announcements, want %d and none", n, got, pubs, n)
+	}
+}
+
+// TestAnnouncementsNameTheFingerprint checks that a release announcement
+// names the releasing token by its fingerprint, never the token, for a
+// release and for the undo of an acquire's grants: the coordinator passes
+// the fingerprint to the scripts, which never hash a token (prelude.lua).
+// A waiter of another coordinator marks the lock, so that both are
+// announced (no hand-over on the coordinator that releases).
+func TestAnnouncementsNameTheFingerprint(t *testing.T) {
+	cl := newCluster(t, 3, waitOpts)
+	ctx := t.Context()
+	other := cl.gateway(t)
+	msgs := make(chan string, 64)
+	for _, s := range cl.servers {
+		sub := s.Client().Subscribe(ctx, cl.c.released)
+		if _, err := sub.Receive(ctx); err != nil { // subscribed
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		go func() {
+			for m := range sub.Channel() {
+				select {
+				case msgs <- m.Payload:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	for _, how := range []string{"release", "undo"} {
+		res := uniq(t)
+		key := cl.c.lockKeysOf("", res).Lock
+		l, err := cl.c.Acquire(ctx, res, AcquireOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			w, err := other.Acquire(ctx, res, AcquireOptions{Wait: 20 * time.Second})
+			if err == nil {
+				err = other.Release(ctx, "", res, w.Token)
+			}
+			got <- err
+		}()
+		eventually(t, patience, "the waiter to mark the lock", func() bool {
+			return slices.ContainsFunc(cl.servers, func(s *redistest.Server) bool {
+				r := readRecord(t, s.Client(), key)
+				return r.holder == l.Token && r.flags != "-"
+			})
+		})
+		if how == "release" {
+			err = cl.c.Release(ctx, "", res, l.Token)
+		} else {
+			var a *attempt
+			if a, err = cl.c.newAttempt(res, AcquireOptions{Token: l.Token}); err == nil {
+				a.undo(ctx, cl.c.idxs)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m string
+		for !strings.HasPrefix(m, key+"|") {
+			select {
+			case m = <-msgs:
+			case <-time.After(patience):
+				t.Fatalf("%s: no announcement of %s", how, key)
+			}
+		}
+		if want := key + "|" + fingerprint(l.Token); m != want || strings.Contains(m, l.Token) {
+			t.Errorf("%s announced %q, want %q", how, m, want)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("%s: the waiter: %v", how, err)
+		}
 	}
 }

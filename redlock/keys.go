@@ -74,7 +74,7 @@ func (k lockKeys) inspect() []string { return []string{k.Lock, k.Readers, k.RMet
 type semaphoreKeys struct {
 	Permit   lockKeys
 	Waiting  string // set while someone waits for a permit: releases are announced
-	Released string // the tokens of its last releases, newest first (a list)
+	Released string // the fingerprints of its last releases' tokens, newest first (a list)
 	Limit    string // the limit of the permits held on the node
 	Permits  string // each permit held → when it expires
 	Holders  string // each holder's token → its permit

@@ -142,7 +142,7 @@ func (a *attempt) runRound(ctx context.Context, r acquireRound) (Lock, error) {
 
 // undoOn releases a.token from tg on the nodes idxs without remembering the release.
 func (a *attempt) undoOn(ctx context.Context, tg target, idxs []int) {
-	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), tg.keys().release(), []any{a.token, a.c.released, 0}, tg.int64s(), nil)
+	_, rd := runScript(ctx, a.c, idxs, tg.script(scriptRelease), tg.keys().release(), []any{a.token, a.c.released, 0, fingerprint(a.token)}, tg.int64s(), nil)
 	rd.stragglers(nil)
 }
 

@@ -38,7 +38,7 @@ if #refused > 0 then
       pttl = math.max(pttl, r[2])
     else
       -- its last reader expired since the check (TIME moves on): leave it free
-      rec_tombstone(all[5 * i - 4], rec_read(redis.call('GET', all[5 * i - 4])), ARGV[1], '0')
+      rec_tombstone(all[5 * i - 4], rec_read(redis.call('GET', all[5 * i - 4])), nil, '0')
     end
   end
   return {0, pttl}

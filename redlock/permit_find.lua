@@ -7,13 +7,13 @@
 -- there: release.lua's KEYS of a permit end with the semaphore's waiting key and its releases,
 -- where the token's release is remembered for keep_ms (remember: a retry then answers 2).
 -- KEYS: the lock script's, with the lock key prefix, then [limit, permits, holders]
--- ARGV: the lock script's (ARGV[1] is the token)
+-- ARGV: the lock script's (ARGV[1] is the token; a release's ARGV[4] its fingerprint)
 -- => {permit (-1: none), the lock script's reply, the semaphore's limit here (0: unknown)}
 -- INCLUDE permits.lua
 local limit = tonumber(redis.call('GET', limitkey) or '0')
 local permit = mine(ARGV[1])
 local releases = KEYS[5] -- a release's (see above)
-if permit < 0 and releases and released(releases, ARGV[1]) then
+if permit < 0 and releases and released(releases, ARGV[4]) then
   return {permit, 2, limit}
 end
 local suffix = permit >= 0 and tostring(permit) or 'none'
@@ -30,7 +30,7 @@ if permit >= 0 then
   else
     drop(permit, ARGV[1])
     if releases and ARGV[3] ~= '0' then
-      remember(releases, ARGV[1], ARGV[3], limit)
+      remember(releases, ARGV[4], ARGV[3], limit)
     end
   end
 end

@@ -5,9 +5,10 @@
 -- release is not announced. Both tokens' permits are found in the index of the permits
 -- (permits.lua).
 -- KEYS: [lock prefix, fence, waiting, releases (see remember, permits.lua), limit, permits, holders]
--- ARGV: [releasing token, channel, keep_ms, waiting token, ttl_ms, owner, idle_ms, floor (see fence.lua),
---        interest, wait_ms, mark] (acquire.lua's: with interest 2 the waiter's permit is marked, so
---        that its release is announced, as a permit granted by a round)
+-- ARGV: [releasing token, channel, keep_ms, its fingerprint, waiting token, its fingerprint,
+--        ttl_ms, owner, idle_ms, floor (see fence.lua), interest, wait_ms, mark] (from ttl_ms on
+--        acquire.lua's: with interest 2 the waiter's permit is marked, so that its release is
+--        announced, as a permit granted by a round)
 -- => {permit, 1, {1, fence, 0, 0}}  handed over
 --    {-1, 2 or 0, {0, -1}}          the releasing token holds no permit here (2: its release is
 --                                   remembered, see remember); the coordinator may then put the
@@ -19,27 +20,27 @@
 -- INCLUDE permits.lua
 local permit = mine(ARGV[1])
 if permit < 0 then
-  if released(KEYS[4], ARGV[1]) then
+  if released(KEYS[4], ARGV[4]) then
     return {-1, 2, {0, -1}}
   end
   return {-1, 0, {0, -1}}
 end
 local lock = lockp .. permit
 local r = rec_read(redis.call('GET', lock))
-remember(KEYS[4], ARGV[1], ARGV[3], tonumber(redis.call('GET', limitkey)))
-local left = mine(ARGV[4])
+remember(KEYS[4], ARGV[4], ARGV[3], tonumber(redis.call('GET', limitkey)))
+local left = mine(ARGV[5])
 if left >= 0 then
   local llock = lockp .. left
   local lr = rec_read(redis.call('GET', llock))
-  announce(lr, KEYS[3], ARGV[2], llock, ARGV[4])
-  rec_tombstone(llock, lr, ARGV[4], '0')
-  drop(left, ARGV[4])
+  announce(lr, KEYS[3], ARGV[2], llock, ARGV[6])
+  rec_tombstone(llock, lr, ARGV[6], '0')
+  drop(left, ARGV[5])
 end
-rec_remember(r, ARGV[1])
+rec_remember(r, ARGV[4])
 local flags = '-'
-if ARGV[9] == '2' then
-  flags = ARGV[11] -- others wait behind the waiter here
+if ARGV[11] == '2' then
+  flags = ARGV[13] -- others wait behind the waiter here
 end
-local f = lock_grant(lock, r, KEYS[2], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], flags)
-record(permit, ARGV[4], now_ms(), tonumber(ARGV[5]))
+local f = lock_grant(lock, r, KEYS[2], ARGV[5], ARGV[7], ARGV[8], ARGV[9], ARGV[10], flags)
+record(permit, ARGV[5], now_ms(), tonumber(ARGV[7]))
 return {permit, 1, {1, f, 0, 0}}

@@ -103,20 +103,22 @@ local function drop(i, token)
 end
 
 -- remember notes, in the semaphore's list of releases (key: the tokens' fingerprints, newest
--- first), that token released its permit here, for keep_ms: a retried release finds it there
--- (released). The list keeps the last 8 releases per permit of the limit, as a lock's record
--- keeps its last 8 (rec_remember), and lives keep_ms after the latest (its PEXPIRE follows the
--- push in the same call, so the list is never left without a TTL): one key per semaphore however
--- often its permits are released. keep_ms is never '0' here (an undone acquire remembers nothing).
-local function remember(key, token, keep_ms, limit)
-  redis.call('LPUSH', key, fingerprint(token))
+-- first), that the token of fingerprint fp released its permit here, for keep_ms: a retried
+-- release finds it there (released). The list keeps the last 8 releases per permit of the limit,
+-- as a lock's record keeps its last 8 (rec_remember), and lives keep_ms after the latest (its
+-- PEXPIRE follows the push in the same call, so the list is never left without a TTL): one key
+-- per semaphore however often its permits are released. keep_ms is never '0' here (an undone
+-- acquire remembers nothing).
+local function remember(key, fp, keep_ms, limit)
+  redis.call('LPUSH', key, fp)
   redis.call('LTRIM', key, 0, 8 * math.max(limit or 1, 1) - 1)
   redis.call('PEXPIRE', key, keep_ms)
 end
 
--- released says whether token's release is among those the list key remembers (remember).
-local function released(key, token)
-  return redis.call('LPOS', key, fingerprint(token)) ~= false
+-- released says whether the release of the token of fingerprint fp is among those the list key
+-- remembers (remember).
+local function released(key, fp)
+  return redis.call('LPOS', key, fp) ~= false
 end
 
 -- firstFree is the first permit in [from, below) that is held by none here, or -1: the permits

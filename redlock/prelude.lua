@@ -29,11 +29,9 @@ end
 
 -- INCLUDE fence.lua
 
--- fingerprint is token's fingerprint, the first 16 hex digits of its SHA-1 (pubsub.go's
--- fingerprint): what a node keeps of a released token and what it announces, never the token.
-local function fingerprint(token)
-  return string.sub(redis.sha1hex(token), 1, 16)
-end
+-- A script never hashes a token: where it remembers or announces a release it is given the
+-- token's fingerprint (fp below: 16 hex digits, pubsub.go's fingerprint), what a node keeps of a
+-- released token and what it announces, never the token.
 
 -- rec_read is the record that a lock key's value v (GET's reply) holds, or nil when there is no
 -- key. A record is six fields, separated by single spaces, the owner last (it may hold spaces):
@@ -88,9 +86,10 @@ local function rec_shown(field)
   return field
 end
 
--- rec_released says whether token is among the last releases that r remembers (by fingerprint).
-local function rec_released(r, token)
-  return r ~= nil and string.find(',' .. r.rel .. ',', ',' .. fingerprint(token) .. ',', 1, true) ~= nil
+-- rec_released says whether the token of fingerprint fp is among the last releases that r
+-- remembers.
+local function rec_released(r, fp)
+  return r ~= nil and string.find(',' .. r.rel .. ',', ',' .. fp .. ',', 1, true) ~= nil
 end
 
 -- rec_mark is the waiting mark of a record marked a and b (each '-' or a mark): one gateway's
@@ -117,12 +116,11 @@ local function rec_waited(lock, r, px, mark)
   end
 end
 
--- rec_remember puts token's fingerprint first among the last releases that r remembers, keeping
--- at most 8: fingerprints are 16 characters long, so the 7 newest are the first 7 * 17 - 1 (one
--- cut, not a search for the 7th comma). A list written before fingerprints (tokens) is cut there
--- too: a token cut short is forgotten.
-local function rec_remember(r, token)
-  local fp = fingerprint(token)
+-- rec_remember puts fp (a token's fingerprint) first among the last releases that r remembers,
+-- keeping at most 8: fingerprints are 16 characters long, so the 7 newest are the first 7 * 17 - 1
+-- (one cut, not a search for the 7th comma). A list written before fingerprints (tokens) is cut
+-- there too: a token cut short is forgotten.
+local function rec_remember(r, fp)
   if r.rel == '-' then
     r.rel = fp
   else
@@ -130,19 +128,20 @@ local function rec_remember(r, token)
   end
 end
 
--- rec_tombstone is what lock holds once r's holder (token) released it: nobody, and token's
--- fingerprint first among the last releases (rec_remember), for keep_ms. keep_ms '0' (undoing a
--- failed acquire: no release of it can be retried) adds nothing and keeps the key's TTL, or
--- deletes the key when it remembers no release.
-local function rec_tombstone(lock, r, token, keep_ms)
-  local t = {holder = '~', nf = '-', fence = '-', flags = '-', rel = r.rel, owner = ''}
+-- rec_tombstone makes r, the record of lock whose holder released it, what lock holds then:
+-- nobody, and the holder's token (of fingerprint fp) first among the last releases
+-- (rec_remember), for keep_ms. keep_ms '0' (undoing a failed acquire: no release of it can be
+-- retried; fp is not used) adds nothing and keeps the key's TTL, or deletes the key when it
+-- remembers no release.
+local function rec_tombstone(lock, r, fp, keep_ms)
+  r.holder, r.nf, r.fence, r.flags, r.owner = '~', '-', '-', '-', ''
   if keep_ms ~= '0' then
-    rec_remember(t, token)
-    rec_write(lock, t, 'PX', keep_ms)
+    rec_remember(r, fp)
+    rec_write(lock, r, 'PX', keep_ms)
   elseif r.rel == '-' then
     redis.call('DEL', lock)
   else
-    rec_write(lock, t, 'KEEPTTL')
+    rec_write(lock, r, 'KEEPTTL')
   end
 end
 
@@ -197,12 +196,12 @@ local function readers_live(readers, now)
   return redis.call('ZCOUNT', readers, '(' .. (now or now_ms()), '+inf') > 0
 end
 
--- announce publishes the release of lock by token on channel if someone waits for it (r, the
--- released record, is marked, or the key waiting exists: a semaphore's, see permit_acquire.lua):
--- "<lock key>|<fingerprint(token)>", so that waiting acquires wake at once and a
--- waiter can ignore its own releases. Nobody waiting: no message.
-local function announce(r, waiting, channel, lock, token)
+-- announce publishes the release of lock by the token of fingerprint fp on channel if someone
+-- waits for it (r, the released record, is marked, or the key waiting exists: a semaphore's, see
+-- permit_acquire.lua): "<lock key>|<fp>", so that waiting acquires wake at once and a waiter can
+-- ignore its own releases. Nobody waiting: no message.
+local function announce(r, waiting, channel, lock, fp)
   if r.flags ~= '-' or (waiting and redis.call('EXISTS', waiting) == 1) then
-    redis.call('PUBLISH', channel, lock .. '|' .. fingerprint(token))
+    redis.call('PUBLISH', channel, lock .. '|' .. fp)
   end
 end

@@ -14,7 +14,8 @@ import (
 
 // fingerprint is how release messages name the releasing token without
 // revealing it, and how nodes remember a release (ADR 0013): the first 16
-// hex digits of its SHA-1, as prelude.lua's fingerprint.
+// hex digits of its SHA-1. The scripts that remember or announce a release
+// are given it (prelude.lua): they never hash a token themselves.
 func fingerprint(token string) string {
 	sum := sha1.Sum([]byte(token))
 	return hex.EncodeToString(sum[:8])

@@ -35,7 +35,7 @@ func (c *Coordinator) release(ctx context.Context, tg target, token string) erro
 	// retry) joins whichever permit it was.
 	byPermit := map[int]int{}
 	best := 0
-	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.keys().release(), []any{token, c.released, keep}, tg.releases(), func(r reply[relReply]) bool {
+	_, rd := runScript(ctx, c, c.idxs, tg.script(scriptRelease), tg.keys().release(), []any{token, c.released, keep, fingerprint(token)}, tg.releases(), func(r reply[relReply]) bool {
 		switch {
 		case r.err != nil:
 			t.bad++

@@ -1,7 +1,7 @@
 -- release.lua: compare-and-delete, announcing the release to waiters, leaving a tombstone.
 -- KEYS: [lock, readers, rmeta] (a semaphore's permits add the semaphore's waiting key and the
 -- semaphore's last releases: see permit_find.lua)
--- ARGV: [token, channel, keep_ms]
+-- ARGV: [token, channel, keep_ms, fp (the token's fingerprint: see prelude.lua)]
 -- => 1 released (token held it, as the writer or as a live reader), 2 token is among the last
 --    releases of this lock here (a retried release), 0 no lock here, -1 held by another token (a
 --    writer, or live readers)
@@ -14,8 +14,8 @@ if r == nil then
   return 0
 end
 if r.holder == ARGV[1] then
-  announce(r, KEYS[4], ARGV[2], KEYS[1], ARGV[1])
-  rec_tombstone(KEYS[1], r, ARGV[1], ARGV[3])
+  announce(r, KEYS[4], ARGV[2], KEYS[1], ARGV[4])
+  rec_tombstone(KEYS[1], r, ARGV[4], ARGV[3])
   return 1
 end
 if r.holder == '^' then
@@ -27,19 +27,19 @@ if r.holder == '^' then
     if tonumber(s) > now then
       if readers_live(KEYS[2], now) then
         if ARGV[3] ~= '0' then -- remembered, as a writer's release is
-          rec_remember(r, ARGV[1])
+          rec_remember(r, ARGV[4])
           rec_write(KEYS[1], r, 'KEEPTTL')
         end
         return 1
       end
       redis.call('DEL', KEYS[2], KEYS[3]) -- the last live reader left
-      announce(r, KEYS[4], ARGV[2], KEYS[1], ARGV[1])
-      rec_tombstone(KEYS[1], r, ARGV[1], ARGV[3])
+      announce(r, KEYS[4], ARGV[2], KEYS[1], ARGV[4])
+      rec_tombstone(KEYS[1], r, ARGV[4], ARGV[3])
       return 1
     end
   end
 end
-if rec_released(r, ARGV[1]) then
+if rec_released(r, ARGV[4]) then
   return 2
 end
 if r.holder == '~' or (r.holder == '^' and not readers_live(KEYS[2])) then

@@ -43,7 +43,7 @@ func BenchmarkScriptCost(b *testing.B) {
 		return func(b *testing.B, tok string) error {
 			err := acq.Run(b.Context(), cl, keys, tok, 10000, "", 0, 0, 60000, time.Now().UnixMicro(), "w:abcdefgh").Err()
 			if err == nil {
-				err = rel.Run(b.Context(), cl, keys[:3], tok, "ch", 60000).Err()
+				err = rel.Run(b.Context(), cl, keys[:3], tok, "ch", 60000, fingerprint(tok)).Err()
 			}
 			return err
 		}

@@ -453,13 +453,39 @@ func TestSemaphoreHandOverUndoesLeftover(t *testing.T) {
 	got := waitingPermit(t, c, 2)
 	waitRefused(t, c)
 	// Its round took permit 1 on node 4 if it asked for it; else it is put there.
-	putPermit(t, cl, "s", waiterToken(c, "s"), Permit{Index: 1, Limit: 2}, 4)
+	waiter := waiterToken(c, "s")
+	putPermit(t, cl, "s", waiter, Permit{Index: 1, Limit: 2}, 4)
+	// The undo of permit 1 is announced where someone waits: on node 4 too
+	// (its round may have taken permit 1 there, rather than been refused).
+	if err := cl.servers[4].Client().Set(ctx, c.semaphoreKeysOf("", "s").Waiting, "1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sub := cl.servers[4].Client().Subscribe(ctx, c.released)
+	if _, err := sub.Receive(ctx); err != nil { // subscribed
+		t.Fatal(err)
+	}
+	defer sub.Close()
 	if err := c.ReleasePermit(ctx, "", "s", releaser); err != nil {
 		t.Fatal(err)
 	}
 	heldEverywhere(t, cl, <-got)
 	if h := holderAt(t, cl.servers[4].Client(), "redlockd:lock:/s#1"); h != "" {
 		t.Errorf("node 4: permit 1 still held by %q", h)
+	}
+	// The undo is announced as a release, naming the waiter by its fingerprint.
+	for {
+		select {
+		case m := <-sub.Channel():
+			if !strings.HasPrefix(m.Payload, "redlockd:lock:/s#1|") {
+				continue
+			}
+			if want := "redlockd:lock:/s#1|" + fingerprint(waiter); m.Payload != want {
+				t.Errorf("node 4 announced %q, want %q", m.Payload, want)
+			}
+		case <-time.After(patience):
+			t.Error("node 4 did not announce the undo of permit 1")
+		}
+		return
 	}
 }
 
