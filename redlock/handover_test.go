@@ -112,15 +112,16 @@ func (cl *cluster) announced(t *testing.T, resource string) *announcements {
 
 // announcements counts release announcements (see announcedOf).
 type announcements struct {
-	cl *cluster
-	n  atomic.Int64 // those received so far
+	cl       *cluster
+	n        atomic.Int64 // those received so far
+	payloads chan string  // the first of them (see next)
 }
 
 // announcedOf counts, from now on, the release announcements whose payload
 // starts with prefix (a lock key and "|", or a semaphore's permit prefix).
 func (cl *cluster) announcedOf(t *testing.T, prefix string) *announcements {
 	t.Helper()
-	a := &announcements{cl: cl}
+	a := &announcements{cl: cl, payloads: make(chan string, 16)}
 	for _, s := range cl.servers {
 		sub := s.Client().Subscribe(t.Context(), cl.c.released)
 		if _, err := sub.Receive(t.Context()); err != nil { // subscribed
@@ -131,11 +132,28 @@ func (cl *cluster) announcedOf(t *testing.T, prefix string) *announcements {
 			for m := range sub.Channel() {
 				if strings.HasPrefix(m.Payload, prefix) {
 					a.n.Add(1)
+					select {
+					case a.payloads <- m.Payload:
+					default: // only the first few are kept
+					}
 				}
 			}
 		}()
 	}
 	return a
+}
+
+// next is the payload of the next announcement received (of the first few),
+// waited for up to patience.
+func (a *announcements) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case p := <-a.payloads:
+		return p
+	case <-time.After(patience):
+		t.Fatal("no announcement")
+		return ""
+	}
 }
 
 // settled is the count once every command sent so far, in the background
@@ -318,23 +336,6 @@ func TestAnnouncementsNameTheFingerprint(t *testing.T) {
 	cl := newCluster(t, 3, waitOpts)
 	ctx := t.Context()
 	other := cl.gateway(t)
-	msgs := make(chan string, 64)
-	for _, s := range cl.servers {
-		sub := s.Client().Subscribe(ctx, cl.c.released)
-		if _, err := sub.Receive(ctx); err != nil { // subscribed
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sub.Close() })
-		go func() {
-			for m := range sub.Channel() {
-				select {
-				case msgs <- m.Payload:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
 	for _, how := range []string{"release", "undo"} {
 		res := uniq(t)
 		key := cl.c.lockKeysOf("", res).Lock
@@ -356,6 +357,7 @@ func TestAnnouncementsNameTheFingerprint(t *testing.T) {
 				return r.holder == l.Token && r.flags != "-"
 			})
 		})
+		announced := cl.announced(t, res)
 		if how == "release" {
 			err = cl.c.Release(ctx, "", res, l.Token)
 		} else {
@@ -367,15 +369,7 @@ func TestAnnouncementsNameTheFingerprint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m string
-		for !strings.HasPrefix(m, key+"|") {
-			select {
-			case m = <-msgs:
-			case <-time.After(patience):
-				t.Fatalf("%s: no announcement of %s", how, key)
-			}
-		}
-		if want := key + "|" + fingerprint(l.Token); m != want || strings.Contains(m, l.Token) {
+		if m, want := announced.next(t), key+"|"+fingerprint(l.Token); m != want || strings.Contains(m, l.Token) {
 			t.Errorf("%s announced %q, want %q", how, m, want)
 		}
 		if err := <-got; err != nil {

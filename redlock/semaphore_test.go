@@ -460,11 +460,7 @@ func TestSemaphoreHandOverUndoesLeftover(t *testing.T) {
 	if err := cl.servers[4].Client().Set(ctx, c.semaphoreKeysOf("", "s").Waiting, "1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	sub := cl.servers[4].Client().Subscribe(ctx, c.released)
-	if _, err := sub.Receive(ctx); err != nil { // subscribed
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	announced := cl.announcedOf(t, "redlockd:lock:/s#1|")
 	if err := c.ReleasePermit(ctx, "", "s", releaser); err != nil {
 		t.Fatal(err)
 	}
@@ -473,19 +469,8 @@ func TestSemaphoreHandOverUndoesLeftover(t *testing.T) {
 		t.Errorf("node 4: permit 1 still held by %q", h)
 	}
 	// The undo is announced as a release, naming the waiter by its fingerprint.
-	for {
-		select {
-		case m := <-sub.Channel():
-			if !strings.HasPrefix(m.Payload, "redlockd:lock:/s#1|") {
-				continue
-			}
-			if want := "redlockd:lock:/s#1|" + fingerprint(waiter); m.Payload != want {
-				t.Errorf("node 4 announced %q, want %q", m.Payload, want)
-			}
-		case <-time.After(patience):
-			t.Error("node 4 did not announce the undo of permit 1")
-		}
-		return
+	if m, want := announced.next(t), "redlockd:lock:/s#1|"+fingerprint(waiter); m != want {
+		t.Errorf("node 4 announced %q, want %q", m, want)
 	}
 }
 
