@@ -78,6 +78,7 @@ require (
 )
 
 tool (
+	github.com/Shopify/toxiproxy/v2/cmd/server
 	github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
 	honnef.co/go/tools/cmd/staticcheck
 )

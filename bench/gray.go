@@ -5,22 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/redlockd/redlockd/client"
+	"github.com/redlockd/redlockd/internal/proxytest"
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 // The gray floors: a paused or slow minority of nodes never slows a request
 // (docs/safety.md, what happens in each fault). A gateway per node timeout reaches every node through a
-// toxiproxy proxy run in this process, so that a node can be made slow;
-// a node is paused with SIGSTOP (redistest's Pause is for tests only).
+// toxiproxy proxy, so that a node can be made slow: in a toxiproxy-server
+// process of its own, whose proxies this tool's load cannot stall
+// (internal/proxytest). A node is paused with SIGSTOP (redistest's Pause is
+// for tests only).
 
 // scenario is a gray failure: the first paused nodes are stopped, the next
 // slow ones answer twice the node timeout late.
@@ -54,7 +56,10 @@ type grayResult struct {
 // c.grayTimeouts, then the acquires with 3 of 5 paused, each on a gateway
 // and proxies of its own (see faulted).
 func measureGray(ctx context.Context, l *lab, c *config, prefix string, progress io.Writer) (runs []result, gray []grayResult, err error) {
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	srv := filepath.Join(l.dir, "toxiproxy-server")
+	if err := proxytest.Build(ctx, "", srv); err != nil {
+		return nil, nil, fmt.Errorf("%w (run bench in the module)", err)
+	}
 	for _, d := range c.grayTimeouts {
 		for i, s := range scenarios {
 			fmt.Fprintf(progress, "%s at C=%d for %v\n", grayName(d, s.name), c.grayClients, c.duration)
@@ -99,23 +104,23 @@ func measureGray(ctx context.Context, l *lab, c *config, prefix string, progress
 }
 
 // faulted runs f on a gateway of its own with node timeout d, which reaches
-// each node through a fresh toxiproxy proxy, once the gateway is ready and
-// s's faults are on: its paused nodes stopped, its slow ones delayed by d
-// each way. Then it stops the gateway, resumes every node and stops the
-// proxies, toxics and all. No toxic is ever removed: toxiproxy can deadlock
+// each node through a fresh toxiproxy proxy (a toxiproxy-server process
+// started from the binary srv), once the gateway is ready and s's faults
+// are on: its paused nodes stopped, its slow ones delayed by d each way.
+// Then it stops the gateway, resumes every node and stops the proxies'
+// process, toxics and all. No toxic is ever removed: toxiproxy can deadlock
 // removing one while a link fails to write to a connection the gateway
 // closed on a timeout (Shopify/toxiproxy#558), which the slow scenarios
 // make happen all the time.
-func (l *lab) faulted(ctx context.Context, srv *toxiproxy.ApiServer, d time.Duration, s scenario, f func(*lab) error) error {
-	addrs := make([]string, len(l.nodes))
-	proxies := make([]*toxiproxy.Proxy, len(l.nodes))
-	for i, n := range l.nodes {
-		p := toxiproxy.NewProxy(srv, n, "127.0.0.1:0", n)
-		if err := p.Start(); err != nil {
-			return fmt.Errorf("proxy for %s: %w", n, err)
-		}
-		defer p.Stop()
-		proxies[i], addrs[i] = p, p.Listen
+func (l *lab) faulted(ctx context.Context, srv string, d time.Duration, s scenario, f func(*lab) error) error {
+	ps, err := proxytest.Launch(srv, l.dir, l.nodes)
+	if err != nil {
+		return err
+	}
+	defer ps.Stop()
+	proxies, addrs := ps.Proxies, make([]string, len(l.nodes))
+	for i, p := range proxies {
+		addrs[i] = p.Listen
 	}
 	g := *l // the same nodes and transport, another gateway
 	stop, err := g.serve(ctx, addrs, d)
@@ -127,8 +132,7 @@ func (l *lab) faulted(ctx context.Context, srv *toxiproxy.ApiServer, d time.Dura
 	kill(l.servers[:s.paused], syscall.SIGSTOP)
 	for _, p := range proxies[s.paused : s.paused+s.slow] {
 		for _, stream := range []string{"upstream", "downstream"} { // a round trip of 2d
-			toxic := fmt.Sprintf(`{"type":"latency","stream":%q,"attributes":{"latency":%d}}`, stream, d.Milliseconds())
-			if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+			if _, err := p.AddToxic("", "latency", stream, 1, toxiproxy.Attributes{"latency": d.Milliseconds()}); err != nil {
 				return fmt.Errorf("latency on %s: %w", p.Upstream, err)
 			}
 		}

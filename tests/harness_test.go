@@ -283,7 +283,7 @@ func startWrapped(t testing.TB, wrap, env []string, args ...string) *Gateway {
 }
 
 // readyWithin bounds waitReady. Generous: on a starved machine (the soaks'
-// gateways, whose nodes answer through in-process proxies with a 100ms node
+// gateways, whose nodes answer through fault proxies with a 100ms node
 // timeout, beside the rest of a loaded run) every health check of every
 // node once missed its node timeout for more than 15s.
 const readyWithin = time.Minute

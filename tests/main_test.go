@@ -14,13 +14,13 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
-	zlog "github.com/rs/zerolog/log"
 
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
 var (
+	// binDir holds the binaries the tests build (removed by TestMain).
+	binDir string
 	// binPath is the redlockd binary built by TestMain.
 	binPath string
 	// buildErr is set when the binary did not build; tests that need it fail
@@ -34,20 +34,19 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	redis.SetLogger(quietLogger{}) // dial errors to killed nodes are expected
-	zlog.Logger = zerolog.Nop()    // toxiproxy's toxics log through zerolog's global logger
 	if _, err := exec.LookPath(redistest.Binary()); err != nil {
 		fmt.Fprintln(os.Stderr, "tests: redis-server not found in PATH:", err)
 		return 1
 	}
 
-	dir, err := os.MkdirTemp("", "redlockd-tests-")
-	if err != nil {
+	var err error
+	if binDir, err = os.MkdirTemp("", "redlockd-tests-"); err != nil {
 		fmt.Fprintln(os.Stderr, "tests:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer os.RemoveAll(binDir)
 
-	binPath = filepath.Join(dir, "redlockd")
+	binPath = filepath.Join(binDir, "redlockd")
 	buildErr = build(binPath)
 	code := m.Run()
 	report, ok := contractReport()

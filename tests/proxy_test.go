@@ -1,20 +1,22 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/redlockd/redlockd/internal/proxytest"
 )
 
 // Network faults between the gateway and its nodes, through one toxiproxy
-// proxy per node, run in this process: latency, bandwidth, cut connections
-// and blackholes are toxics on a proxy's connections.
+// proxy per node, in a toxiproxy-server process per test (internal/proxytest
+// says why): latency, bandwidth, cut connections and blackholes are toxics
+// on a proxy's connections.
 
 // The proxy tests' node timeout is the fault tests' nodeTimeout, and each
 // latency below is a multiple of it.
@@ -23,31 +25,42 @@ import (
 // (checker_test.go), whose fault schedules derive their latencies from it.
 const proxyTimeout = 100 * time.Millisecond
 
-// toxics is the in-process toxiproxy server the proxies belong to; it logs
-// nothing.
-var toxics = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+// toxiproxyServer builds toxiproxy-server once, next to the redlockd binary.
+var toxiproxyServer = sync.OnceValues(func() (string, error) {
+	out := filepath.Join(binDir, "toxiproxy-server")
+	return out, proxytest.Build(context.Background(), "..", out)
+})
 
 // faultProxy is a toxiproxy proxy in front of one node. Each fault is a
 // toxic, named after its kind and direction.
 type faultProxy struct {
 	*toxiproxy.Proxy
 	t testing.TB
+
+	mu     sync.Mutex
+	toxics map[string]bool // the toxics it has: only the test sets them
 }
 
 // startProxies puts a fault proxy on a free port of 127.0.0.1 in front of
-// each node, stopped at cleanup.
+// each node, in a toxiproxy-server process killed by PID at cleanup.
 func startProxies(t testing.TB, nodes []*RedisNode) []*faultProxy {
 	t.Helper()
-	ps := make([]*faultProxy, len(nodes))
+	bin, err := toxiproxyServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
-		p := toxiproxy.NewProxy(toxics, n.Addr, "127.0.0.1:0", n.Addr)
-		if err := p.Start(); err != nil {
-			t.Fatalf("proxy for node %d: %v", i, err)
-		}
-		// Stopped with its toxics: removing one once the gateway closed its
-		// connections can deadlock (see remove).
-		t.Cleanup(p.Stop)
-		ps[i] = &faultProxy{Proxy: p, t: t}
+		addrs[i] = n.Addr
+	}
+	s, err := proxytest.Launch(bin, t.TempDir(), addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	ps := make([]*faultProxy, len(nodes))
+	for i, p := range s.Proxies {
+		ps[i] = &faultProxy{Proxy: p, t: t, toxics: map[string]bool{}}
 	}
 	return ps
 }
@@ -101,37 +114,30 @@ func (p *faultProxy) set(name, typ, stream, attr string, v int64) {
 	if v == 0 && typ != "reset_peer" {
 		return
 	}
-	b, err := json.Marshal(map[string]any{"name": name, "type": typ, "stream": stream, "attributes": map[string]int64{attr: v}})
-	if err == nil {
-		_, err = p.Toxics.AddToxicJson(bytes.NewReader(b))
-	}
-	if err != nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := p.AddToxic(name, typ, stream, 1, toxiproxy.Attributes{attr: v}); err != nil {
 		p.t.Fatalf("proxy %s: toxic %s: %v", p.Addr(), name, err)
 	}
+	p.toxics[name] = true
 }
 
-// removeWithin bounds a toxic's removal. toxiproxy can deadlock removing
-// a toxic while a link fails to write held data to a connection the gateway
-// closed on a timeout (Shopify/toxiproxy#558): the test then fails at once
-// with the cause instead of hanging until the suite's timeout.
-const removeWithin = 30 * time.Second
-
-// remove removes the toxic name if it is there.
+// remove removes the toxic name if it is there. toxiproxy can deadlock
+// removing a toxic while a link fails to write held data to a connection
+// the gateway closed on a timeout (Shopify/toxiproxy#558): the client's
+// timeout (30s) then fails the test with the cause instead of hanging until
+// the suite's timeout.
 func (p *faultProxy) remove(name string) {
 	p.t.Helper()
-	if p.Toxics.GetToxic(name) == nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.toxics[name] {
 		return
 	}
-	done := make(chan error, 1)
-	go func() { done <- p.Toxics.RemoveToxic(context.Background(), name) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			p.t.Fatalf("proxy %s: remove toxic %s: %v", p.Addr(), name, err)
-		}
-	case <-time.After(removeWithin):
-		p.t.Fatalf("proxy %s: removing toxic %s still blocked after %v: toxiproxy's deadlock with a link to a closed connection (Shopify/toxiproxy#558)", p.Addr(), name, removeWithin)
+	if err := p.RemoveToxic(name); err != nil {
+		p.t.Fatalf("proxy %s: remove toxic %s: %v (a timeout: toxiproxy's deadlock with a link to a closed connection, Shopify/toxiproxy#558)", p.Addr(), name, err)
 	}
+	delete(p.toxics, name)
 }
 
 // startGatewayAt runs `redlockd serve` against the Redis nodes at addrs
