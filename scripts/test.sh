@@ -153,10 +153,7 @@ if [ "$failed" != 0 ]; then exit 1; fi
 # detector) the load average of a 2-core machine peaks between 10 and 16,
 # where a run could grant nothing for a minute. Alone, two at a time, they
 # take under two minutes, with room for a busy machine (--load, or a shared
-# runner's neighbours): four at a time with --load once starved every node
-# of a gateway of its node timeout for over 15 s, when their fault proxies
-# still ran in this race-built test process (each soak's now run in a
-# toxiproxy-server process of their own, tests/proxy_test.go).
+# runner's neighbours).
 step "go test -race: the soaks"
 go test -race -count=1 -parallel 2 -timeout 10m -run "$soaks" ./tests
 if [ -n "$load" ]; then echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"; fi

@@ -1,11 +1,12 @@
 // Package proxytest runs toxiproxy for the tests and the bench: a
 // toxiproxy-server process (github.com/Shopify/toxiproxy/v2/cmd/server, a
 // tool of this module's go.mod) per set of proxies, on free 127.0.0.1
-// ports, driven through its HTTP API and stopped by PID. Out of the process
-// that injects the faults, the proxies' timing depends on neither a test
-// binary's race detector nor the bench's load generator: in the race-built
-// tests, proxies of their own once held every node of a gateway past its
-// node timeout for over 15 s on a loaded machine.
+// ports, driven through its HTTP API and stopped by PID. A stall of the
+// process that runs the proxies stalls every node behind them at once: out
+// of the process that injects the faults, their timing depends on neither a
+// test binary's race detector nor the bench's load generator (inside the
+// race-built tests, on a loaded machine, they once held every node of a
+// gateway past its 100 ms node timeout for over 15 s).
 package proxytest
 
 import (
@@ -26,18 +27,18 @@ import (
 	"github.com/redlockd/redlockd/internal/redistest"
 )
 
-// Package is the toxiproxy-server command, as Build compiles it.
-const Package = "github.com/Shopify/toxiproxy/v2/cmd/server"
+// serverPackage is the toxiproxy-server command.
+const serverPackage = "github.com/Shopify/toxiproxy/v2/cmd/server"
 
 // Build compiles toxiproxy-server to out, without -race or cgo. It runs the
 // go command in dir, which must be in this module ("" for the current
 // directory).
 func Build(ctx context.Context, dir, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, Package)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, serverPackage)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", Package, err, b)
+		return fmt.Errorf("go build %s: %w\n%s", serverPackage, err, b)
 	}
 	return nil
 }
@@ -62,6 +63,9 @@ var sets atomic.Int64
 // of 127.0.0.1 in front of each upstream (host:port), its configuration
 // written in dir. Stop stops it.
 func Launch(bin, dir string, upstreams []string) (*Server, error) {
+	if len(upstreams) == 0 {
+		return nil, errors.New("toxiproxy-server: no upstream") // nothing to tell it by
+	}
 	set := fmt.Sprintf("p%d-%d", os.Getpid(), sets.Add(1))
 	config := make([]toxiproxy.Proxy, len(upstreams))
 	for i, u := range upstreams {
