@@ -220,6 +220,24 @@ func TestQuarantineRestartOfThreeTellsWhenAQuorumVotes(t *testing.T) {
 	}
 }
 
+// allVoting waits until no node is quarantined: under --restart-quarantine
+// on, nodes started just now are quarantined until they have been up for
+// maxTTL (their uptime is all the gateway knows), and /readyz is ready as
+// soon as a quorum of them is out, whose uptimes differ on a loaded machine.
+func allVoting(t *testing.T, gw *Gateway, nodes []*RedisNode, maxTTL time.Duration) {
+	t.Helper()
+	eventually(t, maxTTL+3*time.Second, "every node out of quarantine", func() bool {
+		r := gw.do(t, http.MethodGet, "/readyz", "")
+		for _, n := range nodes {
+			if readyNode(t, r, n.Addr)["quarantined_until"] != nil {
+				return false
+			}
+		}
+		return true
+	})
+	wantQuarantined(t, gw, nodes, nil)
+}
+
 // wantQuarantined checks /readyz and redlockd_node_quarantined: the nodes
 // whose index is in q are quarantined, the others not.
 func wantQuarantined(t *testing.T, gw *Gateway, nodes []*RedisNode, q map[int]bool) {
@@ -253,18 +271,7 @@ func TestQuarantineRestartedNodes(t *testing.T) {
 	nodes := append(startCluster(t, 4), nodesOf(redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always"))...)
 	gw := startUnready(t, nodes, "--restart-quarantine", "on", "--default-ttl", maxTTL.String(), "--max-ttl", maxTTL.String())
 	gw.waitReady(t)
-	// Nodes started just now are quarantined until they have been up for
-	// max TTL too (their uptime is all the gateway knows).
-	eventually(t, maxTTL+3*time.Second, "every node out of quarantine", func() bool {
-		r := gw.do(t, http.MethodGet, "/readyz", "")
-		for _, n := range nodes {
-			if readyNode(t, r, n.Addr)["quarantined_until"] != nil {
-				return false
-			}
-		}
-		return true
-	})
-	wantQuarantined(t, gw, nodes, nil)
+	allVoting(t, gw, nodes, maxTTL)
 	res := resourceName(t)
 	tok := lock(t, gw, res, `{"ttl_ms":6000}`).str(t, "token")
 	waitHolders(t, nodes, res, tok, 5)
@@ -335,6 +342,7 @@ func TestQuarantineReplicaRoundTrip(t *testing.T) {
 	gw := startUnready(t, nodes, "--restart-quarantine", "on", "--default-ttl", "1s", "--max-ttl", maxTTL.String(),
 		"--node-timeout", nodeTimeout.String())
 	gw.waitReady(t)
+	allVoting(t, gw, nodes, maxTTL)
 	m := startRedis(t)
 	redisDo(t, nodes[0], "REPLICAOF", "127.0.0.1", m.Port)
 	redisDo(t, nodes[0], "REPLICAOF", "NO", "ONE")
