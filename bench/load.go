@@ -43,7 +43,8 @@ func (s sample) pct(p float64) time.Duration {
 // in halves runs twice, for half the duration each time, and its two results
 // are added up. A paced mode's workers start a cycle once per pace, or at
 // once when behind: measure sets it to the mean cycle of the latency group's
-// gateway run.
+// gateway run in the same round (its half), and the pace of the halves added
+// up to the gateway's mean cycle over both.
 type mode struct {
 	group, name       string
 	c, limit, readers int

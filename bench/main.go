@@ -121,14 +121,17 @@ func modes(c *config) []mode {
 		b := mode{group: "throughput", name: baselineMode, c: c.c, halves: true}
 		gateways = []mode{g, b, g, b}
 	}
-	return slices.Concat([]mode{
-		{group: "latency", name: gatewayMode, c: 1},
-		{group: "latency", name: redsyncMode, c: 1},
-		{group: "latency", name: bareMode, c: 1},
-		{group: "latency", name: setNXMode, c: 1},
-		{group: "latency", name: pacedRedsyncMode, c: 1, paced: true},
-		{group: "latency", name: pacedFloorMode, c: 1, paced: true},
-	}, gateways, []mode{
+	// The latency group's runs go in two rounds, half the duration each,
+	// for the same reason: its floors are ratios of one run over another.
+	latency := []mode{
+		{group: "latency", name: gatewayMode, c: 1, halves: true},
+		{group: "latency", name: redsyncMode, c: 1, halves: true},
+		{group: "latency", name: bareMode, c: 1, halves: true},
+		{group: "latency", name: setNXMode, c: 1, halves: true},
+		{group: "latency", name: pacedRedsyncMode, c: 1, paced: true, halves: true},
+		{group: "latency", name: pacedFloorMode, c: 1, paced: true, halves: true},
+	}
+	return slices.Concat(latency, latency, gateways, []mode{
 		{group: "throughput", name: redsyncMode, c: c.c},
 		{group: "throughput", name: setNXMode, c: c.c},
 		{group: "throughput", name: postgresMode, c: c.c},
@@ -162,6 +165,8 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	rep = &report{stamp: stamp(ctx, c, l.bin), load: [2]string{loadAverage()}, pgSkipped: l.pgSkipped, noCounters: l.noCounters}
 	defer func() { rep.load[1] = loadAverage() }()
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
+	isGateway := func(x result) bool { return x.group == "latency" && x.name == gatewayMode }
+	var paceOf time.Duration // the mean cycle of the latency group's last gateway run
 	for i, m := range modes(c) {
 		if !c.runs(m.group) || ctx.Err() != nil || (m.backend() == viaPostgres && l.pg == nil) {
 			continue
@@ -171,11 +176,10 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 			d /= 2
 		}
 		if m.paced {
-			g := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == "latency" && x.name == gatewayMode })
-			if g < 0 {
+			if paceOf == 0 {
 				continue
 			}
-			m.pace = rep.runs[g].duration / time.Duration(max(rep.runs[g].cycles, 1))
+			m.pace = paceOf // the half of the same round
 		}
 		on := l
 		if m.name == baselineMode {
@@ -186,10 +190,18 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		if err != nil {
 			return rep, err
 		}
-		if j := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == m.group && x.name == m.name }); j >= 0 {
+		if isGateway(r) {
+			paceOf = r.duration / time.Duration(max(r.cycles, 1))
+		}
+		j := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == m.group && x.name == m.name })
+		if j >= 0 {
 			rep.runs[j].add(r) // the second half
 		} else {
-			rep.runs = append(rep.runs, r)
+			rep.runs, j = append(rep.runs, r), len(rep.runs)
+		}
+		if g := slices.IndexFunc(rep.runs, isGateway); m.paced && g >= 0 {
+			// Both halves together: a cycle per the gateway's mean cycle.
+			rep.runs[j].pace = rep.runs[g].duration / time.Duration(max(rep.runs[g].cycles, 1))
 		}
 	}
 	if c.runs("work") && ctx.Err() == nil {
