@@ -111,7 +111,7 @@ func TestSmoke(t *testing.T) {
 	// alone) start no more cycles in as long a run: one more in each half
 	// at most, as a pace rounds down.
 	for _, p := range rep.runs[4:6] {
-		if g := rep.runs[0]; p.pace != g.duration/time.Duration(g.cycles) || p.cycles > g.cycles+2 {
+		if g := rep.runs[0]; p.pace != g.meanCycle() || p.cycles > g.cycles+2 {
 			t.Errorf("%s: %d cycles, a cycle per %v; %s: %d cycles in %v", p.name, p.cycles, p.pace, g.name, g.cycles, g.duration)
 		}
 	}

@@ -81,6 +81,9 @@ type result struct {
 
 func (r result) perSecond() float64 { return float64(r.cycles) / r.duration.Seconds() }
 
+// meanCycle is the run's duration over its cycles (the duration when none).
+func (r result) meanCycle() time.Duration { return r.duration / time.Duration(max(r.cycles, 1)) }
+
 // add adds x, another run of the same mode, to r.
 func (r *result) add(x result) {
 	r.cycles, r.errors, r.duration = r.cycles+x.cycles, r.errors+x.errors, r.duration+x.duration

@@ -191,17 +191,16 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 			return rep, err
 		}
 		if isGateway(r) {
-			paceOf = r.duration / time.Duration(max(r.cycles, 1))
+			paceOf = r.meanCycle()
 		}
-		j := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == m.group && x.name == m.name })
-		if j >= 0 {
+		if j := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == m.group && x.name == m.name }); j >= 0 {
 			rep.runs[j].add(r) // the second half
+			if m.paced {
+				// Both halves: a cycle per the gateway's mean cycle over both.
+				rep.runs[j].pace = rep.runs[slices.IndexFunc(rep.runs, isGateway)].meanCycle()
+			}
 		} else {
-			rep.runs, j = append(rep.runs, r), len(rep.runs)
-		}
-		if g := slices.IndexFunc(rep.runs, isGateway); m.paced && g >= 0 {
-			// Both halves together: a cycle per the gateway's mean cycle.
-			rep.runs[j].pace = rep.runs[g].duration / time.Duration(max(rep.runs[g].cycles, 1))
+			rep.runs = append(rep.runs, r)
 		}
 	}
 	if c.runs("work") && ctx.Err() == nil {
