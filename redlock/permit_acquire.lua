@@ -31,7 +31,10 @@ local stored = tonumber(redis.call('GET', limitkey) or '0')
 if held > 0 and stored > 0 and stored ~= want then
   return {-1, {-2, stored}, {}}
 end
-local permit = mine(ARGV[1])
+local permit = -1 -- with none held here, the token holds none (record replaces a stale entry)
+if first then
+  permit = mine(ARGV[1])
+end
 if permit < 0 and held >= want and ARGV[4] == '0' then
   -- every permit is held by others, and nobody will wait: refused as the lock script would
   return {first, {0, pttl}, {}}

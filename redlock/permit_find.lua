@@ -11,8 +11,14 @@
 -- => {permit (-1: none), the lock script's reply, the semaphore's limit here (0: unknown)}
 -- INCLUDE permits.lua
 local limit = tonumber(redis.call('GET', limitkey) or '0')
-local permit = mine(ARGV[1])
 local releases = KEYS[5] -- a release's (see above)
+local permit
+if releases then
+  -- the permit the index names, its record read once, by release.lua (see below)
+  permit = tonumber(redis.call('ZSCORE', holderskey, ARGV[1]) or -1)
+else
+  permit = mine(ARGV[1])
+end
 if permit < 0 and releases and released(releases, ARGV[4]) then
   return {permit, 2, limit}
 end
@@ -22,6 +28,12 @@ local function body()
 -- BODY
 end
 local r = body()
+if releases and permit >= 0 and r ~= 1 then
+  -- The permit's record does not name the token: its entry in the index is dropped, as mine
+  -- drops it, and the release answered as one that finds no permit here.
+  redis.call('ZREM', holderskey, ARGV[1])
+  return {-1, released(releases, ARGV[4]) and 2 or 0, limit}
+end
 if permit >= 0 then
   -- A release (the only lock script given the releases) of the permit that mine found held has
   -- released it (1): no need to read its lock key again to know.

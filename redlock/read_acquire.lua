@@ -12,6 +12,8 @@
 -- carries the mark when only waiting writers refused it).
 -- => acquire.lua's replies: {1, fence, 0, 0} new, {1, fence, 1, c, counter} already a reader,
 --    {0, pttl} refused (pttl: the writer's remaining TTL, or the waiting writers')
+-- The first reader's grant is GET, TIME, a ZRANGE of 'wwait', GET of the fence counter, DEL of
+-- the readers' keys, ZADD, HSET, two PEXPIREs and the marker's SET.
 local r = rec_read(redis.call('GET', KEYS[1]))
 local now = now_ms()
 local function refused(pttl)
@@ -23,8 +25,9 @@ end
 if rec_writer(r) then
   return refused(redis.call('PTTL', KEYS[1]))
 end
+local marked = r ~= nil and r.holder == '^'
 local mine
-if r and r.holder == '^' then
+if marked then
   for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
     record_forget(KEYS[4], tok .. ':') -- expired readers
   end
@@ -32,16 +35,39 @@ if r and r.holder == '^' then
   mine = redis.call('ZSCORE', KEYS[3], ARGV[1])
 end
 if not mine then
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-  local last = last_expiry(KEYS[5])
-  if last then
+  -- the last waiting writer's expiry: if it has passed, nobody waits (the expired are dropped)
+  local last = tonumber(redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2])
+  if last and last > now then
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
     return refused(last - now)
+  elseif last then
+    redis.call('DEL', KEYS[5])
   end
 end
-local tok = ARGV[1]
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), tok)
-redis.call('HSET', KEYS[4], tok .. ':owner', ARGV[3])
-local keep = math.max(last_expiry(KEYS[3]) - now, 1)
+local tok, ttl = ARGV[1], tonumber(ARGV[2])
+local counter = fence_counter(KEYS[2])
+if not marked then
+  -- No reader holds it here (the marker lives as long as the last of them): the readers' keys
+  -- are made anew, with none of an earlier reader's records.
+  redis.call('DEL', KEYS[3], KEYS[4])
+end
+redis.call('ZADD', KEYS[3], now + ttl, tok)
+local keep = ttl
+if marked then
+  keep = math.max(last_expiry(KEYS[3]) - now, 1)
+end
+local again
+if mine then
+  local fence, nf = record_read(KEYS[4], tok .. ':')
+  again = held_again(fence, nf, counter)
+elseif marked then
+  redis.call('HDEL', KEYS[4], tok .. ':fence')
+end
+if again then
+  redis.call('HSET', KEYS[4], tok .. ':owner', ARGV[3])
+else
+  redis.call('HSET', KEYS[4], tok .. ':owner', ARGV[3], tok .. ':nf', string.format('%d', counter))
+end
 redis.call('PEXPIRE', KEYS[3], keep)
 redis.call('PEXPIRE', KEYS[4], keep)
 local marker = {holder = '^', nf = '-', fence = '-', flags = '-', rel = '-', owner = ''}
@@ -52,15 +78,4 @@ if ARGV[4] == '2' then
   marker.flags = rec_mark(marker.flags, ARGV[8])
 end
 rec_write(KEYS[1], marker, 'PX', keep)
-local counter = fence_counter(KEYS[2])
-if mine then
-  local fence, nf = record_read(KEYS[4], tok .. ':')
-  local again = held_again(fence, nf, counter)
-  if again then
-    return again
-  end
-else
-  redis.call('HDEL', KEYS[4], tok .. ':fence')
-end
-redis.call('HSET', KEYS[4], tok .. ':nf', string.format('%d', counter))
-return {1, counter, 0, 0}
+return again or {1, counter, 0, 0}

@@ -8,7 +8,8 @@
 -- The writer's record becomes a tombstone (rec_tombstone) that remembers the release for keep_ms,
 -- while no later release pushes it out; a reader's release is remembered in the readers' marker.
 -- A release is announced to waiters (see announce in prelude.lua); a reader's only when no live
--- reader is left. An uncontended release is GET and SET.
+-- reader is left. An uncontended release is GET and SET; the last reader's is GET, ZSCORE, TIME,
+-- ZCOUNT, DEL of the readers' keys and SET.
 local r = rec_read(redis.call('GET', KEYS[1]))
 if r == nil then
   return 0
@@ -21,20 +22,22 @@ end
 if r.holder == '^' then
   local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
   if s then
-    redis.call('ZREM', KEYS[2], ARGV[1])
-    record_forget(KEYS[3], ARGV[1] .. ':')
     local now = now_ms()
-    if tonumber(s) > now then
-      if readers_live(KEYS[2], now) then
-        if ARGV[3] ~= '0' then -- remembered, as a writer's release is
-          rec_remember(r, ARGV[4])
-          rec_write(KEYS[1], r, 'KEEPTTL')
-        end
-        return 1
-      end
-      redis.call('DEL', KEYS[2], KEYS[3]) -- the last live reader left
+    local live = tonumber(s) > now
+    -- the live readers counted here include the token: alone, it is the last live reader
+    if live and redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') == 1 then
+      redis.call('DEL', KEYS[2], KEYS[3]) -- the last live reader left, with its record
       announce(r, KEYS[4], ARGV[2], KEYS[1], ARGV[4])
       rec_tombstone(KEYS[1], r, ARGV[4], ARGV[3])
+      return 1
+    end
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    record_forget(KEYS[3], ARGV[1] .. ':')
+    if live then
+      if ARGV[3] ~= '0' then -- remembered, as a writer's release is
+        rec_remember(r, ARGV[4])
+        rec_write(KEYS[1], r, 'KEEPTTL')
+      end
       return 1
     end
   end

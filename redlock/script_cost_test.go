@@ -19,7 +19,7 @@ var countInstructions = flag.Bool("instructions", false, "BenchmarkScriptCost: c
 
 // BenchmarkScriptCost measures what one uncontended acquire+release costs
 // one redis-server, one cycle at a time: the lock's scripts (acquire.lua,
-// release.lua); the same commands with none of their logic (fencedfloor's
+// release.lua), a lone reader's (read_acquire.lua, release.lua); the same commands with none of their logic (fencedfloor's
 // scripts: the floor of any script pair that fences); and redsync's cycle
 // (SET NX, then a compare-and-delete script). It reports the time Redis
 // counts inside the calls (INFO commandstats usec of the calls a client
@@ -39,11 +39,12 @@ func BenchmarkScriptCost(b *testing.B) {
 	b.Cleanup(func() { cl.Close() })
 	unlock := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	keys := []string{"lock:x", "fence:x", "readers:x", "rmeta:x", "wwait:x"}
+	releaseKeys := []string{keys[0], keys[2], keys[3]} // release.lua's: [lock, readers, rmeta]
 	pair := func(acq, rel *redis.Script) func(b *testing.B, tok string) error {
 		return func(b *testing.B, tok string) error {
 			err := acq.Run(b.Context(), cl, keys, tok, 10000, "", 0, 0, 60000, time.Now().UnixMicro(), "w:abcdefgh").Err()
 			if err == nil {
-				err = rel.Run(b.Context(), cl, keys[:3], tok, "ch", 60000, fingerprint(tok)).Err()
+				err = rel.Run(b.Context(), cl, releaseKeys, tok, "ch", 60000, fingerprint(tok)).Err()
 			}
 			return err
 		}
@@ -54,6 +55,7 @@ func BenchmarkScriptCost(b *testing.B) {
 		cycle    func(b *testing.B, tok string) error
 	}{
 		{"lock", []string{"evalsha"}, pair(scriptAcquire, scriptRelease)},
+		{"read", []string{"evalsha"}, pair(scriptRead, scriptRelease)}, // a lone reader's
 		{"fenced-floor", []string{"evalsha"}, pair(fencedfloor.Acquire, fencedfloor.Release)},
 		{"redsync", []string{"set", "evalsha"}, func(b *testing.B, tok string) error {
 			err := cl.SetNX(b.Context(), "rs:x", tok, 10*time.Second).Err()
