@@ -28,10 +28,13 @@ end
 local marked = r ~= nil and r.holder == '^'
 local mine
 if marked then
-  for _, tok in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
-    record_forget(KEYS[4], tok .. ':') -- expired readers
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+  for _, tok in ipairs(expired) do
+    record_forget(KEYS[4], tok .. ':')
   end
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  if #expired > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  end
   mine = redis.call('ZSCORE', KEYS[3], ARGV[1])
 end
 if not mine then

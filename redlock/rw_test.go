@@ -238,7 +238,8 @@ func TestReaderExpired(t *testing.T) {
 	if err := c.Release(ctx, "", res, r.Token); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("release after expiry: %v", err)
 	}
-	// A reader that expired while another holds leaves no records behind.
+	// A reader that expired while another holds leaves no records behind, and
+	// leaves the readers.
 	other, err := c.Acquire(ctx, res, AcquireOptions{Mode: ModeRead, TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -257,6 +258,9 @@ func TestReaderExpired(t *testing.T) {
 		f, err := s.Client().HKeys(ctx, "redlockd:rmeta:/"+res).Result()
 		if err != nil || slices.ContainsFunc(f, func(k string) bool { return strings.HasPrefix(k, r.Token) }) {
 			t.Fatalf("node %d: records %v, %v; want none of the expired reader's", i, f, err)
+		}
+		if err := s.Client().ZScore(ctx, "redlockd:readers:/"+res, r.Token).Err(); err != redis.Nil {
+			t.Fatalf("node %d: the expired reader among the readers (%v)", i, err)
 		}
 	}
 	for _, l := range []Lock{other, third} {
@@ -351,5 +355,44 @@ func TestReaderExtendKeepsItsKeys(t *testing.T) {
 				t.Errorf("node %d: %s lives %v more, want the extended reader's 20s", i, key, ttl)
 			}
 		}
+	}
+}
+
+// TestReaderDropsExpiredWaitingWriters: a reader is not kept out by waiting
+// writers whose waits ended (their entries' expiry passed), and drops them.
+func TestReaderDropsExpiredWaitingWriters(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	ctx, res := t.Context(), uniq(t)
+	key := "redlockd:wwait:/" + res
+	for _, s := range cl.servers {
+		s.Client().ZAdd(ctx, key, redis.Z{Score: 1, Member: NewToken()}) // expired in 1970
+		s.Client().Expire(ctx, key, time.Minute)
+	}
+	if _, err := cl.c.Acquire(ctx, res, read); err != nil {
+		t.Fatal(err)
+	}
+	cl.settle()
+	if n := cl.waitingWriters(res); n != 0 {
+		t.Fatalf("expired waiting writers left on %d nodes", n)
+	}
+}
+
+// TestFirstReaderIgnoresLeftovers: the first reader of a lock (no readers'
+// marker in its lock key) starts the readers' keys anew, whatever they held:
+// a reader left in them (keys that outlived the marker, which no script
+// leaves) is not one of its readers.
+func TestFirstReaderIgnoresLeftovers(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	ctx, res := t.Context(), uniq(t)
+	ghost, later := NewToken(), float64(time.Now().Add(time.Hour).UnixMilli())
+	for _, s := range cl.servers {
+		s.Client().ZAdd(ctx, "redlockd:readers:/"+res, redis.Z{Score: later, Member: ghost})
+		s.Client().Expire(ctx, "redlockd:readers:/"+res, time.Minute)
+	}
+	if _, err := cl.c.Acquire(ctx, res, read); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := cl.c.Inspect(ctx, "", res); err != nil || info.Readers != 1 {
+		t.Fatalf("inspect: %+v, %v; want the one reader", info, err)
 	}
 }
