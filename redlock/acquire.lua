@@ -25,7 +25,7 @@
 --                      quorum (the re-acquire is then a new acquisition)
 --    {0, pttl}:        held by another token, or by readers: pttl the remaining TTL in ms (of
 --                      the reader that expires last)
-local r = rec_read(redis.call('GET', KEYS[1]))
+local r = rec_read(lock_get(KEYS[1]))
 local flags = '-'
 if ARGV[4] == '2' then
   flags = ARGV[8]

@@ -13,7 +13,7 @@
 --    {-1, counter} the token holds the lock here, but this node gave the fence to another token
 --    (counter: this node's fence counter, after the commit)
 local f = tonumber(ARGV[2])
-local r = rec_read(redis.call('GET', KEYS[1]))
+local r = rec_read(lock_get(KEYS[1]))
 if r and r.holder == ARGV[1] then
   local mine = rec_num(r.fence) == f or rec_num(r.nf) == f
   if not fence_claim(KEYS[2], f, ARGV[3], mine or ARGV[4] == '0') then

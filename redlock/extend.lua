@@ -5,7 +5,7 @@
 --    {1, fence, nf, owner, 'read'} a reader's, extended (its records in 'rmeta', and the
 --                          readers' marker kept as long as it)
 --    {0} no lock here; {-1} held by another token (a writer, or live readers)
-local r = rec_read(redis.call('GET', KEYS[1]))
+local r = rec_read(lock_get(KEYS[1]))
 if r and r.holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, rec_shown(r.fence), rec_shown(r.nf), r.owner}

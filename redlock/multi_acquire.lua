@@ -13,6 +13,11 @@ local all, n = {}, #KEYS / 5
 for i, k in ipairs(KEYS) do
   all[i] = k
 end
+-- read holds the lock keys' values as phase 1 read them, for the body (lock_get, see prelude.lua).
+local read = {}
+local function lock_get(key)
+  return lock_taken(read, key)
+end
 local function body()
 -- BODY: acquire.lua
 end
@@ -25,7 +30,9 @@ end
 local now = now_ms()
 local refused = {}
 for i = 1, n do
-  local r = rec_read(redis.call('GET', all[5 * i - 4]))
+  local v = redis.call('GET', all[5 * i - 4])
+  read[all[5 * i - 4]] = v
+  local r = rec_read(v)
   if (rec_writer(r) and r.holder ~= ARGV[1]) or (r and r.holder == '^' and readers_live(all[5 * i - 2], now)) then
     refused[#refused + 1] = i
   end

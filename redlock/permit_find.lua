@@ -35,13 +35,12 @@ if releases and permit >= 0 and r ~= 1 then
   return {-1, released(releases, ARGV[4]) and 2 or 0, limit}
 end
 if permit >= 0 then
-  -- A release (the only lock script given the releases) of the permit that mine found held has
-  -- released it (1): no need to read its lock key again to know.
-  if not (releases and r == 1) and holds(permit, ARGV[1]) then
-    record(permit, ARGV[1], now_ms())
-  else
+  if not releases then
+    -- commit.lua and extend.lua keep the holder that mine found: the permit's expiry is noted
+    note(permit, now_ms())
+  else -- released (1: see above)
     drop(permit, ARGV[1])
-    if releases and ARGV[3] ~= '0' then
+    if ARGV[3] ~= '0' then
       remember(releases, ARGV[4], ARGV[3], limit)
     end
   end

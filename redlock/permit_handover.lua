@@ -26,12 +26,12 @@ if permit < 0 then
   return {-1, 0, {0, -1}}
 end
 local lock = lockp .. permit
-local r = rec_read(redis.call('GET', lock))
+local r = rec_read(lock_get(lock)) -- as mine read it
 remember(KEYS[4], ARGV[4], ARGV[3], tonumber(redis.call('GET', limitkey)))
 local left = mine(ARGV[5])
 if left >= 0 then
   local llock = lockp .. left
-  local lr = rec_read(redis.call('GET', llock))
+  local lr = rec_read(lock_get(llock))
   announce(lr, KEYS[3], ARGV[2], llock, ARGV[6])
   rec_tombstone(llock, lr, ARGV[6], '0')
   drop(left, ARGV[5])

@@ -52,9 +52,18 @@ local function soonest()
   return tonumber(first[1]), math.max(redis.call('PTTL', lockp .. first[1]), 0)
 end
 
+-- read holds the values of the permits' lock keys that holds read, for the lock script that the
+-- caller runs next on one of them (lock_get, see prelude.lua).
+local read = {}
+local function lock_get(key)
+  return lock_taken(read, key)
+end
+
 -- holds says whether token holds permit i here: its record names it.
 local function holds(i, token)
-  local r = rec_read(redis.call('GET', lockp .. i))
+  local v = redis.call('GET', lockp .. i)
+  read[lockp .. i] = v
+  local r = rec_read(v)
   return r ~= nil and r.holder == token
 end
 
@@ -84,16 +93,21 @@ local function keep(now, last)
   end
 end
 
--- record notes that token holds permit i here (its lock key set or extended) as of now (ms),
--- dropping a holder of i that no sweep has dropped yet. px is the lock key's TTL when the
--- caller just set it (nil: read it); alone says that no other permit is held here (the caller
--- found none), so that this one's expiry is the latest.
-local function record(i, token, now, px, alone)
+-- note notes when permit i expires here, its lock key set or extended as of now (ms). px is the
+-- lock key's TTL when the caller just set it (nil: read it); alone says that no other permit is
+-- held here (the caller found none), so that this one's expiry is the latest.
+local function note(i, now, px, alone)
   px = px or redis.call('PTTL', lockp .. i)
-  redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
-  redis.call('ZADD', holderskey, i, token)
   redis.call('ZADD', permitskey, now + px, i)
   keep(now, alone and now + px or nil)
+end
+
+-- record notes that token holds permit i here (see note), dropping a holder of i that no sweep
+-- has dropped yet.
+local function record(i, token, now, px, alone)
+  redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
+  redis.call('ZADD', holderskey, i, token)
+  note(i, now, px, alone)
 end
 
 -- drop notes that token released permit i here.

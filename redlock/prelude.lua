@@ -59,6 +59,25 @@ local function rec_read(v)
   return {holder = h, nf = nf, fence = fence, flags = flags, rel = rel, owner = owner}
 end
 
+-- lock_get is the value of a lock key, GET's reply: where the lock scripts that a wrapper runs
+-- (acquire, commit, extend and release.lua: see permit_find.lua, multi_acquire.lua) read their
+-- record. A wrapper that read the key already defines a lock_get of its own before the script,
+-- which the script then calls instead (Lua's scoping), so that the key is read once.
+local function lock_get(key)
+  return redis.call('GET', key)
+end
+
+-- lock_taken is the lock_get of such a wrapper: the value of key that the wrapper read already
+-- (read: key -> GET's reply), taken from read, once; else GET's reply.
+local function lock_taken(read, key)
+  local v = read[key]
+  read[key] = nil
+  if v == nil then
+    return redis.call('GET', key)
+  end
+  return v
+end
+
 -- rec_write writes the record r to lock, with SET's options (PX ms, or KEEPTTL). One
 -- concatenation of the fields: no table to build for table.concat.
 local function rec_write(lock, r, ...)

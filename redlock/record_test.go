@@ -117,28 +117,41 @@ func TestReleasesRemembered(t *testing.T) {
 // GET and SET), and one more the first time (the fence counter made, with
 // its TTL): the record is the only key they touch besides the counter. A
 // lone reader's run 16 (read_acquire.lua's 10, release.lua's 6: see each
-// script's header), the first time too, as a reader makes no counter.
+// script's header), the first time too, as a reader makes no counter. A lock
+// on two resources runs a lock's commands on each and a TIME: its acquire
+// reads each record once (multi_acquire.lua).
 func TestUncontendedCycleCommands(t *testing.T) {
 	cl := newCluster(t, 3, Options{HealthInterval: time.Hour, PollInterval: time.Minute})
 	for _, n := range cl.c.nodes {
 		<-n.firstDone // no health check runs while the commands are counted
 	}
 	ctx := t.Context()
-	for _, m := range []struct {
-		mode        Mode
-		first, next int64
-	}{{ModeWrite, 6, 5}, {ModeRead, 16, 16}} {
-		res := uniq(t) + "-" + string(m.mode)
-		cycle := func() {
-			t.Helper()
-			l, err := cl.c.Acquire(ctx, res, AcquireOptions{Mode: m.mode})
-			if err != nil {
-				t.Fatal(err)
+	lock := func(o AcquireOptions) func(res string) error {
+		return func(res string) error {
+			l, err := cl.c.Acquire(ctx, res, o)
+			if err == nil {
+				err = cl.c.Release(ctx, "", res, l.Token)
 			}
-			if err := cl.c.Release(ctx, "", res, l.Token); err != nil {
-				t.Fatal(err)
-			}
+			return err
 		}
+	}
+	for _, m := range []struct {
+		kind        string
+		cycle       func(res string) error
+		first, next int64
+	}{
+		{"lock", lock(AcquireOptions{}), 6, 5},
+		{"reader", lock(AcquireOptions{Mode: ModeRead}), 16, 16},
+		{"two resources", func(res string) error {
+			rs := []string{res + "-a", res + "-b"}
+			l, err := cl.c.AcquireMulti(ctx, rs, AcquireOptions{})
+			if err == nil {
+				err = cl.c.ReleaseMulti(ctx, "", rs, l.Token)
+			}
+			return err
+		}, 13, 11},
+	} {
+		res := uniq(t)
 		for _, c := range []struct {
 			what   string
 			cycles int
@@ -146,10 +159,12 @@ func TestUncontendedCycleCommands(t *testing.T) {
 		}{{"the first cycle", 1, m.first}, {"a cycle", 10, m.next}} {
 			before := cl.scriptCommands(t)
 			for range c.cycles {
-				cycle()
+				if err := m.cycle(res); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if got, want := cl.scriptCommands(t)-before, c.want*int64(len(cl.servers)*c.cycles); got != want {
-				t.Errorf("%s, %s: %d commands on %d nodes, want %d per node", m.mode, c.what, got, len(cl.servers), c.want)
+				t.Errorf("%s, %s: %d commands on %d nodes, want %d per node", m.kind, c.what, got, len(cl.servers), c.want)
 			}
 		}
 	}

@@ -10,7 +10,7 @@
 -- A release is announced to waiters (see announce in prelude.lua); a reader's only when no live
 -- reader is left. An uncontended release is GET and SET; the last reader's is GET, ZSCORE, TIME,
 -- ZCOUNT, DEL of the readers' keys and SET.
-local r = rec_read(redis.call('GET', KEYS[1]))
+local r = rec_read(lock_get(KEYS[1]))
 if r == nil then
   return 0
 end

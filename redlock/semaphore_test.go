@@ -732,6 +732,12 @@ func TestSemaphoreNodeWorkIndependentOfLimit(t *testing.T) {
 	if got := small["release"] / 3; got > 11 {
 		t.Errorf("release: %d commands per node, want at most 11", got)
 	}
+	// An extend reads the limit, the holder's index entry and the permit's
+	// record once, extends it (PEXPIRE), and notes when it expires (TIME,
+	// PTTL, ZADD, and the index's TTLs: ZRANGE, 3 PEXPIRE).
+	if got := small["extend"] / 3; got > 11 {
+		t.Errorf("extend: %d commands per node, want at most 11", got)
+	}
 	// Inspect reads each permit held: a few commands per permit, whatever the limit.
 	if per := (large["inspect all held"] - large["inspect 2 held"]) / (3 * (MaxLimit - 2)); per > 4 {
 		t.Errorf("inspect: %d commands per node and permit held", per)
