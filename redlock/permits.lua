@@ -12,7 +12,8 @@
 --   limit    the limit the permits here are held with.
 -- Each set has a member per permit held (or held until lately: sweep and record drop the rest),
 -- at most one per permit. The three keys live at least as long as the longest-lived permit they
--- describe (keep), and an entry of holders is believed only once the lock key confirms it (mine).
+-- describe (keep), and an entry of holders is believed only once the lock key confirms it (mine;
+-- a release's by release.lua itself, see permit_find.lua).
 -- A script's KEYS end with [limit, permits, holders]; they are taken off here.
 local holderskey = table.remove(KEYS)
 local permitskey = table.remove(KEYS)
