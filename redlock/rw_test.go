@@ -396,3 +396,47 @@ func TestFirstReaderIgnoresLeftovers(t *testing.T) {
 		t.Fatalf("inspect: %+v, %v; want the one reader", info, err)
 	}
 }
+
+// TestReaderAndPermitKeysHaveATTL: the keys that a reader's acquire writes
+// all have a TTL whichever way it goes (the first reader, which makes the
+// readers' keys anew; the same token again; a reader joining readers), and
+// so do a permit's after an extend (tests/keys_test.go checks every kind's
+// first acquire and release through a gateway).
+func TestReaderAndPermitKeysHaveATTL(t *testing.T) {
+	cl := newCluster(t, 3, Options{})
+	ctx, res := t.Context(), uniq(t)
+	check := func(when string) {
+		t.Helper()
+		cl.settle()
+		for i, s := range cl.servers {
+			keys, err := s.Client().Keys(ctx, "redlockd:*"+res+"*").Result()
+			if err != nil || len(keys) == 0 {
+				t.Fatalf("%s, node %d: keys %v, %v", when, i, keys, err)
+			}
+			for _, k := range keys {
+				if ttl := s.Client().PTTL(ctx, k).Val(); ttl <= 0 {
+					t.Errorf("%s, node %d: %s expires in %v", when, i, k, ttl)
+				}
+			}
+		}
+	}
+	o := AcquireOptions{Mode: ModeRead, Token: NewToken()}
+	for _, when := range []string{"the first reader", "the same token again"} {
+		if _, err := cl.c.Acquire(ctx, res, o); err != nil {
+			t.Fatal(err)
+		}
+		check(when)
+	}
+	if _, err := cl.c.Acquire(ctx, res, read); err != nil {
+		t.Fatal(err)
+	}
+	check("a reader joining readers")
+	p, err := cl.c.AcquirePermit(ctx, res+"-sem", permitOpts(2, AcquireOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.c.ExtendPermit(ctx, "", res+"-sem", p.Token, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	check("a permit extended")
+}
