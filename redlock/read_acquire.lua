@@ -55,10 +55,7 @@ if not marked then
   redis.call('DEL', KEYS[3], KEYS[4])
 end
 redis.call('ZADD', KEYS[3], now + ttl, tok)
-local keep = ttl
-if marked then
-  keep = math.max(last_expiry(KEYS[3]) - now, 1)
-end
+local keep = marked and math.max(last_expiry(KEYS[3]) - now, 1) or ttl -- the last reader's TTL
 local again
 if mine then
   local fence, nf = record_read(KEYS[4], tok .. ':')
