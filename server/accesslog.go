@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
-	"github.com/rs/zerolog/hlog"
 
 	"github.com/redlockd/redlockd/redlock"
 )
@@ -24,10 +23,12 @@ var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // reqInfo is what the server learns of a request while serving it, for its
 // access log line and metrics. begin puts one in the request's context.
 type reqInfo struct {
-	id      string    // the request id, sent back in X-Request-Id
-	caller  *keyEntry // the API key; nil when not authenticated
-	outcome string
-	fence   int64 // the fencing token of the lock answered with; 0: none
+	id         string    // the request id, sent back in X-Request-Id
+	remoteAddr string    // the client's address, as net/http gives it
+	userAgent  string    // the User-Agent header; "" when there is none
+	caller     *keyEntry // the API key; nil when not authenticated
+	outcome    string
+	fence      int64 // the fencing token of the lock answered with; 0: none
 }
 
 type reqInfoKey struct{}
@@ -74,10 +75,9 @@ const (
 )
 
 // begin gives the request its id (a well-formed incoming X-Request-Id or a
-// new random one), sent back in X-Request-Id and added to the request's
-// logger with its remote address and user agent (the fields of hlog's
-// RemoteAddrHandler and UserAgentHandler, in one update of the logger), and
-// puts the request's reqInfo in its context.
+// new random one), sent back in X-Request-Id, and puts the request's reqInfo
+// in its context, with what every line the request logs carries (see
+// logEvent).
 func (s *Server) begin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
@@ -85,19 +85,35 @@ func (s *Server) begin(next http.Handler) http.Handler {
 			id = rand.Text()
 		}
 		w.Header().Set("X-Request-Id", id)
-		ua := r.Header.Get("User-Agent")
-		hlog.FromRequest(r).UpdateContext(func(c zerolog.Context) zerolog.Context {
-			c = c.Str("req_id", id)
-			if r.RemoteAddr != "" {
-				c = c.Str("remote_addr", r.RemoteAddr)
-			}
-			if ua != "" {
-				c = c.Str("user_agent", ua)
-			}
-			return c
-		})
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, &reqInfo{id: id})))
+		rq := &reqInfo{id: id, remoteAddr: r.RemoteAddr, userAgent: r.Header.Get("User-Agent")}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, rq)))
 	})
+}
+
+// logEvent starts a line of the server's log at level with the fields of
+// ctx's request, if any: req_id, remote_addr and user_agent (the fields of
+// hlog's RequestIDHandler, RemoteAddrHandler and UserAgentHandler) and key,
+// the name of the request's API key. A request has no logger of its own
+// (hlog.NewHandler's copy of the logger and its context per request was a
+// tenth of the gateway's allocations): the few lines it logs add its fields
+// themselves.
+func (s *Server) logEvent(ctx context.Context, level zerolog.Level) *zerolog.Event {
+	e := s.cfg.Log.WithLevel(level)
+	rq := reqInfoOf(ctx)
+	if e == nil || rq == nil {
+		return e
+	}
+	e.Str("req_id", rq.id)
+	if rq.remoteAddr != "" {
+		e.Str("remote_addr", rq.remoteAddr)
+	}
+	if rq.userAgent != "" {
+		e.Str("user_agent", rq.userAgent)
+	}
+	if rq.caller != nil {
+		e.Str("key", rq.caller.name)
+	}
+	return e
 }
 
 // A request whose client went away before its answer is logged and counted
@@ -122,8 +138,7 @@ func clientGone(r *http.Request, err error) bool {
 }
 
 // logRequest is the access log (hlog.AccessHandler's callback): one line per
-// request, with the req_id, remote_addr, user_agent and API key name of the
-// request's logger and the fencing token of a lock answer; it also records
+// request, with the fields of logEvent and the fencing token of a lock answer; it also records
 // the request in the metrics and its span. It never logs other headers, lock tokens or
 // bodies.
 func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duration) {
@@ -138,7 +153,7 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 	if status >= http.StatusInternalServerError && outcome != outcomeUnready && outcome != outcomeShuttingDown {
 		level = zerolog.ErrorLevel
 	}
-	e := hlog.FromRequest(r).WithLevel(level).
+	e := s.logEvent(r.Context(), level).
 		Str("method", r.Method).
 		Str("route", route).
 		Str("resource", resource).

@@ -130,12 +130,15 @@ func TestAccessLog(t *testing.T) {
 	}
 }
 
+// TestPanic checks that a panic in a handler is a 500 that shows nothing of
+// it, logged as an internal error on a line of its own that carries the
+// request's fields, as its access line does.
 func TestPanic(t *testing.T) {
 	f := newFake(t)
 	f.InspectFn = func(context.Context, string, string) (redlock.Info, error) { panic("boom " + tokenA) }
 	log := &syncBuffer{}
 	_, h := newHandler(f, log)
-	w := serve(t, h, request{method: "GET", target: "/locks/x"})
+	w := serve(t, h, request{method: "GET", target: "/locks/x", headers: []string{"X-Request-Id", "req-p", "User-Agent", "app/2"}})
 	body := w.Body.String()
 	checkProblem(t, w, http.StatusInternalServerError, "internal")
 	if strings.Contains(body, "boom") || strings.Contains(body, "goroutine") {
@@ -143,6 +146,15 @@ func TestPanic(t *testing.T) {
 	}
 	if out := log.String(); !strings.Contains(out, "boom") || !strings.Contains(out, `"status":500`) {
 		t.Errorf("log: %s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"message":"internal error"`) {
+		t.Fatalf("got %q, want the internal error's line and the access line", lines)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"req_id":"req-p","remote_addr":"192.0.2.1:1234","user_agent":"app/2"`) {
+			t.Errorf("got %s, want the request's fields", l)
+		}
 	}
 }
 

@@ -14,9 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/rs/zerolog"
-	"github.com/rs/zerolog/hlog"
-
 	"github.com/redlockd/redlockd/redlock"
 )
 
@@ -203,8 +200,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if err == nil {
-			reqInfoOf(r.Context()).caller = &c
-			hlog.FromRequest(r).UpdateContext(func(l zerolog.Context) zerolog.Context { return l.Str("key", c.name) })
+			reqInfoOf(r.Context()).caller = &c // logged as key (logEvent)
 		}
 		next.ServeHTTP(w, r)
 	})

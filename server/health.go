@@ -77,13 +77,11 @@ func (s *Server) noteReady(ctx context.Context, voting, quorum int) {
 	if s.unready.Swap(unready) == unready {
 		return
 	}
-	e := zerolog.Ctx(ctx).Info()
-	msg := "ready: a quorum of nodes is up and out of quarantine"
+	level, msg := zerolog.InfoLevel, "ready: a quorum of nodes is up and out of quarantine"
 	if unready {
-		e = zerolog.Ctx(ctx).Warn()
-		msg = "unready: fewer than a quorum of nodes are up and out of quarantine; /readyz answers 503 and locks cannot be granted"
+		level, msg = zerolog.WarnLevel, "unready: fewer than a quorum of nodes are up and out of quarantine; /readyz answers 503 and locks cannot be granted"
 	}
-	e.Int("voting", voting).Int("quorum", quorum).Msg(msg)
+	s.logEvent(ctx, level).Int("voting", voting).Int("quorum", quorum).Msg(msg)
 }
 
 // GetOpenAPI serves the OpenAPI document the server was generated from.

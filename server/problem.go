@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog/hlog"
+	"github.com/rs/zerolog"
 
 	"github.com/redlockd/redlockd/api"
 	"github.com/redlockd/redlockd/redlock"
@@ -160,17 +160,16 @@ func (s *Server) problemFor(err error) problem {
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := s.problemFor(err)
 	setOutcome(r.Context(), p.kind)
-	log := hlog.FromRequest(r)
 	switch {
 	case clientGone(r, err):
 		// Not a failure: the access log says client_gone (accesslog.go).
 	case p.kind == "internal":
-		log.Error().Err(err).Msg("internal error")
+		s.logEvent(r.Context(), zerolog.ErrorLevel).Err(err).Msg("internal error")
 	case p.kind == "quorum-unavailable":
-		log.Warn().Err(err).Msg("quorum unavailable")
+		s.logEvent(r.Context(), zerolog.WarnLevel).Err(err).Msg("quorum unavailable")
 	}
 	if sw, ok := w.(interface{ Status() int }); ok && sw.Status() != 0 {
-		log.Warn().Err(err).Msg("error after the response was started")
+		s.logEvent(r.Context(), zerolog.WarnLevel).Err(err).Msg("error after the response was started")
 		return
 	}
 

@@ -123,7 +123,7 @@ func New(cfg Config) *Server {
 // otelhttp with Config.Tracer. Every error body is made by writeProblem.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(hlog.NewHandler(s.cfg.Log), s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
+	r.Use(s.begin, hlog.AccessHandler(s.logRequest), s.recoverer, s.authenticate, s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeProblem(w, r, errNoRoute) })
 	r.MethodNotAllowed(s.methodNotAllowed)
 
