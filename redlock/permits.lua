@@ -119,16 +119,17 @@ end
 
 -- remember notes, in the semaphore's list of releases (key: the tokens' fingerprints, newest
 -- first), that the token of fingerprint fp released its permit here, for keep_ms: a retried
--- release finds it there (released). The list keeps the last 8 releases per permit of the limit,
--- as a lock's record keeps its last 8 (rec_remember), and lives keep_ms after the latest (its
--- PEXPIRE follows the push in the same call, so the list is never left without a TTL): one key
--- per semaphore however often its permits are released. The push that makes it longer than
--- that trims it (LPUSH answers the length), so no other pays an LTRIM. keep_ms is never '0'
--- here (an undone acquire remembers nothing).
+-- release finds it there (released). The list keeps at least the last 8 releases per permit of
+-- the limit, as a lock's record keeps its last 8 (rec_remember), and lives keep_ms after the
+-- latest (its PEXPIRE follows the push in the same call, so the list is never left without a
+-- TTL): one key per semaphore however often its permits are released. It is trimmed back to
+-- those when a push makes it twice as long (LPUSH answers the length): one release in 8 per
+-- permit pays an LTRIM, not each. keep_ms is never '0' here (an undone acquire remembers
+-- nothing).
 local function remember(key, fp, keep_ms, limit)
-  local cap = 8 * math.max(limit or 1, 1)
-  if redis.call('LPUSH', key, fp) > cap then
-    redis.call('LTRIM', key, 0, cap - 1)
+  local keep = 8 * math.max(limit or 1, 1)
+  if redis.call('LPUSH', key, fp) > 2 * keep then
+    redis.call('LTRIM', key, 0, keep - 1)
   end
   redis.call('PEXPIRE', key, keep_ms)
 end

@@ -940,18 +940,19 @@ func TestSemaphoreIndexKeysLiveAsLongAsPermits(t *testing.T) {
 	check("after a release", 4*time.Minute)
 }
 
-// TestPermitReleasesRemembered: a semaphore remembers its last 8 releases
-// per permit of its limit on a node, as a lock its last 8 (by their tokens'
-// fingerprints, never the tokens), in one key
-// however many were released: a retried release of one of them works, of
-// an older one does not; the list never holds more than those; the
-// semaphore leaves a fixed set of keys, each
-// with a TTL, the releases' living max TTL after the last.
+// TestPermitReleasesRemembered: a semaphore remembers at least its last 8
+// releases per permit of its limit on a node, as a lock its last 8 (by
+// their tokens' fingerprints, never the tokens), in one key however many
+// were released, trimmed back to those when it holds twice as many: a
+// retried release of one it holds works, of an older one does not; the
+// semaphore leaves a fixed set of keys, each with a TTL, the releases'
+// living max TTL after the last.
 func TestPermitReleasesRemembered(t *testing.T) {
 	cl := newCluster(t, 3, Options{MaxTTL: 6 * time.Second, DefaultTTL: 3 * time.Second})
 	ctx, name := t.Context(), uniq(t)
-	const limit, cycles = 2, 20
+	const limit, cycles = 2, 40 // 40 releases: trimmed once, at the 33rd, to 16
 	var toks []string
+	kept := 0 // the releases the list holds, by the rule above
 	for range cycles {
 		p, err := cl.c.AcquirePermit(ctx, name, permitOpts(limit, AcquireOptions{}))
 		if err != nil {
@@ -961,10 +962,13 @@ func TestPermitReleasesRemembered(t *testing.T) {
 			t.Fatal(err)
 		}
 		toks = append(toks, p.Token)
+		if kept++; kept > 16*limit {
+			kept = 8 * limit
+		}
 		cl.settle()
 		for i, s := range cl.servers {
-			if n := s.Client().LLen(ctx, cl.c.semaphoreKeysOf("", name).Released).Val(); n != int64(min(len(toks), 8*limit)) {
-				t.Fatalf("node %d: %d releases remembered after %d, want at most %d", i, n, len(toks), 8*limit)
+			if n := s.Client().LLen(ctx, cl.c.semaphoreKeysOf("", name).Released).Val(); n != int64(kept) {
+				t.Fatalf("node %d: %d releases remembered after %d, want %d", i, n, len(toks), kept)
 			}
 		}
 	}
@@ -974,7 +978,7 @@ func TestPermitReleasesRemembered(t *testing.T) {
 	}
 	for i, tok := range toks {
 		err := cl.c.ReleasePermit(ctx, "", name, tok)
-		if remembered := i >= cycles-8*limit; remembered != (err == nil) {
+		if remembered := i >= cycles-kept; remembered != (err == nil) {
 			t.Fatalf("retried release of the %d-th of %d releases err = %v, want remembered %v", i+1, cycles, err, remembered)
 		}
 	}
@@ -993,11 +997,11 @@ func TestPermitReleasesRemembered(t *testing.T) {
 			}
 		}
 		var fps []string
-		for _, tok := range slices.Backward(toks[cycles-8*limit:]) {
+		for _, tok := range slices.Backward(toks[cycles-kept:]) {
 			fps = append(fps, fingerprint(tok))
 		}
 		if got := rdb.LRange(ctx, k.Released, 0, -1).Val(); !slices.Equal(got, fps) {
-			t.Errorf("node %d: releases remembered %v, want the fingerprints of the last %d, newest first: %v", i, got, 8*limit, fps)
+			t.Errorf("node %d: releases remembered %v, want the fingerprints of the last %d, newest first: %v", i, got, kept, fps)
 		}
 	}
 	if err := cl.c.ReleasePermit(ctx, "", name, held.Token); err != nil {
