@@ -104,9 +104,12 @@ local function note(i, now, px, alone)
 end
 
 -- record notes that token holds permit i here (see note), dropping a holder of i that no sweep
--- has dropped yet.
+-- has dropped yet. Alone, there is none: holders' scores are members of permits (every script
+-- writes and drops the two together, and keep gives them one expiry), and permits is empty.
 local function record(i, token, now, px, alone)
-  redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
+  if not alone then
+    redis.call('ZREMRANGEBYSCORE', holderskey, i, i)
+  end
   redis.call('ZADD', holderskey, i, token)
   note(i, now, px, alone)
 end
