@@ -94,9 +94,8 @@ func (s *Server) begin(next http.Handler) http.Handler {
 // ctx's request, if any: req_id, remote_addr and user_agent (the fields of
 // hlog's RequestIDHandler, RemoteAddrHandler and UserAgentHandler) and key,
 // the name of the request's API key. A request has no logger of its own
-// (hlog.NewHandler's copy of the logger and its context per request was a
-// tenth of the gateway's allocations): the few lines it logs add its fields
-// themselves.
+// (hlog.NewHandler copies the logger and its context for every request):
+// the few lines it logs add its fields themselves.
 func (s *Server) logEvent(ctx context.Context, level zerolog.Level) *zerolog.Event {
 	e := s.cfg.Log.WithLevel(level)
 	rq := reqInfoOf(ctx)
@@ -138,9 +137,9 @@ func clientGone(r *http.Request, err error) bool {
 }
 
 // logRequest is the access log (hlog.AccessHandler's callback): one line per
-// request, with the fields of logEvent and the fencing token of a lock answer; it also records
-// the request in the metrics and its span. It never logs other headers, lock tokens or
-// bodies.
+// request, with the fields of logEvent and the fencing token of a lock
+// answer; it also records the request in the metrics and its span. It never
+// logs other headers, lock tokens or bodies.
 func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duration) {
 	rq := reqInfoOf(r.Context())
 	status = cmp.Or(status, http.StatusOK)
