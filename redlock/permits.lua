@@ -126,8 +126,8 @@ end
 -- the limit, as a lock's record keeps its last 8 (rec_remember), and lives keep_ms after the
 -- latest (its PEXPIRE follows the push in the same call, so the list is never left without a
 -- TTL): one key per semaphore however often its permits are released. It is trimmed back to
--- those when a push makes it twice as long (LPUSH answers the length): one release in 8 per
--- permit pays an LTRIM, not each. keep_ms is never '0' here (an undone acquire remembers
+-- those when a push makes it twice as long (LPUSH answers the length): one release in 8 × limit
+-- pays an LTRIM, not each. keep_ms is never '0' here (an undone acquire remembers
 -- nothing).
 local function remember(key, fp, keep_ms, limit)
   local keep = 8 * math.max(limit or 1, 1)

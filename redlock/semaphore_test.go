@@ -951,6 +951,7 @@ func TestPermitReleasesRemembered(t *testing.T) {
 	cl := newCluster(t, 3, Options{MaxTTL: 6 * time.Second, DefaultTTL: 3 * time.Second})
 	ctx, name := t.Context(), uniq(t)
 	const limit, cycles = 2, 40 // 40 releases: trimmed once, at the 33rd, to 16
+	k := cl.c.semaphoreKeysOf("", name)
 	var toks []string
 	kept := 0 // the releases the list holds, by the rule above
 	for range cycles {
@@ -967,8 +968,11 @@ func TestPermitReleasesRemembered(t *testing.T) {
 		}
 		cl.settle()
 		for i, s := range cl.servers {
-			if n := s.Client().LLen(ctx, cl.c.semaphoreKeysOf("", name).Released).Val(); n != int64(kept) {
+			if n := s.Client().LLen(ctx, k.Released).Val(); n != int64(kept) {
 				t.Fatalf("node %d: %d releases remembered after %d, want %d", i, n, len(toks), kept)
+			}
+			if ttl := s.Client().PTTL(ctx, k.Released).Val(); ttl <= 0 {
+				t.Fatalf("node %d: the releases expire in %v after %d, want a TTL", i, ttl, len(toks))
 			}
 		}
 	}
@@ -983,7 +987,6 @@ func TestPermitReleasesRemembered(t *testing.T) {
 		}
 	}
 	cl.settle()
-	k := cl.c.semaphoreKeysOf("", name)
 	want := []string{k.Permit.Lock + "0", k.Permit.Lock + "1", k.Permit.Fence, k.Limit, k.Permits, k.Holders, k.Released}
 	for i, s := range cl.servers {
 		rdb := s.Client()

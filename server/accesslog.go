@@ -91,14 +91,13 @@ func (s *Server) begin(next http.Handler) http.Handler {
 }
 
 // logEvent starts a line of the server's log at level with the fields of
-// ctx's request, if any: req_id, remote_addr and user_agent (the fields of
+// request rq (reqInfoOf; nil: none): req_id, remote_addr and user_agent (the fields of
 // hlog's RequestIDHandler, RemoteAddrHandler and UserAgentHandler) and key,
 // the name of the request's API key. A request has no logger of its own
 // (hlog.NewHandler copies the logger and its context for every request):
 // the few lines it logs add its fields themselves.
-func (s *Server) logEvent(ctx context.Context, level zerolog.Level) *zerolog.Event {
+func (s *Server) logEvent(rq *reqInfo, level zerolog.Level) *zerolog.Event {
 	e := s.cfg.Log.WithLevel(level)
-	rq := reqInfoOf(ctx)
 	if e == nil || rq == nil {
 		return e
 	}
@@ -152,7 +151,7 @@ func (s *Server) logRequest(r *http.Request, status, _ int, elapsed time.Duratio
 	if status >= http.StatusInternalServerError && outcome != outcomeUnready && outcome != outcomeShuttingDown {
 		level = zerolog.ErrorLevel
 	}
-	e := s.logEvent(r.Context(), level).
+	e := s.logEvent(rq, level).
 		Str("method", r.Method).
 		Str("route", route).
 		Str("resource", resource).

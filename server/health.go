@@ -81,7 +81,7 @@ func (s *Server) noteReady(ctx context.Context, voting, quorum int) {
 	if unready {
 		level, msg = zerolog.WarnLevel, "unready: fewer than a quorum of nodes are up and out of quarantine; /readyz answers 503 and locks cannot be granted"
 	}
-	s.logEvent(ctx, level).Int("voting", voting).Int("quorum", quorum).Msg(msg)
+	s.logEvent(reqInfoOf(ctx), level).Int("voting", voting).Int("quorum", quorum).Msg(msg)
 }
 
 // GetOpenAPI serves the OpenAPI document the server was generated from.
