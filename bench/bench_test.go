@@ -46,7 +46,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("go build ./cmd/redlockd: %v\n%s", err, out)
 	}
 	c, err := parse([]string{"-c", "4", "--duration", "1s", "--waiters", "200", "--names", "50", "--node-timeout", nodeTimeout.String(),
-		"--baseline-redlockd", baseline, "--instructions"})
+		"--baseline-redlockd", baseline, "--instructions", "--gateway-procs", "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +82,10 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, s := range scenarios {
 		want = append(want, "gray: "+grayName(nodeTimeout, s.name))
+	}
+	// Both gateways run at the GOMAXPROCS asked for, as their /metrics say.
+	if !regexp.MustCompile(`^gateway commit \S+ at GOMAXPROCS 1 \(baseline .* at GOMAXPROCS 1\), `).MatchString(rep.stamp) {
+		t.Errorf("stamp %q: want both gateways at GOMAXPROCS 1", rep.stamp)
 	}
 	if !slices.Equal(names, want) || rep.waiting == nil || len(rep.gray) != 1 {
 		t.Fatalf("runs:\n%s\nwant:\n%s\nwaiters %v, gray %v", strings.Join(names, "\n"), strings.Join(want, "\n"), rep.waiting, rep.gray)

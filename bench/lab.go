@@ -48,6 +48,8 @@ type lab struct {
 	// alive; closeConns closes them.
 	pid        int
 	addr       string
+	procs      int // the GOMAXPROCS it is started with (0: Go's default), and runs at as its /metrics says
+	threads    int
 	client     *client.Client
 	closeConns func()
 	// A gateway of another build on the same nodes (--baseline-redlockd),
@@ -72,7 +74,7 @@ func (l *lab) close() {
 func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = max(c.c, c.waiters), max(c.c, c.waiters)
-	l := &lab{nodeTimeout: c.nodeTimeout, maxWaiters: c.waiters, tr: tr, closeConns: tr.CloseIdleConnections}
+	l := &lab{nodeTimeout: c.nodeTimeout, maxWaiters: c.waiters, procs: c.gatewayProcs, tr: tr, closeConns: tr.CloseIdleConnections}
 	defer func() {
 		if err != nil {
 			l.close()
@@ -178,8 +180,13 @@ func (l *lab) serve(ctx context.Context, nodes []string, d time.Duration) (stop 
 	cmd := exec.Command(l.bin, "serve", "--listen", "127.0.0.1:0", "--redis", "redis://"+strings.Join(nodes, ",redis://"),
 		"--restart-quarantine", "off", "--node-timeout", d.String(), "--max-ttl", "10m", "--max-wait", "10m",
 		"--max-waiters", strconv.Itoa(l.maxWaiters+100), "--max-connections", strconv.Itoa(l.maxWaiters+1000))
-	// Only the flags configure it.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "REDLOCKD_") })
+	// Only the flags configure it, and the Go runtime only GOMAXPROCS.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "REDLOCKD_") || strings.HasPrefix(kv, "GOMAXPROCS=")
+	})
+	if l.procs > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", l.procs))
+	}
 	logFile, err := os.CreateTemp(l.dir, "redlockd-*.log") // with the access log, a line per request
 	if err != nil {
 		return nil, err
@@ -197,7 +204,9 @@ func (l *lab) serve(ctx context.Context, nodes []string, d time.Duration) (stop 
 	l.pid = cmd.Process.Pid
 	if l.addr, err = listening(running, logFile.Name()); err == nil {
 		l.client, _ = client.New("http://"+l.addr, client.Options{HTTPClient: &http.Client{Transport: l.tr}}) // fails only on a bad URL
-		err = l.ready(running)
+		if err = l.ready(running); err == nil {
+			l.threads, err = gomaxprocs(running, l)
+		}
 	}
 	if err != nil {
 		stop()

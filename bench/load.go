@@ -347,17 +347,7 @@ func memoryOf(ctx context.Context, l *lab) (memory, error) {
 	if err != nil {
 		return m, err
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.addr+"/metrics", nil)
-	res, err := (&http.Client{Transport: l.tr}).Do(req)
-	if err != nil {
-		return m, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return m, err
-	}
-	ss, err := promtest.Parse(string(body))
+	ss, err := metricsOf(ctx, l)
 	if err != nil {
 		return m, err
 	}
@@ -368,6 +358,34 @@ func memoryOf(ctx context.Context, l *lab) (memory, error) {
 		return m, errors.New("/metrics has no go_memstats_stack_inuse_bytes or go_goroutines")
 	}
 	return m, nil
+}
+
+// gomaxprocs reads the GOMAXPROCS the gateway runs at.
+func gomaxprocs(ctx context.Context, l *lab) (int, error) {
+	ss, err := metricsOf(ctx, l)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := ss.Sum("go_sched_gomaxprocs_threads")
+	if !ok {
+		return 0, errors.New("/metrics has no go_sched_gomaxprocs_threads")
+	}
+	return int(n), nil
+}
+
+// metricsOf reads the gateway's /metrics.
+func metricsOf(ctx context.Context, l *lab) (promtest.Samples, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.addr+"/metrics", nil)
+	res, err := (&http.Client{Transport: l.tr}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	return promtest.Parse(string(body))
 }
 
 // waitMany sends n waiting acquires of one lock that a holder keeps (a tenth

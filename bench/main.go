@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -42,6 +43,9 @@ type config struct {
 	grayClients  int
 	grayTimeouts []time.Duration
 	instructions bool // count the nodes' instructions (see countInstructions)
+	// GOMAXPROCS of the gateways it starts, the baseline's too; 0: Go's
+	// default (every core).
+	gatewayProcs int
 }
 
 func (c *config) runs(floor string) bool { return slices.Contains(c.floors, floor) }
@@ -78,13 +82,15 @@ func parse(args []string) (*config, error) {
 	fs.IntVar(&c.names, "names", 100000, "names of the keys floor, each locked and released once (and a tenth as many permit cycles of one semaphore)")
 	fs.DurationVar(&c.nodeTimeout, "node-timeout", 50*time.Millisecond, "per-node timeout of the gateway and the library")
 	fs.IntVar(&c.grayClients, "gray-clients", 16, "workers of the gray floors")
+	fs.IntVar(&c.gatewayProcs, "gateway-procs", max(1, runtime.NumCPU()/2),
+		"GOMAXPROCS of the gateways it starts, the baseline's too (0: Go's default, every core): they share the machine with the nodes and the clients, as docs/operations.md says to set it there")
 	fs.BoolVar(&c.instructions, "instructions", false, "count the instructions of the nodes' main threads (slows the nodes on many VMs: compare the times of runs with it only with each other)")
 	_ = fs.Parse(args) // it exits on a bad flag, 2
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.c < 1 || c.grayClients < 1 || c.waiters < 10 || c.duration <= 0 || c.nodeTimeout <= 0 {
-		return nil, errors.New("-c and --gray-clients must be at least 1, --waiters at least 10, durations positive")
+	if c.c < 1 || c.grayClients < 1 || c.waiters < 10 || c.duration <= 0 || c.nodeTimeout <= 0 || c.gatewayProcs < 0 {
+		return nil, errors.New("-c and --gray-clients must be at least 1, --waiters at least 10, durations positive, --gateway-procs not negative")
 	}
 	c.floors = strings.Split(*which, ",")
 	for _, f := range c.floors {
@@ -162,7 +168,7 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		return nil, err
 	}
 	defer l.close()
-	rep = &report{stamp: stamp(ctx, c, l.bin), load: [2]string{loadAverage()}, pgSkipped: l.pgSkipped, noCounters: l.noCounters}
+	rep = &report{stamp: stamp(ctx, c, l), load: [2]string{loadAverage()}, pgSkipped: l.pgSkipped, noCounters: l.noCounters}
 	defer func() { rep.load[1] = loadAverage() }()
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
 	isGateway := func(x result) bool { return x.group == "latency" && x.name == gatewayMode }

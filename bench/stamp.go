@@ -14,18 +14,19 @@ import (
 
 // stamp is the first line of the report: what was measured, when and where.
 // The gateway (the commit of the tree it was built from here, or what the
-// given binary's version subcommand says), the date in UTC, the machine
-// (OS/architecture, cores, CPU model) and the Go toolchain of the tool;
-// the baseline's version with --baseline-redlockd. The
-// report adds the load average at the start and at the end of the run:
-// figures from a busy machine say so.
-func stamp(ctx context.Context, c *config, bin string) string {
+// given binary's version subcommand says) and the GOMAXPROCS it runs at (as
+// its /metrics says), the date in UTC, the machine (OS/architecture, cores,
+// CPU model) and the Go toolchain of the tool; the baseline's version and
+// GOMAXPROCS with --baseline-redlockd. The report adds the load average at
+// the start and at the end of the run: figures from a busy machine say so.
+func stamp(ctx context.Context, c *config, l *lab) string {
 	gateway := "commit " + treeCommit(ctx)
 	if c.binary != "" {
-		gateway = version(ctx, bin)
+		gateway = version(ctx, l.bin)
 	}
-	if c.baseline != "" {
-		gateway += " (baseline " + version(ctx, c.baseline) + ")"
+	gateway += fmt.Sprintf(" at GOMAXPROCS %d", l.threads)
+	if b := l.baseline; b != nil {
+		gateway += fmt.Sprintf(" (baseline %s at GOMAXPROCS %d)", version(ctx, b.bin), b.threads)
 	}
 	return fmt.Sprintf("gateway %s, %s, %s/%s, %d CPUs (%s), %s", gateway, time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version())
