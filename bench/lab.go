@@ -48,10 +48,11 @@ type lab struct {
 	// alive; closeConns closes them.
 	pid        int
 	addr       string
-	procs      int // the GOMAXPROCS it is started with (0: Go's default), and runs at as its /metrics says
-	threads    int
 	client     *client.Client
 	closeConns func()
+	// The GOMAXPROCS it is started with (0: Go's default), and the one it
+	// runs at, as its /metrics says.
+	procs, threads int
 	// A gateway of another build on the same nodes (--baseline-redlockd),
 	// nil without one.
 	baseline *lab
