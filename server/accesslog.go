@@ -91,11 +91,12 @@ func (s *Server) begin(next http.Handler) http.Handler {
 }
 
 // logEvent starts a line of the server's log at level with the fields of
-// request rq (reqInfoOf; nil: none): req_id, remote_addr and user_agent (the fields of
-// hlog's RequestIDHandler, RemoteAddrHandler and UserAgentHandler) and key,
-// the name of the request's API key. A request has no logger of its own
-// (hlog.NewHandler copies the logger and its context for every request):
-// the few lines it logs add its fields themselves.
+// request rq (reqInfoOf; nil: none): req_id, remote_addr and user_agent
+// (the fields of hlog's RequestIDHandler, RemoteAddrHandler and
+// UserAgentHandler) and key, the name of the request's API key. A request
+// has no logger of its own (hlog.NewHandler copies the logger and its
+// context for every request): the few lines it logs add its fields
+// themselves.
 func (s *Server) logEvent(rq *reqInfo, level zerolog.Level) *zerolog.Event {
 	e := s.cfg.Log.WithLevel(level)
 	if e == nil || rq == nil {

@@ -160,16 +160,17 @@ func (s *Server) problemFor(err error) problem {
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := s.problemFor(err)
 	setOutcome(r.Context(), p.kind)
+	rq := reqInfoOf(r.Context())
 	switch {
 	case clientGone(r, err):
 		// Not a failure: the access log says client_gone (accesslog.go).
 	case p.kind == "internal":
-		s.logEvent(reqInfoOf(r.Context()), zerolog.ErrorLevel).Err(err).Msg("internal error")
+		s.logEvent(rq, zerolog.ErrorLevel).Err(err).Msg("internal error")
 	case p.kind == "quorum-unavailable":
-		s.logEvent(reqInfoOf(r.Context()), zerolog.WarnLevel).Err(err).Msg("quorum unavailable")
+		s.logEvent(rq, zerolog.WarnLevel).Err(err).Msg("quorum unavailable")
 	}
 	if sw, ok := w.(interface{ Status() int }); ok && sw.Status() != 0 {
-		s.logEvent(reqInfoOf(r.Context()), zerolog.WarnLevel).Err(err).Msg("error after the response was started")
+		s.logEvent(rq, zerolog.WarnLevel).Err(err).Msg("error after the response was started")
 		return
 	}
 
