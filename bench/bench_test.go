@@ -71,12 +71,12 @@ func TestSmoke(t *testing.T) {
 	want := []string{"latency: " + gatewayMode, "latency: " + redsyncMode, "latency: " + bareMode, "latency: " + setNXMode,
 		"latency: " + pacedRedsyncMode, "latency: " + pacedFloorMode,
 		"throughput: " + gatewayMode, "throughput: " + baselineMode, "throughput: " + redsyncMode, "throughput: " + setNXMode,
-		"throughput: " + batchingMode, "throughput: " + naiveMode, "contended: " + contendedMode,
+		"throughput: " + batchingMode, "throughput: " + naiveMode, "contended: " + contendedMode, "contended: " + handOverFloorMode,
 		"semaphore: " + gatewayMode, "semaphore: " + permitMode, "semaphore: " + semContendedMode,
 		"rw: " + rwMode, "rw: " + rwWritersMode, "multi: " + multiMode, "multi: " + inOrderMode}
 	if rep.pgSkipped == nil {
 		want = slices.Insert(want, 10, "throughput: "+postgresMode)
-		want = slices.Insert(want, 14, "contended: "+pgContendedMode)
+		want = slices.Insert(want, 15, "contended: "+pgContendedMode)
 	} else {
 		t.Logf("no Postgres: %v", rep.pgSkipped)
 	}
@@ -151,7 +151,7 @@ func TestSmoke(t *testing.T) {
 		"C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate",
 		"C=1: the gateway's Redis commands per node per cycle by name", "C=4: gateway CPU per cycle / the baseline's",
 		"bare SET NX (1 Redis): C=4 cycles/s", "C=1: gateway p50 / the physical floor", "contended: cycles/s over the ideal",
-		"C=1: gateway p50 / (bare HTTP p50 + redsync p50)", "contended: cycles/s over 1 / (hold slept p50"}
+		"C=1: gateway p50 / (bare HTTP p50 + redsync p50)", "contended: cycles/s over the hand-over floor's", "contended: the hand-over floor's path"}
 	if rep.pgSkipped == nil {
 		more = append(more, "contended: cycles/s, wait p99 over Postgres advisory locks'", "Postgres advisory locks: C=4 cycles/s")
 	} else {
@@ -200,32 +200,40 @@ func TestSemaphoreFigures(t *testing.T) {
 // TestProposedFigures checks the proposed targets' arithmetic on runs made
 // up for it: C=1 p50s of 1.2ms (gateway), 0.2ms (bare HTTP) and 0.4ms
 // (redsync); a contended run of 500 cycles in 1s whose holds were slept
-// 1.2ms each; Redis CPU of 600µs (gateway) and 500µs (the fenced floor)
-// per cycle, over 2 cycles of 2 nodes.
+// 1.2ms each, and the hand-over floor's 600 in 1s (its cycle p50 1.6ms);
+// Redis CPU of 600µs
+// (gateway) and 500µs (the fenced floor) per cycle, over 2 cycles of 2
+// nodes.
 func TestProposedFigures(t *testing.T) {
 	lat := func(name string, p50 time.Duration) *result {
 		return &result{mode: mode{group: "latency", name: name, c: 1}, cycles: 1, duration: time.Second, lat: sample{p50}}
 	}
 	t0 := time.Now()
-	x := &result{mode: mode{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond}, cycles: 500, duration: time.Second}
-	for range 500 {
-		x.turns = append(x.turns, turn{acquired: t0, releasing: t0.Add(1200 * time.Microsecond)})
+	contended := func(name string, c, cycles int) *result {
+		r := &result{mode: mode{group: "contended", name: name, c: c, hold: time.Millisecond}, cycles: cycles, duration: time.Second}
+		for range cycles {
+			r.turns = append(r.turns, turn{acquired: t0, releasing: t0.Add(1200 * time.Microsecond)})
+		}
+		return r
 	}
 	// 2 cycles on 2 nodes, each node spending perNode.
 	spending := func(r *result, perNode time.Duration) *result {
 		r.cycles, r.nodes, r.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{perNode, perNode}}
 		return r
 	}
+	floorRun := contended(handOverFloorMode, 1, 600)
+	floorRun.lat = sample{1600 * time.Microsecond}
 	g := spending(lat(gatewayMode, 1200*time.Microsecond), 600*time.Microsecond)
 	floor := spending(lat(pacedFloorMode, time.Millisecond), 500*time.Microsecond)
 	run := map[string]*result{"latency: " + gatewayMode: g, "latency: " + pacedFloorMode: floor,
 		"latency: " + bareMode: lat(bareMode, 200*time.Microsecond), "latency: " + redsyncMode: lat(redsyncMode, 400*time.Microsecond),
-		"contended: " + contendedMode: x}
+		"contended: " + contendedMode: contended(contendedMode, 16, 500), "contended: " + handOverFloorMode: floorRun}
 	var out strings.Builder
 	printProposed(&out, run)
-	// 1.2 / (0.2 + 0.4) = 2.0; 500 / (1 / (1.2 + 0.1 + 0.2 ms) = 667/s) = 0.75;
-	// 600 / 500 = 1.2.
-	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "= 667/s\t0.75 (500/s)\t>= 0.75\tproposed: pass",
+	// 1.2 / (0.2 + 0.4) = 2.0; 500 / 600 = 0.83, the floor's path (1.6 -
+	// 1.2) / (0.2 / 2 + 0.4 / 2) = 1.33; 600 / 500 = 1.2.
+	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "(holds slept p50 1.200ms, 1.200ms)\t0.83 (500 / 600/s)\t>= 0.75\tproposed: pass",
+		"redsync p50 / 2\t1.33 (0.400ms / 0.300ms)\t\tinfo",
 		"1.20 (600.0 / 500.0 µs, 2 nodes)\t<= 1.25\tproposed: pass"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the proposed targets lack %q:\n%s", want, out.String())

@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -172,6 +170,19 @@ func countInstructions(nodes []*redistest.Server) ([]*redistest.Instructions, er
 	return cs, nil
 }
 
+// env is the environment of a process that the tool starts as a gateway, or
+// in a gateway's place (see bare): only the flags configure a gateway, and
+// the Go runtime only GOMAXPROCS, the gateways' (l.procs; 0: Go's default).
+func (l *lab) env() []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "REDLOCKD_") || strings.HasPrefix(kv, "GOMAXPROCS=")
+	})
+	if l.procs > 0 {
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", l.procs))
+	}
+	return env
+}
+
 // serve starts a gateway on nodes (host:port) with the node timeout d,
 // makes it l's gateway once every node is up, and returns how to kill it.
 // The gateway picks a free port itself and logs it: a port picked here
@@ -181,13 +192,7 @@ func (l *lab) serve(ctx context.Context, nodes []string, d time.Duration) (stop 
 	cmd := exec.Command(l.bin, "serve", "--listen", "127.0.0.1:0", "--redis", "redis://"+strings.Join(nodes, ",redis://"),
 		"--restart-quarantine", "off", "--node-timeout", d.String(), "--max-ttl", "10m", "--max-wait", "10m",
 		"--max-waiters", strconv.Itoa(l.maxWaiters+100), "--max-connections", strconv.Itoa(l.maxWaiters+1000))
-	// Only the flags configure it, and the Go runtime only GOMAXPROCS.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "REDLOCKD_") || strings.HasPrefix(kv, "GOMAXPROCS=")
-	})
-	if l.procs > 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", l.procs))
-	}
+	cmd.Env = l.env()
 	logFile, err := os.CreateTemp(l.dir, "redlockd-*.log") // with the access log, a line per request
 	if err != nil {
 		return nil, err
@@ -293,6 +298,11 @@ const (
 	// 16 clients take turns on one lock of the gateway, asking with wait_ms:
 	// each takes it, holds it for 1ms, releases it and at once asks again.
 	contendedMode = "contended (one lock, hold 1ms, wait_ms)"
+	// The least a hand-over of that lock takes here: one client holds for
+	// 1ms, then sends a request to a bare server that answers once a round
+	// of the fenced floor's acquire script on the 5 nodes has a majority
+	// (see bare), and at once holds again.
+	handOverFloorMode = "hand-over floor (hold 1ms, a bare server's round of 5 nodes)"
 	// Postgres advisory locks through pgx: each worker on a key of its own,
 	// and 16 clients on one key, hold 1ms, pg_advisory_lock waiting.
 	postgresMode    = "Postgres advisory locks (pgx)"
@@ -322,6 +332,7 @@ type backend int
 const (
 	viaGateway     backend = iota // the gateway over HTTP, with the Go client
 	viaBareHTTP                   // the bare server: HTTP with no work
+	viaBareRound                  // the bare server with a round of the nodes
 	viaRedsync                    // redsync in-process on the nodes
 	viaFencedFloor                // the fenced floor's scripts in-process on the nodes
 	viaLibrary                    // the redlock library in-process on the nodes
@@ -333,6 +344,8 @@ func (m mode) backend() backend {
 	switch m.name {
 	case bareMode:
 		return viaBareHTTP
+	case handOverFloorMode:
+		return viaBareRound
 	case redsyncMode, pacedRedsyncMode:
 		return viaRedsync
 	case pacedFloorMode:
@@ -350,7 +363,7 @@ func (m mode) backend() backend {
 // redisNodes is how many of the nodes, the first ones, m's cycles use.
 func (m mode) redisNodes(l *lab) int {
 	switch m.backend() {
-	case viaGateway, viaRedsync, viaFencedFloor, viaLibrary:
+	case viaGateway, viaBareRound, viaRedsync, viaFencedFloor, viaLibrary:
 		return len(l.nodes)
 	case viaSetNX:
 		return 1
@@ -368,7 +381,9 @@ func (l *lab) open(m mode) (locker, func(), error) {
 	case m.group == "multi":
 		return pairs(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}, m.name == multiMode), l.closeConns, nil
 	case m.backend() == viaBareHTTP:
-		return bare(&http.Client{Transport: l.tr})
+		return bare(&http.Client{Transport: l.tr}, l.env(), nil)
+	case m.backend() == viaBareRound:
+		return bare(&http.Client{Transport: l.tr}, l.env(), l.nodes)
 	case m.backend() == viaGateway:
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	case m.backend() == viaPostgres:
@@ -516,75 +531,6 @@ func setNX(rdb *redis.Client) (locker, func(), error) {
 		}
 		return unlock, err
 	}, func() { rdb.Close() }, nil
-}
-
-// bareServer is the environment variable that makes this program a bare
-// server (see bare).
-const bareServer = "REDLOCKD_BENCH_BARE"
-
-// serveBareIfAsked makes this process the bare server, and never returns,
-// if the environment asks: it listens on a free port of 127.0.0.1, writes
-// its address and a newline to stdout, and answers at once, 201 to a POST,
-// else 204.
-func serveBareIfAsked() {
-	if os.Getenv(bareServer) == "" {
-		return
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err == nil {
-		fmt.Println(ln.Addr())
-		err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			if r.Method == http.MethodPost {
-				w.WriteHeader(http.StatusCreated)
-				return
-			}
-			w.WriteHeader(http.StatusNoContent)
-		}))
-	}
-	fmt.Fprintln(os.Stderr, "bench: bare server:", err)
-	os.Exit(1)
-}
-
-// bare sends a cycle's two requests to a bare server: this program again, in
-// a process of its own as the gateway is (a server in this process would
-// skip the wake-up of another process, which costs most of a round trip).
-func bare(hc *http.Client) (locker, func(), error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, nil, err
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), bareServer+"=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	// It listens before it writes its address; it writes nothing if it
-	// fails (then stdout closes).
-	addr, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("the bare server did not start: %v", err)
-	}
-	url := "http://" + strings.TrimSpace(addr) + "/locks/"
-	do := func(ctx context.Context, method, res string) error {
-		req, _ := http.NewRequestWithContext(ctx, method, url+res, strings.NewReader(`{"ttl_ms":10000}`))
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.Body.Close()
-	}
-	return func(ctx context.Context, res string) (func(context.Context) error, error) {
-		return func(ctx context.Context) error { return do(ctx, http.MethodDelete, res) }, do(ctx, http.MethodPost, res)
-	}, stop, nil
 }
 
 // gateway locks through the gateway with o.

@@ -144,6 +144,7 @@ func modes(c *config) []mode {
 		{group: "throughput", name: batchingMode, c: c.c},
 		{group: "throughput", name: naiveMode, c: c.c},
 		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second},
+		{group: "contended", name: handOverFloorMode, c: 1, hold: time.Millisecond},
 		{group: "contended", name: pgContendedMode, c: 16, hold: time.Millisecond},
 		// The permit's cycle and the lock's alternate, half the duration each
 		// time, so that a drift of the machine's speed shows on both.

@@ -16,27 +16,25 @@ func printProposed(w io.Writer, run map[string]*result) {
 	line := func(name, figure, limit string, ok bool) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, figure, limit, map[bool]string{true: "proposed: pass", false: "proposed: FAIL"}[ok])
 	}
-	g, h, s := run["latency: "+gatewayMode], run["latency: "+bareMode], run["latency: "+redsyncMode]
-	if g == nil || h == nil || s == nil || h.cycles == 0 || s.cycles == 0 {
-		return
-	}
-	// The same topology without the gateway: its two HTTP hops with no
-	// work, and redsync's two rounds of 5 nodes.
-	alone := h.lat.pct(0.5) + s.lat.pct(0.5)
-	f := float64(g.lat.pct(0.5)) / float64(max(alone, 1))
-	line("C=1: gateway p50 / (bare HTTP p50 + redsync p50)", fmt.Sprintf("%.2f (%s / %s)", f, ms(g.lat.pct(0.5)), ms(alone)), "<= 2.0", g.cycles > 0 && f <= 2)
+	if g, h, s := run["latency: "+gatewayMode], run["latency: "+bareMode], run["latency: "+redsyncMode]; g != nil && h != nil && s != nil && h.cycles > 0 && s.cycles > 0 {
+		// The same topology without the gateway: its two HTTP hops with no
+		// work, and redsync's two rounds of 5 nodes.
+		alone := h.lat.pct(0.5) + s.lat.pct(0.5)
+		f := float64(g.lat.pct(0.5)) / float64(max(alone, 1))
+		line("C=1: gateway p50 / (bare HTTP p50 + redsync p50)", fmt.Sprintf("%.2f (%s / %s)", f, ms(g.lat.pct(0.5)), ms(alone)), "<= 2.0", g.cycles > 0 && f <= 2)
 
-	// The nodes' CPU per cycle over the least a fenced cycle asks of them,
-	// at the same rate (see pacedFloorMode): what the lock's logic and the
-	// gateway add to what fencing itself costs.
-	if x := run["latency: "+pacedFloorMode]; x != nil && x.cycles > 0 && g.cost.commands != nil && x.cost.commands != nil {
-		r, figure := redisCPUOver(g, x)
-		line(fmt.Sprintf("C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate (a cycle per %s)", ms(x.pace)),
-			figure, "<= 1.25", g.cycles > 0 && r <= 1.25)
-		// The same work counted in instructions, which the machine's load
-		// barely moves.
-		if figure, ok := redisKinstrOver(g, x); ok {
-			fmt.Fprintf(w, "C=1: Redis instructions per cycle (main threads), gateway / the fenced floor's scripts at the gateway's rate\t%s\t\tinfo\n", figure)
+		// The nodes' CPU per cycle over the least a fenced cycle asks of
+		// them, at the same rate (see pacedFloorMode): what the lock's logic
+		// and the gateway add to what fencing itself costs.
+		if x := run["latency: "+pacedFloorMode]; x != nil && x.cycles > 0 && g.cost.commands != nil && x.cost.commands != nil {
+			r, figure := redisCPUOver(g, x)
+			line(fmt.Sprintf("C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate (a cycle per %s)", ms(x.pace)),
+				figure, "<= 1.25", g.cycles > 0 && r <= 1.25)
+			// The same work counted in instructions, which the machine's load
+			// barely moves.
+			if figure, ok := redisKinstrOver(g, x); ok {
+				fmt.Fprintf(w, "C=1: Redis instructions per cycle (main threads), gateway / the fenced floor's scripts at the gateway's rate\t%s\t\tinfo\n", figure)
+			}
 		}
 	}
 
@@ -44,16 +42,21 @@ func printProposed(w io.Writer, run map[string]*result) {
 	if x == nil || x.cycles == 0 {
 		return
 	}
-	// A hand-over's critical path: the hold as the clients slept it, the
-	// release's hop in and the next holder's answer out (one HTTP round
-	// trip, half the bare cycle), and one round of 5 nodes (half
-	// redsync's cycle).
-	held := slept(x.turns).pct(0.5)
-	path := held + h.lat.pct(0.5)/2 + s.lat.pct(0.5)/2
-	ideal := float64(time.Second) / float64(path)
-	c := x.perSecond() / ideal
-	line(fmt.Sprintf("contended: cycles/s over 1 / (hold slept p50 %s + bare HTTP p50 / 2 + redsync p50 / 2) = %.0f/s", ms(held), ideal),
-		fmt.Sprintf("%.2f (%.0f/s)", c, x.perSecond()), ">= 0.75", c >= 0.75)
+	// A hand-over's critical path is the hold, the release's request in,
+	// one round of the nodes and the next holder's answer out: the floor
+	// runs that path, paced by the same hold, with none of the lock's logic.
+	if f := run["contended: "+handOverFloorMode]; f != nil && f.cycles > 0 {
+		c := x.perSecond() / f.perSecond()
+		line(fmt.Sprintf("contended: cycles/s over the hand-over floor's (holds slept p50 %s, %s)", ms(slept(x.turns).pct(0.5)), ms(slept(f.turns).pct(0.5))),
+			fmt.Sprintf("%.2f (%.0f / %.0f/s)", c, x.perSecond(), f.perSecond()), ">= 0.75", c >= 0.75)
+		// The floor's path, paced by its holds, over the same path summed
+		// from back-to-back runs: what the machine's idle CPUs add.
+		if h, s := run["latency: "+bareMode], run["latency: "+redsyncMode]; h != nil && s != nil && h.cycles > 0 && s.cycles > 0 {
+			path, summed := f.lat.pct(0.5)-slept(f.turns).pct(0.5), h.lat.pct(0.5)/2+s.lat.pct(0.5)/2
+			fmt.Fprintf(w, "contended: the hand-over floor's path (cycle p50 less hold slept p50) over bare HTTP p50 / 2 + redsync p50 / 2\t%.2f (%s / %s)\t\tinfo\n",
+				float64(path)/float64(max(summed, 1)), ms(path), ms(summed))
+		}
+	}
 	release := spans(x.turns, func(t turn) time.Duration { return t.released.Sub(t.releasing) })
 	fmt.Fprintf(w, "contended: release p50, p99 (DELETE sent to its 204, the lock handed over meanwhile)\t%s, %s\t\tinfo\n", ms(release.pct(0.5)), ms(release.pct(0.99)))
 	if p := run["contended: "+pgContendedMode]; p != nil && p.cycles > 0 {
