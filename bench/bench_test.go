@@ -197,6 +197,25 @@ func TestSemaphoreFigures(t *testing.T) {
 	}
 }
 
+// TestHandoffsByHalf: the hand-offs of a contended mode run in halves are
+// those within each half: none from the first half's last 204 to the
+// second half's first 201, while the lock was idle.
+func TestHandoffsByHalf(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cycle := func(w, start, acquired, released int) turn {
+		return turn{worker: w, start: at(start), acquired: at(acquired), releasing: at(released - 1), released: at(released)}
+	}
+	first := result{turns: []turn{cycle(0, 0, 1, 3), cycle(1, 0, 4, 6)}}
+	second := result{turns: []turn{cycle(1, 5000, 5001, 5003), cycle(0, 5000, 5005, 5007)}}
+	first.add(second)
+	// 1ms (3 to 4) and 2ms (5003 to 5005); the 4995ms from 6 to 5001 is no
+	// hand-off, and neither pair of the same worker (1, then 1) counts.
+	if times, same := handoffs(first.turns); !slices.Equal(times, sample{time.Millisecond, 2 * time.Millisecond}) || same != 0 {
+		t.Errorf("hand-offs %v, won by the last holder %v; want [1ms 2ms] and 0", times, same)
+	}
+}
+
 // TestProposedFigures checks the proposed targets' arithmetic on runs made
 // up for it: C=1 p50s of 1.2ms (gateway), 0.2ms (bare HTTP) and 0.4ms
 // (redsync); a contended run of 500 cycles in 1s whose holds were slept

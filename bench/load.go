@@ -65,6 +65,7 @@ type turn struct {
 	worker                               int
 	read                                 bool
 	start, acquired, releasing, released time.Time
+	half                                 int // 1 in a mode's second half (see add)
 }
 
 // result is one run's figures.
@@ -88,6 +89,9 @@ func (r result) meanCycle() time.Duration { return r.duration / time.Duration(ma
 func (r *result) add(x result) {
 	r.cycles, r.errors, r.duration = r.cycles+x.cycles, r.errors+x.errors, r.duration+x.duration
 	r.lastErr = cmp.Or(x.lastErr, r.lastErr)
+	for i := range x.turns {
+		x.turns[i].half = 1 // its hand-offs are its own (see handoffs)
+	}
 	r.lat, r.turns = append(r.lat, x.lat...), append(r.turns, x.turns...)
 	r.cost = r.cost.plus(x.cost)
 	slices.Sort(r.lat)
@@ -219,10 +223,14 @@ func lockCycle(ctx context.Context, lock locker, res string, hold time.Duration)
 }
 
 // handoffs are the times from one holder's 204 to the next holder's 201,
-// and the share of acquisitions won by the holder just before.
+// and the share of acquisitions won by the holder just before, within each
+// half of a mode run in halves (the lock is idle between them).
 func handoffs(turns []turn) (times sample, same float64) {
-	slices.SortFunc(turns, func(a, b turn) int { return a.acquired.Compare(b.acquired) })
+	slices.SortFunc(turns, func(a, b turn) int { return cmp.Or(cmp.Compare(a.half, b.half), a.acquired.Compare(b.acquired)) })
 	for i := 1; i < len(turns); i++ {
+		if turns[i].half != turns[i-1].half {
+			continue
+		}
 		times = append(times, max(0, turns[i].acquired.Sub(turns[i-1].released)))
 		if turns[i].worker == turns[i-1].worker {
 			same++

@@ -143,8 +143,12 @@ func modes(c *config) []mode {
 		{group: "throughput", name: postgresMode, c: c.c},
 		{group: "throughput", name: batchingMode, c: c.c},
 		{group: "throughput", name: naiveMode, c: c.c},
-		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second},
-		{group: "contended", name: handOverFloorMode, c: 1, hold: time.Millisecond},
+		// The contended lock and its hand-over floor alternate, half the
+		// duration each time, for the same reason.
+		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second, halves: true},
+		{group: "contended", name: handOverFloorMode, c: 1, hold: time.Millisecond, halves: true},
+		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second, halves: true},
+		{group: "contended", name: handOverFloorMode, c: 1, hold: time.Millisecond, halves: true},
 		{group: "contended", name: pgContendedMode, c: 16, hold: time.Millisecond},
 		// The permit's cycle and the lock's alternate, half the duration each
 		// time, so that a drift of the machine's speed shows on both.
