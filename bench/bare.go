@@ -135,10 +135,12 @@ func bare(hc *http.Client, env []string, nodes []string) (locker, func(), error)
 		}
 		return fmt.Errorf("the bare server answered %s", resp.Status)
 	}
-	return func(ctx context.Context, res string) (func(context.Context) error, error) {
-		if len(nodes) > 0 {
+	if len(nodes) > 0 {
+		return func(ctx context.Context, res string) (func(context.Context) error, error) {
 			return func(context.Context) error { return nil }, do(ctx, http.MethodPost, res)
-		}
+		}, stop, nil
+	}
+	return func(ctx context.Context, res string) (func(context.Context) error, error) {
 		return func(ctx context.Context) error { return do(ctx, http.MethodDelete, res) }, do(ctx, http.MethodPost, res)
 	}, stop, nil
 }

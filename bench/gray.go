@@ -63,28 +63,23 @@ func measureGray(ctx context.Context, l *lab, c *config, prefix string, progress
 		return nil, nil, fmt.Errorf("%w (run bench in the module)", err)
 	}
 	for _, d := range c.grayTimeouts {
-		for half := range 2 {
-			for i, s := range scenarios {
-				fmt.Fprintf(progress, "%s at C=%d for %v\n", grayName(d, s.name), c.grayClients, c.duration/2)
-				err := l.faulted(ctx, srv, d, s, func(g *lab) error {
-					r, err := mode{group: "gray", name: gatewayMode, c: c.grayClients, noCost: true}.run(ctx, g, fmt.Sprintf("%s%v-%d-%d-", prefix, d, half, i), c.duration/2)
-					if err != nil {
-						return err
-					}
-					r.name = grayName(d, s.name)
-					if j := slices.IndexFunc(runs, func(x result) bool { return x.name == r.name }); j >= 0 {
-						runs[j].add(r) // the second half
-					} else {
-						runs = append(runs, r)
-					}
-					return nil
-				})
+		for k := range 2 * len(scenarios) {
+			i := k % len(scenarios)
+			s := scenarios[i]
+			fmt.Fprintf(progress, "%s at C=%d for %v\n", grayName(d, s.name), c.grayClients, c.duration/2)
+			err := l.faulted(ctx, srv, d, s, func(g *lab) error {
+				r, err := mode{group: "gray", name: gatewayMode, c: c.grayClients, noCost: true}.run(ctx, g, fmt.Sprintf("%s%v-%d-", prefix, d, k), c.duration/2)
 				if err == nil {
-					err = ctx.Err()
+					r.name = grayName(d, s.name)
+					runs, _ = merge(runs, r)
 				}
-				if err != nil {
-					return runs, gray, err
-				}
+				return err
+			})
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				return runs, gray, err
 			}
 		}
 		res := grayResult{nodeTimeout: d, tries: 20}

@@ -97,6 +97,17 @@ func (r *result) add(x result) {
 	slices.Sort(r.lat)
 }
 
+// merge adds r to runs: to the run of the same group and name, as its
+// second half, if there is one, else as a run of its own. It returns runs
+// and r's place in them.
+func merge(runs []result, r result) ([]result, int) {
+	if j := slices.IndexFunc(runs, func(x result) bool { return x.group == r.group && x.name == r.name }); j >= 0 {
+		runs[j].add(r)
+		return runs, j
+	}
+	return append(runs, r), len(runs)
+}
+
 // run runs the mode's cycles on resources named prefix... for d and times
 // each, and reads what the servers spent meanwhile. A cycle cut off by the
 // end of the run is not counted.

@@ -137,6 +137,8 @@ func modes(c *config) []mode {
 		{group: "latency", name: pacedRedsyncMode, c: 1, paced: true, halves: true},
 		{group: "latency", name: pacedFloorMode, c: 1, paced: true, halves: true},
 	}
+	contended := mode{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second, halves: true}
+	handOverFloor := mode{group: "contended", name: handOverFloorMode, c: 1, hold: time.Millisecond, halves: true}
 	return slices.Concat(latency, latency, gateways, []mode{
 		{group: "throughput", name: redsyncMode, c: c.c},
 		{group: "throughput", name: setNXMode, c: c.c},
@@ -145,10 +147,7 @@ func modes(c *config) []mode {
 		{group: "throughput", name: naiveMode, c: c.c},
 		// The contended lock and its hand-over floor alternate, half the
 		// duration each time, for the same reason.
-		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second, halves: true},
-		{group: "contended", name: handOverFloorMode, c: 1, hold: time.Millisecond, halves: true},
-		{group: "contended", name: contendedMode, c: 16, hold: time.Millisecond, wait: 5 * time.Second, halves: true},
-		{group: "contended", name: handOverFloorMode, c: 1, hold: time.Millisecond, halves: true},
+		contended, handOverFloor, contended, handOverFloor,
 		{group: "contended", name: pgContendedMode, c: 16, hold: time.Millisecond},
 		// The permit's cycle and the lock's alternate, half the duration each
 		// time, so that a drift of the machine's speed shows on both.
@@ -204,14 +203,10 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		if isGateway(r) {
 			paceOf = r.meanCycle()
 		}
-		if j := slices.IndexFunc(rep.runs, func(x result) bool { return x.group == m.group && x.name == m.name }); j >= 0 {
-			rep.runs[j].add(r) // the second half
-			if m.paced {
-				// Both halves: a cycle per the gateway's mean cycle over both.
-				rep.runs[j].pace = rep.runs[slices.IndexFunc(rep.runs, isGateway)].meanCycle()
-			}
-		} else {
-			rep.runs = append(rep.runs, r)
+		var j int
+		if rep.runs, j = merge(rep.runs, r); m.paced {
+			// A cycle per the gateway's mean cycle over its halves so far.
+			rep.runs[j].pace = rep.runs[slices.IndexFunc(rep.runs, isGateway)].meanCycle()
 		}
 	}
 	if c.runs("work") && ctx.Err() == nil {
