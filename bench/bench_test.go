@@ -95,13 +95,15 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s at C=%d: %d cycles, %d errors (the last: %s)", r.name, r.c, r.cycles, r.errors, r.lastErr)
 		}
 		// What the servers spent: the commands of the Redis modes, with
-		// script calls for the gateway's (the CPU time, in clock ticks, may
-		// be 0 in a short run).
+		// script calls for the gateway's, and time inside those calls (the
+		// CPU time, in clock ticks, may be 0 in a short run).
 		p := r.cost.perCycle(r.cycles, r.nodes)
 		switch {
 		case r.group == "gray" || r.nodes == 0:
 		case p.commands < 1 || (r.backend() == viaGateway && p.scripts < 1):
 			t.Errorf("%s: %.1f Redis commands and %.1f script calls per node per cycle", r.name, p.commands, p.scripts)
+		case p.scripts > 0 && p.inScripts <= 0:
+			t.Errorf("%s: %.1f script calls per node per cycle, and no time inside them", r.name, p.scripts)
 		case rep.noCounters == nil && (p.redisKinstr < 10*float64(r.nodes) || p.redisKinstr > 10_000*float64(r.nodes)):
 			// A command costs Redis thousands of instructions, a cycle
 			// runs two or more on each node it uses.
@@ -235,9 +237,11 @@ func TestProposedFigures(t *testing.T) {
 		}
 		return r
 	}
-	// 2 cycles on 2 nodes, each node spending perNode.
+	// 2 cycles on 2 nodes, each node spending perNode, a third of it
+	// inside script calls.
 	spending := func(r *result, perNode time.Duration) *result {
-		r.cycles, r.nodes, r.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{perNode, perNode}}
+		r.cycles, r.nodes, r.cost = 2, 2, cost{commands: []int64{10, 10}, scripts: []int64{4, 4}, redis: []time.Duration{perNode, perNode},
+			inScripts: []time.Duration{perNode / 3, perNode / 3}}
 		return r
 	}
 	floorRun := contended(handOverFloorMode, 1, 600)
@@ -250,10 +254,12 @@ func TestProposedFigures(t *testing.T) {
 	var out strings.Builder
 	printProposed(&out, run)
 	// 1.2 / (0.2 + 0.4) = 2.0; 500 / 600 = 0.83, the floor's path (1.6 -
-	// 1.2) / (0.2 / 2 + 0.4 / 2) = 1.33; 600 / 500 = 1.2.
+	// 1.2) / (0.2 / 2 + 0.4 / 2) = 1.33; 600 / 500 = 1.2, and so inside
+	// the script calls (200 / 166: µs rounded down per node).
 	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "(holds slept p50 1.200ms, 1.200ms)\t0.83 (500 / 600/s)\t>= 0.75\tproposed: pass",
 		"redsync p50 / 2\t1.33 (0.400ms / 0.300ms)\t\tinfo",
-		"1.20 (600.0 / 500.0 µs, 2 nodes)\t<= 1.25\tproposed: pass"} {
+		"1.20 (600.0 / 500.0 µs, 2 nodes)\t<= 1.25\tproposed: pass",
+		"inside script calls per cycle, gateway / the fenced floor's scripts at the gateway's rate\t1.20 (200.0 / 166.0 µs, 2 nodes)\t\tinfo"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the proposed targets lack %q:\n%s", want, out.String())
 		}

@@ -23,10 +23,13 @@ import (
 // counted under their own names), so commands are the commands the nodes
 // ran, from a client or inside a script, and scripts the script calls
 // (EVAL, EVALSHA and their _RO forms, FCALL) that ran them. INFO itself, the
-// tool's and the health checks', is left out.
+// tool's and the health checks', is left out. The time Redis counts inside
+// the script calls (their usec) is the part of its CPU time that the
+// scripts' own work takes, their commands included.
 type cost struct {
 	commands, scripts []int64            // on each node
 	byName            []map[string]int64 // on each node: the commands and script calls by name
+	inScripts         []time.Duration    // on each node: the time inside script calls
 	redis             []time.Duration    // CPU time (utime + stime) of each node's process
 	// Instructions retired by each node's main thread, in user space and
 	// in the kernel (see redistest.Instructions); nil without counters.
@@ -42,6 +45,7 @@ var scriptCalls = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", 
 // so far.
 func spent(ctx context.Context, nodes []*redistest.Server, counters []*redistest.Instructions, gateway, postgres int) (c cost, err error) {
 	c.commands, c.scripts, c.redis = make([]int64, len(nodes)), make([]int64, len(nodes)), make([]time.Duration, len(nodes))
+	c.inScripts = make([]time.Duration, len(nodes))
 	for i, s := range nodes {
 		stats, err := s.CommandStats(ctx)
 		if err != nil {
@@ -55,6 +59,7 @@ func spent(ctx context.Context, nodes []*redistest.Server, counters []*redistest
 			switch {
 			case slices.Contains(scriptCalls, name):
 				c.scripts[i] += st.Calls
+				c.inScripts[i] += time.Duration(st.Usec) * time.Microsecond
 			case name != "info":
 				c.commands[i] += st.Calls
 			}
@@ -86,6 +91,7 @@ func (c cost) since(before cost) cost {
 		d.commands = append(d.commands, c.commands[i]-before.commands[i])
 		d.scripts = append(d.scripts, c.scripts[i]-before.scripts[i])
 		d.redis = append(d.redis, c.redis[i]-before.redis[i])
+		d.inScripts = append(d.inScripts, c.inScripts[i]-before.inScripts[i])
 		d.byName = append(d.byName, addCounts(c.byName[i], before.byName[i], -1))
 	}
 	for i := range c.instructions {
@@ -115,6 +121,7 @@ func (c cost) plus(x cost) cost {
 		s.commands = append(s.commands, c.commands[i]+x.commands[i])
 		s.scripts = append(s.scripts, c.scripts[i]+x.scripts[i])
 		s.redis = append(s.redis, c.redis[i]+x.redis[i])
+		s.inScripts = append(s.inScripts, c.inScripts[i]+x.inScripts[i])
 		s.byName = append(s.byName, addCounts(c.byName[i], x.byName[i], 1))
 	}
 	for i := range c.instructions {
@@ -144,12 +151,13 @@ func treeCPUTime(pid int) (time.Duration, error) {
 
 // perCycle is the cost of one of cycles, for the first nodes nodes (the
 // ones a mode uses): the commands and script calls per node, the mean of
-// those nodes, the CPU µs of the nodes together, of the gateway and of
-// postgres, and the thousands of instructions of the nodes' main threads
+// those nodes, the CPU µs of the nodes together (and the µs inside their
+// script calls), of the gateway and of postgres, and the thousands of instructions of the nodes' main threads
 // together (0 without counters).
 type perCycle struct {
 	commands, scripts                 float64
 	redisCPU, gatewayCPU, postgresCPU float64 // µs
+	inScripts                         float64 // µs of the nodes' time inside script calls
 	redisKinstr                       float64
 }
 
@@ -180,6 +188,7 @@ func (c cost) perCycle(cycles, nodes int) (p perCycle) {
 		p.commands += float64(c.commands[i]) / float64(nodes) / n
 		p.scripts += float64(c.scripts[i]) / float64(nodes) / n
 		p.redisCPU += float64(c.redis[i].Microseconds()) / n
+		p.inScripts += float64(c.inScripts[i].Microseconds()) / n
 	}
 	for i := range min(nodes, len(c.instructions)) {
 		p.redisKinstr += float64(c.instructions[i]) / 1e3 / n
@@ -200,14 +209,14 @@ func us(v float64, used bool) string {
 // run that measured it.
 func printCosts(w io.Writer, runs []result) {
 	fmt.Fprintln(w, "\nWhat the servers spent per cycle (INFO commandstats; utime+stime of /proc/<pid>/stat; the CPU's instruction counters)")
-	fmt.Fprintln(w, "group\tacquire+release cycles\tC\tRedis commands per node\tscript calls per node\tRedis CPU µs (the nodes used)\tRedis kinstr (their main threads)\tgateway CPU µs\tPostgres CPU µs")
+	fmt.Fprintln(w, "group\tacquire+release cycles\tC\tRedis commands per node\tscript calls per node\tRedis CPU µs (the nodes used)\tof which in script calls\tRedis kinstr (their main threads)\tgateway CPU µs\tPostgres CPU µs")
 	for _, r := range runs {
 		if r.cost.commands == nil || r.cycles == 0 {
 			continue
 		}
 		p, b := r.cost.perCycle(r.cycles, r.nodes), r.backend()
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, r.c, us(p.commands, r.nodes > 0), us(p.scripts, r.nodes > 0),
-			us(p.redisCPU, r.nodes > 0), us(p.redisKinstr, r.nodes > 0 && r.cost.instructions != nil), us(p.gatewayCPU, b == viaGateway), us(p.postgresCPU, b == viaPostgres))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, r.c, us(p.commands, r.nodes > 0), us(p.scripts, r.nodes > 0),
+			us(p.redisCPU, r.nodes > 0), us(p.inScripts, r.nodes > 0 && p.scripts > 0), us(p.redisKinstr, r.nodes > 0 && r.cost.instructions != nil), us(p.gatewayCPU, b == viaGateway), us(p.postgresCPU, b == viaPostgres))
 	}
 }
 

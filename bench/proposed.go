@@ -30,6 +30,9 @@ func printProposed(w io.Writer, run map[string]*result) {
 			r, figure := redisCPUOver(g, x)
 			line(fmt.Sprintf("C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate (a cycle per %s)", ms(x.pace)),
 				figure, "<= 1.25", g.cycles > 0 && r <= 1.25)
+			// Of which the scripts' own work: where the two differ.
+			_, figure = nodesOver(g, x, func(p perCycle) float64 { return p.inScripts }, "µs")
+			fmt.Fprintf(w, "C=1: Redis time inside script calls per cycle, gateway / the fenced floor's scripts at the gateway's rate\t%s\t\tinfo\n", figure)
 			// The same work counted in instructions, which the machine's load
 			// barely moves.
 			if figure, ok := redisKinstrOver(g, x); ok {
