@@ -230,10 +230,11 @@ func TestProposedFigures(t *testing.T) {
 		return &result{mode: mode{group: "latency", name: name, c: 1}, cycles: 1, duration: time.Second, lat: sample{p50}}
 	}
 	t0 := time.Now()
-	contended := func(name string, c, cycles int) *result {
+	// cycles in a second, each acquired after waiting wait.
+	contended := func(name string, c, cycles int, wait time.Duration) *result {
 		r := &result{mode: mode{group: "contended", name: name, c: c, hold: time.Millisecond}, cycles: cycles, duration: time.Second}
 		for range cycles {
-			r.turns = append(r.turns, turn{acquired: t0, releasing: t0.Add(1200 * time.Microsecond)})
+			r.turns = append(r.turns, turn{start: t0.Add(-wait), acquired: t0, releasing: t0.Add(1200 * time.Microsecond)})
 		}
 		return r
 	}
@@ -244,22 +245,25 @@ func TestProposedFigures(t *testing.T) {
 			inScripts: []time.Duration{perNode / 3, perNode / 3}}
 		return r
 	}
-	floorRun := contended(handOverFloorMode, 1, 600)
+	floorRun := contended(handOverFloorMode, 1, 600, 0)
 	floorRun.lat = sample{1600 * time.Microsecond}
 	g := spending(lat(gatewayMode, 1200*time.Microsecond), 600*time.Microsecond)
 	floor := spending(lat(pacedFloorMode, time.Millisecond), 500*time.Microsecond)
 	run := map[string]*result{"latency: " + gatewayMode: g, "latency: " + pacedFloorMode: floor,
 		"latency: " + bareMode: lat(bareMode, 200*time.Microsecond), "latency: " + redsyncMode: lat(redsyncMode, 400*time.Microsecond),
-		"contended: " + contendedMode: contended(contendedMode, 16, 500), "contended: " + handOverFloorMode: floorRun}
+		"contended: " + contendedMode: contended(contendedMode, 16, 500, 30*time.Millisecond), "contended: " + handOverFloorMode: floorRun,
+		"contended: " + pgContendedMode: contended(pgContendedMode, 16, 600, 20*time.Millisecond)}
 	var out strings.Builder
 	printProposed(&out, run)
 	// 1.2 / (0.2 + 0.4) = 2.0; 500 / 600 = 0.83, the floor's path (1.6 -
 	// 1.2) / (0.2 / 2 + 0.4 / 2) = 1.33; 600 / 500 = 1.2, and so inside
-	// the script calls (200 / 166: µs rounded down per node).
+	// the script calls (200 / 166: µs rounded down per node); waits of 30 ms
+	// at 500/s and of 20 ms at 600/s, 15 and 12 hand-overs: 1.25.
 	for _, want := range []string{"2.00 (1.200ms / 0.600ms)\t<= 2.0\tproposed: pass", "(holds slept p50 1.200ms, 1.200ms)\t0.83 (500 / 600/s)\t>= 0.75\tproposed: pass",
 		"redsync p50 / 2\t1.33 (0.400ms / 0.300ms)\t\tinfo",
 		"1.20 (600.0 / 500.0 µs, 2 nodes)\t<= 1.25\tproposed: pass",
-		"inside script calls per cycle, gateway / the fenced floor's scripts at the gateway's rate\t1.20 (200.0 / 166.0 µs, 2 nodes)\t\tinfo"} {
+		"inside script calls per cycle, gateway / the fenced floor's scripts at the gateway's rate\t1.20 (200.0 / 166.0 µs, 2 nodes)\t\tinfo",
+		"wait p99 in hand-overs (wait p99 × cycles/s) over Postgres advisory locks'\t1.25 (15.0 / 12.0)\t<= 1.5\tproposed: pass"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the proposed targets lack %q:\n%s", want, out.String())
 		}

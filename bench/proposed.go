@@ -63,6 +63,14 @@ func printProposed(w io.Writer, run map[string]*result) {
 	release := spans(x.turns, func(t turn) time.Duration { return t.released.Sub(t.releasing) })
 	fmt.Fprintf(w, "contended: release p50, p99 (DELETE sent to its 204, the lock handed over meanwhile)\t%s, %s\t\tinfo\n", ms(release.pct(0.5)), ms(release.pct(0.99)))
 	if p := run["contended: "+pgContendedMode]; p != nil && p.cycles > 0 {
+		// A waiter waits for the hand-overs ahead of it: its wait counted in
+		// hand-overs (the wait times the cycles/s) is the queue's fairness
+		// apart from the hand-over's speed, which the target above holds.
+		_, xWaits := rwFigures(x, false)
+		_, pWaits := rwFigures(p, false)
+		xIn, pIn := xWaits.pct(0.99).Seconds()*x.perSecond(), pWaits.pct(0.99).Seconds()*p.perSecond()
+		line("contended: wait p99 in hand-overs (wait p99 × cycles/s) over Postgres advisory locks'",
+			fmt.Sprintf("%.2f (%.1f / %.1f)", xIn/max(pIn, 1e-9), xIn, pIn), "<= 1.5", xIn <= 1.5*pIn)
 		fmt.Fprintf(w, "contended: Postgres cycles/s over the ideal 1 / hold; over 1 / (its hold slept p50 %s)\t%.2f; %.2f\t\tinfo\n",
 			ms(slept(p.turns).pct(0.5)), p.perSecond()*float64(p.hold)/float64(time.Second),
 			p.perSecond()*float64(slept(p.turns).pct(0.5))/float64(time.Second))
