@@ -24,8 +24,9 @@ import (
 // ran, from a client or inside a script, and scripts the script calls
 // (EVAL, EVALSHA and their _RO forms, FCALL) that ran them. INFO itself, the
 // tool's and the health checks', is left out. The time Redis counts inside
-// the script calls (their usec) is the part of its CPU time that the
-// scripts' own work takes, their commands included.
+// the script calls (their usec) runs from each call's start to its end: the
+// scripts' own work, their commands included, and any wait for a core
+// meanwhile.
 type cost struct {
 	commands, scripts []int64            // on each node
 	byName            []map[string]int64 // on each node: the commands and script calls by name
@@ -152,8 +153,8 @@ func treeCPUTime(pid int) (time.Duration, error) {
 // perCycle is the cost of one of cycles, for the first nodes nodes (the
 // ones a mode uses): the commands and script calls per node, the mean of
 // those nodes, the CPU µs of the nodes together (and the µs inside their
-// script calls), of the gateway and of postgres, and the thousands of instructions of the nodes' main threads
-// together (0 without counters).
+// script calls), of the gateway and of postgres, and the thousands of
+// instructions of the nodes' main threads together (0 without counters).
 type perCycle struct {
 	commands, scripts                 float64
 	redisCPU, gatewayCPU, postgresCPU float64 // µs
