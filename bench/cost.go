@@ -313,9 +313,7 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped, noCounters 
 		info(fmt.Sprintf("Postgres advisory locks: C=%d cycles/s, Postgres CPU per cycle", p.c), fmt.Sprintf("%.0f, %.1f µs", p.perSecond(), per(p).postgresCPU))
 	}
 	if x, p := run["contended: "+contendedMode], run["contended: "+pgContendedMode]; x != nil && p != nil {
-		_, xWaits := rwFigures(x, false)
-		_, pWaits := rwFigures(p, false)
-		xWait, pWait := xWaits.pct(0.99), pWaits.pct(0.99)
+		xWait, pWait := waitP99(x), waitP99(p)
 		cycles, wait := ratio(x.perSecond(), p.perSecond()), float64(xWait)/float64(max(pWait, 1))
 		check("contended: cycles/s, wait p99 over Postgres advisory locks'",
 			fmt.Sprintf("%.2f, %.2f (%.0f / %.0f, %s / %s)", cycles, wait, x.perSecond(), p.perSecond(), ms(xWait), ms(pWait)),

@@ -66,9 +66,7 @@ func printProposed(w io.Writer, run map[string]*result) {
 		// A waiter waits for the hand-overs ahead of it: its wait counted in
 		// hand-overs (the wait times the cycles/s) is the queue's fairness
 		// apart from the hand-over's speed, which the target above holds.
-		_, xWaits := rwFigures(x, false)
-		_, pWaits := rwFigures(p, false)
-		xIn, pIn := xWaits.pct(0.99).Seconds()*x.perSecond(), pWaits.pct(0.99).Seconds()*p.perSecond()
+		xIn, pIn := waitP99(x).Seconds()*x.perSecond(), waitP99(p).Seconds()*p.perSecond()
 		line("contended: wait p99 in hand-overs (wait p99 × cycles/s) over Postgres advisory locks'",
 			fmt.Sprintf("%.2f (%.1f / %.1f)", xIn/max(pIn, 1e-9), xIn, pIn), "<= 1.5", xIn <= 1.5*pIn)
 		fmt.Fprintf(w, "contended: Postgres cycles/s over the ideal 1 / hold; over 1 / (its hold slept p50 %s)\t%.2f; %.2f\t\tinfo\n",
