@@ -27,6 +27,8 @@ import (
 // fenced floor's acquire script, sent to every node at once, has a majority
 // of answers: the critical path of a hand-over (a request in, one round of
 // the nodes, an answer out) with none of the lock's logic (handOverFloorMode).
+// With nodes and bareCycle it is the stack floor (stackfloor.go,
+// stackFloorMode).
 
 const (
 	// bareServer is the environment variable that makes this program a bare
@@ -35,36 +37,57 @@ const (
 	// bareNodes lists the nodes (host:port, separated by commas) on which a
 	// bare server runs its round.
 	bareNodes = "REDLOCKD_BENCH_BARE_NODES"
+	// bareCycle makes a bare server on nodes the stack floor.
+	bareCycle = "REDLOCKD_BENCH_BARE_CYCLE"
 )
 
 // serveBareIfAsked makes this process a bare server, and never returns, if
 // the environment asks: it listens on a free port of 127.0.0.1, writes its
 // address and a newline to stdout, and answers 201 to a POST (after its
-// round, with nodes), else 204.
+// round, with nodes), else 204; or serves the stack floor.
 func serveBareIfAsked() {
 	if os.Getenv(bareServer) == "" {
 		return
 	}
+	err := serveBare(os.Getenv(bareNodes), os.Getenv(bareCycle) != "")
+	fmt.Fprintln(os.Stderr, "bench: bare server:", err)
+	os.Exit(1)
+}
+
+// serveBare serves as serveBareIfAsked says, on nodes (host:port, separated
+// by commas; none if empty), as the stack floor with cycle.
+func serveBare(nodes string, cycle bool) error {
 	round := func(context.Context, string) error { return nil }
-	if nodes := os.Getenv(bareNodes); nodes != "" {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusNoContent)
+		} else if err := round(r.Context(), r.URL.Path); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		} else {
+			w.WriteHeader(http.StatusCreated)
+		}
+	})
+	switch {
+	case nodes != "" && cycle:
+		var fns []*floorNode
+		for _, addr := range strings.Split(nodes, ",") {
+			n, err := newFloorNode(addr)
+			if err != nil {
+				return err
+			}
+			fns = append(fns, n)
+		}
+		h = stackFloorHandler(fns)
+	case nodes != "":
 		round = quorumRound(strings.Split(nodes, ","))
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err == nil {
-		fmt.Println(ln.Addr())
-		err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			if r.Method != http.MethodPost {
-				w.WriteHeader(http.StatusNoContent)
-			} else if err := round(r.Context(), r.URL.Path); err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			} else {
-				w.WriteHeader(http.StatusCreated)
-			}
-		}))
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(os.Stderr, "bench: bare server:", err)
-	os.Exit(1)
+	fmt.Println(ln.Addr())
+	return http.Serve(ln, h)
 }
 
 // quorumRound runs the fenced floor's acquire script on the key res at every
@@ -96,35 +119,55 @@ func quorumRound(addrs []string) func(ctx context.Context, res string) error {
 	}
 }
 
-// bare starts a bare server (on nodes, if any) with the environment env and
-// returns a locker on it: a cycle's two requests, or with nodes its POST
-// alone (its round stands for a hand-over; the release sends nothing).
-func bare(hc *http.Client, env []string, nodes []string) (locker, func(), error) {
+// bareProc is a bare server's process.
+type bareProc struct {
+	url  string // http://host:port
+	pid  int
+	stop func()
+}
+
+// startBare starts a bare server with the environment env (on nodes, if any;
+// the stack floor with cycle).
+func startBare(env []string, nodes []string, cycle bool) (*bareProc, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(env, bareServer+"=1", bareNodes+"="+strings.Join(nodes, ","))
+	if cycle {
+		cmd.Env = append(cmd.Env, bareCycle+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	p := &bareProc{pid: cmd.Process.Pid, stop: func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }}
 	// It listens before it writes its address; it writes nothing if it
 	// fails (then stdout closes).
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("the bare server did not start: %v", err)
+		p.stop()
+		return nil, fmt.Errorf("the bare server did not start: %v", err)
 	}
-	url := "http://" + strings.TrimSpace(addr) + "/locks/"
+	p.url = "http://" + strings.TrimSpace(addr)
+	return p, nil
+}
+
+// bare starts a bare server (on nodes, if any) with the environment env and
+// returns a locker on it: a cycle's two requests, or with nodes its POST
+// alone (its round stands for a hand-over; the release sends nothing).
+func bare(hc *http.Client, env []string, nodes []string) (locker, *bareProc, error) {
+	p, err := startBare(env, nodes, false)
+	if err != nil {
+		return nil, nil, err
+	}
 	do := func(ctx context.Context, method, res string) error {
-		req, _ := http.NewRequestWithContext(ctx, method, url+res, strings.NewReader(`{"ttl_ms":10000}`))
+		req, _ := http.NewRequestWithContext(ctx, method, p.url+"/locks/"+res, strings.NewReader(`{"ttl_ms":10000}`))
 		resp, err := hc.Do(req)
 		if err != nil {
 			return err
@@ -138,9 +181,9 @@ func bare(hc *http.Client, env []string, nodes []string) (locker, func(), error)
 	if len(nodes) > 0 {
 		return func(ctx context.Context, res string) (func(context.Context) error, error) {
 			return func(context.Context) error { return nil }, do(ctx, http.MethodPost, res)
-		}, stop, nil
+		}, p, nil
 	}
 	return func(ctx context.Context, res string) (func(context.Context) error, error) {
 		return func(ctx context.Context) error { return do(ctx, http.MethodDelete, res) }, do(ctx, http.MethodPost, res)
-	}, stop, nil
+	}, p, nil
 }

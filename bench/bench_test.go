@@ -70,13 +70,13 @@ func TestSmoke(t *testing.T) {
 	}
 	want := []string{"latency: " + gatewayMode, "latency: " + redsyncMode, "latency: " + bareMode, "latency: " + setNXMode,
 		"latency: " + pacedRedsyncMode, "latency: " + pacedFloorMode,
-		"throughput: " + gatewayMode, "throughput: " + baselineMode, "throughput: " + redsyncMode, "throughput: " + setNXMode,
+		"throughput: " + gatewayMode, "throughput: " + baselineMode, "throughput: " + stackFloorMode, "throughput: " + redsyncMode, "throughput: " + setNXMode,
 		"throughput: " + batchingMode, "throughput: " + naiveMode, "contended: " + contendedMode, "contended: " + handOverFloorMode,
 		"semaphore: " + gatewayMode, "semaphore: " + permitMode, "semaphore: " + semContendedMode,
 		"rw: " + rwMode, "rw: " + rwWritersMode, "multi: " + multiMode, "multi: " + inOrderMode}
 	if rep.pgSkipped == nil {
-		want = slices.Insert(want, 10, "throughput: "+postgresMode)
-		want = slices.Insert(want, 15, "contended: "+pgContendedMode)
+		want = slices.Insert(want, 11, "throughput: "+postgresMode)
+		want = slices.Insert(want, 16, "contended: "+pgContendedMode)
 	} else {
 		t.Logf("no Postgres: %v", rep.pgSkipped)
 	}
@@ -113,12 +113,13 @@ func TestSmoke(t *testing.T) {
 	if rep.noCounters != nil {
 		t.Logf("no instruction counts: %v", rep.noCounters)
 	}
-	// Paced to the gateway's rate, redsync and the fenced floor (faster
-	// alone) start no more cycles in as long a run: one more in each half
-	// at most, as a pace rounds down.
-	for _, p := range rep.runs[4:6] {
-		if g := rep.runs[0]; p.pace != g.meanCycle() || p.cycles > g.cycles+2 {
-			t.Errorf("%s: %d cycles, a cycle per %v; %s: %d cycles in %v", p.name, p.cycles, p.pace, g.name, g.cycles, g.duration)
+	// Paced to the gateway's rate, redsync, the fenced floor and the stack
+	// floor (faster alone) start no more cycles in as long a run: one more
+	// per worker in each half at most, as a pace rounds down.
+	for _, p := range []result{rep.runs[4], rep.runs[5], rep.runs[8]} {
+		g := rep.runs[slices.IndexFunc(rep.runs, func(x result) bool { return x.group == p.group && x.name == gatewayMode })]
+		if p.pace != g.meanCycle()*time.Duration(g.c) || p.cycles > g.cycles+2*g.c {
+			t.Errorf("%s: %d cycles, a cycle per %v per worker; %s: %d cycles in %v at C=%d", p.name, p.cycles, p.pace, g.name, g.cycles, g.duration, g.c)
 		}
 	}
 	if w := rep.waiting; w.served != w.waiters-w.short || w.timedOut != w.short || w.early != 0 || w.during.status.VmHWM == 0 {
@@ -153,7 +154,9 @@ func TestSmoke(t *testing.T) {
 		"C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate",
 		"C=1: the gateway's Redis commands per node per cycle by name", "C=4: gateway CPU per cycle / the baseline's",
 		"bare SET NX (1 Redis): C=4 cycles/s", "C=1: gateway p50 / the physical floor", "contended: cycles/s over the ideal",
-		"C=1: gateway p50 / (bare HTTP p50 + redsync p50)", "contended: cycles/s over the hand-over floor's", "contended: the hand-over floor's path"}
+		"C=1: gateway p50 / (bare HTTP p50 + redsync p50)", "contended: cycles/s over the hand-over floor's", "contended: the hand-over floor's path",
+		"C=4: gateway CPU per cycle / the stack floor's at the gateway's rate", "C=4: Redis CPU per cycle, gateway / the stack floor's at the gateway's rate",
+		"C=4: the stack floor's CPU per cycle / the baseline's"}
 	if rep.pgSkipped == nil {
 		more = append(more, "contended: cycles/s, wait p99 over Postgres advisory locks'", "Postgres advisory locks: C=4 cycles/s")
 	} else {
@@ -222,9 +225,9 @@ func TestHandoffsByHalf(t *testing.T) {
 // up for it: C=1 p50s of 1.2ms (gateway), 0.2ms (bare HTTP) and 0.4ms
 // (redsync); a contended run of 500 cycles in 1s whose holds were slept
 // 1.2ms each, and the hand-over floor's 600 in 1s (its cycle p50 1.6ms);
-// Redis CPU of 600µs
-// (gateway) and 500µs (the fenced floor) per cycle, over 2 cycles of 2
-// nodes.
+// Redis CPU of 600µs (gateway) and 500µs (the fenced floor; at C=64 the
+// stack floor) per cycle, over 2 cycles of 2 nodes; at C=64, one target
+// that fails.
 func TestProposedFigures(t *testing.T) {
 	lat := func(name string, p50 time.Duration) *result {
 		return &result{mode: mode{group: "latency", name: name, c: 1}, cycles: 1, duration: time.Second, lat: sample{p50}}
@@ -249,7 +252,13 @@ func TestProposedFigures(t *testing.T) {
 	floorRun.lat = sample{1600 * time.Microsecond}
 	g := spending(lat(gatewayMode, 1200*time.Microsecond), 600*time.Microsecond)
 	floor := spending(lat(pacedFloorMode, time.Millisecond), 500*time.Microsecond)
+	// At C=64, the gateway's process spends 130 µs per cycle, the stack
+	// floor's 100.
+	tg := spending(&result{mode: mode{group: "throughput", name: gatewayMode, c: 64}, duration: time.Second}, 600*time.Microsecond)
+	tf := spending(&result{mode: mode{group: "throughput", name: stackFloorMode, c: 64}, duration: time.Second}, 500*time.Microsecond)
+	tg.cost.server, tf.cost.server = 260*time.Microsecond, 200*time.Microsecond
 	run := map[string]*result{"latency: " + gatewayMode: g, "latency: " + pacedFloorMode: floor,
+		"throughput: " + gatewayMode: tg, "throughput: " + stackFloorMode: tf,
 		"latency: " + bareMode: lat(bareMode, 200*time.Microsecond), "latency: " + redsyncMode: lat(redsyncMode, 400*time.Microsecond),
 		"contended: " + contendedMode: contended(contendedMode, 16, 500, 30*time.Millisecond), "contended: " + handOverFloorMode: floorRun,
 		"contended: " + pgContendedMode: contended(pgContendedMode, 16, 600, 20*time.Millisecond)}
@@ -263,7 +272,9 @@ func TestProposedFigures(t *testing.T) {
 		"redsync p50 / 2\t1.33 (0.400ms / 0.300ms)\t\tinfo",
 		"1.20 (600.0 / 500.0 µs, 2 nodes)\t<= 1.25\tproposed: pass",
 		"inside script calls per cycle, gateway / the fenced floor's scripts at the gateway's rate\t1.20 (200.0 / 166.0 µs, 2 nodes)\t\tinfo",
-		"wait p99 in hand-overs (wait p99 × cycles/s) over Postgres advisory locks'\t1.25 (15.0 / 12.0)\t<= 1.5\tproposed: pass"} {
+		"wait p99 in hand-overs (wait p99 × cycles/s) over Postgres advisory locks'\t1.25 (15.0 / 12.0)\t<= 1.5\tproposed: pass",
+		"C=64: gateway CPU per cycle / the stack floor's at the gateway's rate (cycles/s 2 / 2)\t1.30 (130.0 / 100.0 µs)\t<= 1.25\tproposed: FAIL",
+		"C=64: Redis CPU per cycle, gateway / the stack floor's at the gateway's rate\t1.20 (600.0 / 500.0 µs, 2 nodes)\t<= 1.25\tproposed: pass"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the proposed targets lack %q:\n%s", want, out.String())
 		}

@@ -34,17 +34,19 @@ type cost struct {
 	redis             []time.Duration    // CPU time (utime + stime) of each node's process
 	// Instructions retired by each node's main thread, in user space and
 	// in the kernel (see redistest.Instructions); nil without counters.
-	instructions      []uint64
-	gateway, postgres time.Duration // of the gateway's process; of postgres and its backends
+	instructions []uint64
+	// Of the HTTP server's process (the gateway's, or a bare server's); of
+	// postgres and its backends.
+	server, postgres time.Duration
 }
 
 // scriptCalls are the commands of INFO commandstats that run a script.
 var scriptCalls = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
 
 // spent reads what the nodes (with their instruction counters, if any), the
-// gateway (pid gateway) and postgres (its postmaster's pid; 0: none) spent
-// so far.
-func spent(ctx context.Context, nodes []*redistest.Server, counters []*redistest.Instructions, gateway, postgres int) (c cost, err error) {
+// HTTP server (pid server; 0: none) and postgres (its postmaster's pid; 0:
+// none) spent so far.
+func spent(ctx context.Context, nodes []*redistest.Server, counters []*redistest.Instructions, server, postgres int) (c cost, err error) {
 	c.commands, c.scripts, c.redis = make([]int64, len(nodes)), make([]int64, len(nodes)), make([]time.Duration, len(nodes))
 	c.inScripts = make([]time.Duration, len(nodes))
 	for i, s := range nodes {
@@ -76,8 +78,10 @@ func spent(ctx context.Context, nodes []*redistest.Server, counters []*redistest
 		}
 		c.instructions = append(c.instructions, user+kernel)
 	}
-	if c.gateway, err = redistest.CPUTime(gateway); err != nil {
-		return c, err
+	if server > 0 {
+		if c.server, err = redistest.CPUTime(server); err != nil {
+			return c, err
+		}
 	}
 	if postgres > 0 {
 		c.postgres, err = treeCPUTime(postgres)
@@ -87,7 +91,7 @@ func spent(ctx context.Context, nodes []*redistest.Server, counters []*redistest
 
 // since is what was spent from before to c.
 func (c cost) since(before cost) cost {
-	d := cost{gateway: c.gateway - before.gateway, postgres: c.postgres - before.postgres}
+	d := cost{server: c.server - before.server, postgres: c.postgres - before.postgres}
 	for i := range c.commands {
 		d.commands = append(d.commands, c.commands[i]-before.commands[i])
 		d.scripts = append(d.scripts, c.scripts[i]-before.scripts[i])
@@ -117,7 +121,7 @@ func (c cost) plus(x cost) cost {
 	if c.commands == nil {
 		return x
 	}
-	s := cost{gateway: c.gateway + x.gateway, postgres: c.postgres + x.postgres}
+	s := cost{server: c.server + x.server, postgres: c.postgres + x.postgres}
 	for i := range c.commands {
 		s.commands = append(s.commands, c.commands[i]+x.commands[i])
 		s.scripts = append(s.scripts, c.scripts[i]+x.scripts[i])
@@ -156,10 +160,10 @@ func treeCPUTime(pid int) (time.Duration, error) {
 // script calls), of the gateway and of postgres, and the thousands of
 // instructions of the nodes' main threads together (0 without counters).
 type perCycle struct {
-	commands, scripts                 float64
-	redisCPU, gatewayCPU, postgresCPU float64 // µs
-	inScripts                         float64 // µs of the nodes' time inside script calls
-	redisKinstr                       float64
+	commands, scripts                float64
+	redisCPU, serverCPU, postgresCPU float64 // µs
+	inScripts                        float64 // µs of the nodes' time inside script calls
+	redisKinstr                      float64
 }
 
 // byNamePerCycle lists the commands and script calls per node of one of
@@ -194,7 +198,7 @@ func (c cost) perCycle(cycles, nodes int) (p perCycle) {
 	for i := range min(nodes, len(c.instructions)) {
 		p.redisKinstr += float64(c.instructions[i]) / 1e3 / n
 	}
-	p.gatewayCPU, p.postgresCPU = float64(c.gateway.Microseconds())/n, float64(c.postgres.Microseconds())/n
+	p.serverCPU, p.postgresCPU = float64(c.server.Microseconds())/n, float64(c.postgres.Microseconds())/n
 	return p
 }
 
@@ -210,14 +214,14 @@ func us(v float64, used bool) string {
 // run that measured it.
 func printCosts(w io.Writer, runs []result) {
 	fmt.Fprintln(w, "\nWhat the servers spent per cycle (INFO commandstats; utime+stime of /proc/<pid>/stat; the CPU's instruction counters)")
-	fmt.Fprintln(w, "group\tacquire+release cycles\tC\tRedis commands per node\tscript calls per node\tRedis CPU µs (the nodes used)\tof which in script calls\tRedis kinstr (their main threads)\tgateway CPU µs\tPostgres CPU µs")
+	fmt.Fprintln(w, "group\tacquire+release cycles\tC\tRedis commands per node\tscript calls per node\tRedis CPU µs (the nodes used)\tof which in script calls\tRedis kinstr (their main threads)\tHTTP server CPU µs (the gateway, or a bare server)\tPostgres CPU µs")
 	for _, r := range runs {
 		if r.cost.commands == nil || r.cycles == 0 {
 			continue
 		}
 		p, b := r.cost.perCycle(r.cycles, r.nodes), r.backend()
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.group, r.name, r.c, us(p.commands, r.nodes > 0), us(p.scripts, r.nodes > 0),
-			us(p.redisCPU, r.nodes > 0), us(p.inScripts, r.nodes > 0 && p.scripts > 0), us(p.redisKinstr, r.nodes > 0 && r.cost.instructions != nil), us(p.gatewayCPU, b == viaGateway), us(p.postgresCPU, b == viaPostgres))
+			us(p.redisCPU, r.nodes > 0), us(p.inScripts, r.nodes > 0 && p.scripts > 0), us(p.redisKinstr, r.nodes > 0 && r.cost.instructions != nil), us(p.serverCPU, r.viaHTTPServer()), us(p.postgresCPU, b == viaPostgres))
 	}
 }
 
@@ -281,7 +285,7 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped, noCounters 
 			_, figure := redisCPUOver(g, p)
 			info(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / redsync at the gateway's rate (a cycle per %s)", g.c, ms(p.pace)), figure)
 		}
-		info(fmt.Sprintf("C=%d: gateway CPU per cycle", g.c), fmt.Sprintf("%.1f µs", gp.gatewayCPU))
+		info(fmt.Sprintf("C=%d: gateway CPU per cycle", g.c), fmt.Sprintf("%.1f µs", gp.serverCPU))
 		if group == "latency" {
 			info("C=1: the gateway's Redis commands per node per cycle by name", g.cost.byNamePerCycle(g.cycles, g.nodes))
 			info("C=1: redsync's Redis commands per node per cycle by name", s.cost.byNamePerCycle(s.cycles, s.nodes))
@@ -290,8 +294,15 @@ func printCostFloors(w io.Writer, run map[string]*result, pgSkipped, noCounters 
 	if g, b := run["throughput: "+gatewayMode], run["throughput: "+baselineMode]; g != nil && b != nil {
 		gp, bp := per(g), per(b)
 		check(fmt.Sprintf("C=%d: gateway CPU per cycle / the baseline's", g.c),
-			fmt.Sprintf("%.2f (%.1f / %.1f µs; cycles/s %.0f / %.0f)", ratio(gp.gatewayCPU, bp.gatewayCPU), gp.gatewayCPU, bp.gatewayCPU, g.perSecond(), b.perSecond()),
-			"<= 0.5", ratio(gp.gatewayCPU, bp.gatewayCPU) <= 0.5)
+			fmt.Sprintf("%.2f (%.1f / %.1f µs; cycles/s %.0f / %.0f)", ratio(gp.serverCPU, bp.serverCPU), gp.serverCPU, bp.serverCPU, g.perSecond(), b.perSecond()),
+			"<= 0.5", ratio(gp.serverCPU, bp.serverCPU) <= 0.5)
+		// What the same stack costs with none of the gateway's logic, at
+		// the gateway's rate (see stackFloorMode).
+		if x := run["throughput: "+stackFloorMode]; x != nil && x.cycles > 0 {
+			xp := per(x)
+			info(fmt.Sprintf("C=%d: the stack floor's CPU per cycle / the baseline's", x.c),
+				fmt.Sprintf("%.2f (%.1f / %.1f µs)", ratio(xp.serverCPU, bp.serverCPU), xp.serverCPU, bp.serverCPU))
+		}
 	}
 	if s, t := run["latency: "+setNXMode], run["throughput: "+setNXMode]; s != nil && t != nil {
 		info(fmt.Sprintf("bare SET NX (1 Redis): C=%d cycles/s, Redis CPU per cycle; C=1 p50", t.c),

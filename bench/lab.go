@@ -139,13 +139,14 @@ func setup(ctx context.Context, c *config) (_ *lab, err error) {
 	return l, nil
 }
 
-// spent is what the nodes, the gateway and the postgres of l spent so far.
-func (l *lab) spent(ctx context.Context) (cost, error) {
+// spent is what the nodes and the postgres of l, and the HTTP server of
+// pid server (0: none), spent so far.
+func (l *lab) spent(ctx context.Context, server int) (cost, error) {
 	pg := 0
 	if l.pg != nil {
 		pg = l.pg.pid
 	}
-	return spent(ctx, l.servers, l.counters, l.pid, pg)
+	return spent(ctx, l.servers, l.counters, server, pg)
 }
 
 // errNotCounted says that a run counts no instructions unless asked.
@@ -293,6 +294,11 @@ const (
 	// needs, in two scripts with none of the lock's logic) on the 5 nodes,
 	// in-process and at the gateway's C=1 rate too.
 	pacedFloorMode = "fenced floor scripts, at the gateway's C=1 rate"
+	// The stack floor (see stackfloor.go: a bare server answering the
+	// gateway's two calls with the fenced floor's scripts, through the
+	// gateway's stack with none of its logic), at the gateway's rate in the
+	// throughput group, in turns with the gateway's runs.
+	stackFloorMode = "stack floor, at the gateway's rate"
 	batchingMode   = "library, batching"
 	naiveMode      = "library, naive"
 	// 16 clients take turns on one lock of the gateway, asking with wait_ms:
@@ -333,6 +339,7 @@ const (
 	viaGateway     backend = iota // the gateway over HTTP, with the Go client
 	viaBareHTTP                   // the bare server: HTTP with no work
 	viaBareRound                  // the bare server with a round of the nodes
+	viaStackFloor                 // the bare server as the stack floor
 	viaRedsync                    // redsync in-process on the nodes
 	viaFencedFloor                // the fenced floor's scripts in-process on the nodes
 	viaLibrary                    // the redlock library in-process on the nodes
@@ -346,6 +353,8 @@ func (m mode) backend() backend {
 		return viaBareHTTP
 	case handOverFloorMode:
 		return viaBareRound
+	case stackFloorMode:
+		return viaStackFloor
 	case redsyncMode, pacedRedsyncMode:
 		return viaRedsync
 	case pacedFloorMode:
@@ -360,10 +369,20 @@ func (m mode) backend() backend {
 	return viaGateway
 }
 
+// viaHTTPServer says whether m's cycles go through an HTTP server: the
+// gateway, or a bare server.
+func (m mode) viaHTTPServer() bool {
+	switch m.backend() {
+	case viaGateway, viaBareHTTP, viaBareRound, viaStackFloor:
+		return true
+	}
+	return false
+}
+
 // redisNodes is how many of the nodes, the first ones, m's cycles use.
 func (m mode) redisNodes(l *lab) int {
 	switch m.backend() {
-	case viaGateway, viaBareRound, viaRedsync, viaFencedFloor, viaLibrary:
+	case viaGateway, viaBareRound, viaStackFloor, viaRedsync, viaFencedFloor, viaLibrary:
 		return len(l.nodes)
 	case viaSetNX:
 		return 1
@@ -371,19 +390,56 @@ func (m mode) redisNodes(l *lab) int {
 	return 0
 }
 
-// open returns the locker of m and how to close it: the gateway over HTTP
-// (permits of a semaphore when m has a limit), redsync, the redlock library
-// or bare SET NX in-process on the same nodes, or Postgres advisory locks.
-func (l *lab) open(m mode) (locker, func(), error) {
+// open returns the locker of m, how to close it and the pid of the HTTP
+// server its cycles go through (0: none): the gateway over HTTP (permits of
+// a semaphore when m has a limit), a bare server, redsync, the redlock
+// library or bare SET NX in-process on the same nodes, or Postgres advisory
+// locks.
+func (l *lab) open(m mode) (locker, func(), int, error) {
+	if m.viaHTTPServer() && m.backend() != viaGateway {
+		return l.openBare(m)
+	}
+	lock, done, err := l.openInProcess(m)
+	if m.backend() == viaGateway {
+		return lock, done, l.pid, err
+	}
+	return lock, done, 0, err
+}
+
+// openBare starts the bare server of m and returns its locker: the Go
+// client's for the stack floor, which answers as the gateway does.
+func (l *lab) openBare(m mode) (locker, func(), int, error) {
+	hc := &http.Client{Transport: l.tr}
+	if m.backend() != viaStackFloor {
+		var nodes []string
+		if m.backend() == viaBareRound {
+			nodes = l.nodes
+		}
+		lock, p, err := bare(hc, l.env(), nodes)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		return lock, p.stop, p.pid, nil
+	}
+	p, err := startBare(l.env(), l.nodes, true)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	c, err := client.New(p.url, client.Options{HTTPClient: hc})
+	if err != nil {
+		p.stop()
+		return nil, nil, 0, err
+	}
+	return gateway(c, client.AcquireOptions{TTL: 10 * time.Second}), func() { l.closeConns(); p.stop() }, p.pid, nil
+}
+
+// openInProcess is open for the modes whose cycles no bare server serves.
+func (l *lab) openInProcess(m mode) (locker, func(), error) {
 	switch {
 	case m.limit > 0:
 		return permits(l.client, client.PermitOptions{Limit: m.limit, TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	case m.group == "multi":
 		return pairs(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}, m.name == multiMode), l.closeConns, nil
-	case m.backend() == viaBareHTTP:
-		return bare(&http.Client{Transport: l.tr}, l.env(), nil)
-	case m.backend() == viaBareRound:
-		return bare(&http.Client{Transport: l.tr}, l.env(), l.nodes)
 	case m.backend() == viaGateway:
 		return gateway(l.client, client.AcquireOptions{TTL: 10 * time.Second, Wait: m.wait}), l.closeConns, nil
 	case m.backend() == viaPostgres:

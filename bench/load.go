@@ -41,10 +41,10 @@ func (s sample) pct(p float64) time.Duration {
 // workers take the contended lock as readers, the others as writers. With
 // pairs, each cycle takes two of that many contended locks, at random. A mode
 // in halves runs twice, for half the duration each time, and its two results
-// are added up. A paced mode's workers start a cycle once per pace, or at
-// once when behind: measure sets it to the mean cycle of the latency group's
-// gateway run in the same round (its half), and the pace of the halves added
-// up to the gateway's mean cycle over both.
+// are added up. A paced mode's workers each start a cycle once per pace, or
+// at once when behind, their first ones spread over a pace: measure sets it
+// to a worker's mean cycle in the gateway run of the same group and round
+// (its half), and the pace of the halves added up to the gateway's over both.
 type mode struct {
 	group, name       string
 	c, limit, readers int
@@ -112,14 +112,14 @@ func merge(runs []result, r result) ([]result, int) {
 // each, and reads what the servers spent meanwhile. A cycle cut off by the
 // end of the run is not counted.
 func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (result, error) {
-	lock, done, err := l.open(m)
+	lock, done, server, err := l.open(m)
 	if err != nil {
 		return result{}, err
 	}
 	defer done()
 	var before cost
 	if !m.noCost {
-		if before, err = l.spent(ctx); err != nil {
+		if before, err = l.spent(ctx, server); err != nil {
 			return result{}, err
 		}
 	}
@@ -130,7 +130,7 @@ func (m mode) run(ctx context.Context, l *lab, prefix string, d time.Duration) (
 	r := m.drive(ctx, lock, read, prefix, d)
 	r.nodes = m.redisNodes(l)
 	if !m.noCost {
-		after, err := l.spent(context.WithoutCancel(ctx))
+		after, err := l.spent(context.WithoutCancel(ctx), server)
 		if err != nil {
 			return result{}, err
 		}
@@ -164,7 +164,10 @@ func (m mode) drive(ctx context.Context, lock, read locker, prefix string, d tim
 			lock = read
 		}
 		wg.Go(func() {
-			due := time.Now() // a paced worker's next start
+			// A paced worker's next start: the workers' first ones spread
+			// over a pace.
+			due := time.Now().Add(m.pace * time.Duration(w) / time.Duration(m.c))
+			time.Sleep(time.Until(due))
 			for key := strconv.Itoa(w); ctx.Err() == nil; {
 				res := prefix + key
 				switch {

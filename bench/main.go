@@ -118,15 +118,15 @@ type report struct {
 
 // modes are the modes of the groups, in the order they run.
 func modes(c *config) []mode {
-	// With a baseline, the gateway's and the baseline's cycles alternate,
-	// half the duration each time, so that a drift of the machine's speed
-	// shows on both.
-	gateways := []mode{{group: "throughput", name: gatewayMode, c: c.c}}
+	// The gateway's cycles, the baseline's (with one) and the stack floor's
+	// at the gateway's rate alternate, half the duration each time, so that
+	// a drift of the machine's speed shows on all.
+	gateways := []mode{{group: "throughput", name: gatewayMode, c: c.c, halves: true}}
 	if c.baseline != "" {
-		g := mode{group: "throughput", name: gatewayMode, c: c.c, halves: true}
-		b := mode{group: "throughput", name: baselineMode, c: c.c, halves: true}
-		gateways = []mode{g, b, g, b}
+		gateways = append(gateways, mode{group: "throughput", name: baselineMode, c: c.c, halves: true})
 	}
+	gateways = append(gateways, mode{group: "throughput", name: stackFloorMode, c: c.c, paced: true, halves: true})
+	gateways = slices.Concat(gateways, gateways)
 	// The latency group's runs go in two rounds, half the duration each,
 	// for the same reason: its floors are ratios of one run over another.
 	latency := []mode{
@@ -175,8 +175,10 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 	rep = &report{stamp: stamp(ctx, c, l), load: [2]string{loadAverage()}, pgSkipped: l.pgSkipped, noCounters: l.noCounters}
 	defer func() { rep.load[1] = loadAverage() }()
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
-	isGateway := func(x result) bool { return x.group == "latency" && x.name == gatewayMode }
-	var paceOf time.Duration // the mean cycle of the latency group's last gateway run
+	// A paced mode's workers each start a cycle once per the mean cycle of a
+	// worker in its group's last gateway run: the half of the same round.
+	paceOf := map[string]time.Duration{}
+	workerCycle := func(x result) time.Duration { return x.meanCycle() * time.Duration(x.c) }
 	for i, m := range modes(c) {
 		if !c.runs(m.group) || ctx.Err() != nil || (m.backend() == viaPostgres && l.pg == nil) {
 			continue
@@ -186,10 +188,10 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 			d /= 2
 		}
 		if m.paced {
-			if paceOf == 0 {
+			if paceOf[m.group] == 0 {
 				continue
 			}
-			m.pace = paceOf // the half of the same round
+			m.pace = paceOf[m.group]
 		}
 		on := l
 		if m.name == baselineMode {
@@ -200,13 +202,13 @@ func measure(ctx context.Context, c *config, progress io.Writer) (rep *report, e
 		if err != nil {
 			return rep, err
 		}
-		if isGateway(r) {
-			paceOf = r.meanCycle()
+		if r.name == gatewayMode {
+			paceOf[r.group] = workerCycle(r)
 		}
 		var j int
 		if rep.runs, j = merge(rep.runs, r); m.paced {
-			// A cycle per the gateway's mean cycle over its halves so far.
-			rep.runs[j].pace = rep.runs[slices.IndexFunc(rep.runs, isGateway)].meanCycle()
+			// The pace of the gateway's halves so far.
+			rep.runs[j].pace = workerCycle(rep.runs[slices.IndexFunc(rep.runs, func(x result) bool { return x.group == m.group && x.name == gatewayMode })])
 		}
 	}
 	if c.runs("work") && ctx.Err() == nil {

@@ -41,6 +41,20 @@ func printProposed(w io.Writer, run map[string]*result) {
 		}
 	}
 
+	// The same cycles through the gateway's stack with none of its logic, at
+	// the gateway's rate (see stackFloorMode): what the gateway's logic adds
+	// to its CPU, and the lock's scripts to the nodes'.
+	if g, x := run["throughput: "+gatewayMode], run["throughput: "+stackFloorMode]; g != nil && x != nil && g.cycles > 0 && x.cycles > 0 && g.cost.commands != nil && x.cost.commands != nil {
+		gp, xp := g.cost.perCycle(g.cycles, g.nodes), x.cost.perCycle(x.cycles, x.nodes)
+		f := gp.serverCPU / max(xp.serverCPU, 1e-9)
+		line(fmt.Sprintf("C=%d: gateway CPU per cycle / the stack floor's at the gateway's rate (cycles/s %.0f / %.0f)", g.c, g.perSecond(), x.perSecond()),
+			fmt.Sprintf("%.2f (%.1f / %.1f µs)", f, gp.serverCPU, xp.serverCPU), "<= 1.25", f <= 1.25)
+		r, figure := redisCPUOver(g, x)
+		line(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / the stack floor's at the gateway's rate", g.c), figure, "<= 1.25", r <= 1.25)
+		_, figure = nodesOver(g, x, func(p perCycle) float64 { return p.inScripts }, "µs")
+		fmt.Fprintf(w, "C=%d: Redis time inside script calls per cycle, gateway / the stack floor's at the gateway's rate\t%s\t\tinfo\n", g.c, figure)
+	}
+
 	x := run["contended: "+contendedMode]
 	if x == nil || x.cycles == 0 {
 		return
