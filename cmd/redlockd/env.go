@@ -34,7 +34,7 @@ var otherEnv = map[string]string{
 	"REDLOCKD_RESOURCE": "run's command", "REDLOCKD_TOKEN": "run's command", "REDLOCKD_FENCING_TOKEN": "run's command",
 	"REDLOCKD_SEMAPHORE": "run's command", "REDLOCKD_PERMIT": "run's command",
 	"REDLOCKD_SOAK_SEED": "the tests", "REDLOCKD_SOAK_DURATION": "the tests",
-	"REDLOCKD_BENCH_BARE": "the benchmark", "REDLOCKD_BENCH_BARE_NODES": "the benchmark",
+	"REDLOCKD_BENCH_BARE": "the benchmark", "REDLOCKD_BENCH_BARE_NODES": "the benchmark", "REDLOCKD_BENCH_BARE_CYCLE": "the benchmark",
 }
 
 // testEnvPrefix starts the names the tests set for their own helper processes.
