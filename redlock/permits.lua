@@ -85,11 +85,14 @@ end
 -- node's clock in ms), the latest score of permits (last, when the caller knows it): no longer
 -- than the permits they describe, and never shorter, whatever the order of their grants and
 -- extensions. One read (none with last) and three writes, whether the key lived longer or was
--- just made by ZADD (and has no TTL yet).
+-- just made by ZADD (and has no TTL yet). A PEXPIRE counts from the node's clock at that call,
+-- which may tick between two: holders first, so that permits never expires before holders (a
+-- script that finds permits expired finds holders expired too, which record relies on), and
+-- holders not before last (the clock is at now or later).
 local function keep(now, last)
   last = last or tonumber(redis.call('ZRANGE', permitskey, -1, -1, 'WITHSCORES')[2])
   local px = math.max(last - now, 1)
-  for _, k in ipairs({limitkey, permitskey, holderskey}) do
+  for _, k in ipairs({holderskey, permitskey, limitkey}) do
     redis.call('PEXPIRE', k, px)
   end
 end

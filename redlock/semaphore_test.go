@@ -1042,6 +1042,43 @@ func TestSemaphoreExpiredPermitSwept(t *testing.T) {
 	}
 }
 
+// TestSemaphoreHoldersNeverOutlivePermits: the index's holders expire no
+// later than its permits, so that no script finds holders alive once
+// permits expired (record takes an empty permits for an empty holders: a
+// stale holder of a permit would stay beside its new one). A grant sets
+// their TTLs with a PEXPIRE each, between which the node's clock may tick:
+// with holders' last, 2,000 grants found holders a millisecond later in 3
+// runs of 4. One permit is held throughout, another taken and released.
+func TestSemaphoreHoldersNeverOutlivePermits(t *testing.T) {
+	cl := newCluster(t, 1, Options{})
+	c, ctx := cl.c, t.Context()
+	keys := c.semaphoreKeysOf("", "s")
+	rdb := cl.servers[0].Client()
+	if _, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{TTL: 30 * time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		p, err := c.AcquirePermit(ctx, "s", permitOpts(2, AcquireOptions{TTL: time.Minute}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits, err := rdb.PExpireTime(ctx, keys.Permits).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		holders, err := rdb.PExpireTime(ctx, keys.Holders).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holders <= 0 || holders > permits {
+			t.Fatalf("grant %d: holders expire at %d, permits at %d (ms since 1970)", i, holders.Milliseconds(), permits.Milliseconds())
+		}
+		if err := c.ReleasePermit(ctx, "", "s", p.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestPermitReleaseStaleEntry: a release whose token the index still names
 // on a permit whose record no longer does (the key gone, or another token's)
 // answers as a release that finds no permit: expired, nothing remembered,
