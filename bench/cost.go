@@ -157,7 +157,7 @@ func treeCPUTime(pid int) (time.Duration, error) {
 // perCycle is the cost of one of cycles, for the first nodes nodes (the
 // ones a mode uses): the commands and script calls per node, the mean of
 // those nodes, the CPU µs of the nodes together (and the µs inside their
-// script calls), of the gateway and of postgres, and the thousands of
+// script calls), of the HTTP server and of postgres, and the thousands of
 // instructions of the nodes' main threads together (0 without counters).
 type perCycle struct {
 	commands, scripts                float64
@@ -239,6 +239,12 @@ func redisKinstrOver(a, b *result) (figure string, ok bool) {
 // the figure that shows it with both.
 func redisCPUOver(a, b *result) (float64, string) {
 	return nodesOver(a, b, func(p perCycle) float64 { return p.redisCPU }, "µs")
+}
+
+// inScriptsOver is the nodes' time inside script calls per cycle of run a
+// over that of run b, as redisCPUOver.
+func inScriptsOver(a, b *result) (float64, string) {
+	return nodesOver(a, b, func(p perCycle) float64 { return p.inScripts }, "µs")
 }
 
 // nodesOver is a figure per cycle of the nodes (of) of run a over that of

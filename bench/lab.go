@@ -396,7 +396,8 @@ func (m mode) redisNodes(l *lab) int {
 // library or bare SET NX in-process on the same nodes, or Postgres advisory
 // locks.
 func (l *lab) open(m mode) (locker, func(), int, error) {
-	if m.viaHTTPServer() && m.backend() != viaGateway {
+	switch m.backend() {
+	case viaBareHTTP, viaBareRound, viaStackFloor:
 		return l.openBare(m)
 	}
 	lock, done, err := l.openInProcess(m)

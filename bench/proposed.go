@@ -31,7 +31,7 @@ func printProposed(w io.Writer, run map[string]*result) {
 			line(fmt.Sprintf("C=1: Redis CPU per cycle, gateway / the fenced floor's scripts at the gateway's rate (a cycle per %s)", ms(x.pace)),
 				figure, "<= 1.25", g.cycles > 0 && r <= 1.25)
 			// Of which the scripts' own work: where the two differ.
-			_, figure = nodesOver(g, x, func(p perCycle) float64 { return p.inScripts }, "µs")
+			_, figure = inScriptsOver(g, x)
 			fmt.Fprintf(w, "C=1: Redis time inside script calls per cycle, gateway / the fenced floor's scripts at the gateway's rate\t%s\t\tinfo\n", figure)
 			// The same work counted in instructions, which the machine's load
 			// barely moves.
@@ -51,7 +51,7 @@ func printProposed(w io.Writer, run map[string]*result) {
 			fmt.Sprintf("%.2f (%.1f / %.1f µs)", f, gp.serverCPU, xp.serverCPU), "<= 1.25", f <= 1.25)
 		r, figure := redisCPUOver(g, x)
 		line(fmt.Sprintf("C=%d: Redis CPU per cycle, gateway / the stack floor's at the gateway's rate", g.c), figure, "<= 1.25", r <= 1.25)
-		_, figure = nodesOver(g, x, func(p perCycle) float64 { return p.inScripts }, "µs")
+		_, figure = inScriptsOver(g, x)
 		fmt.Fprintf(w, "C=%d: Redis time inside script calls per cycle, gateway / the stack floor's at the gateway's rate\t%s\t\tinfo\n", g.c, figure)
 	}
 

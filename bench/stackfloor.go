@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
@@ -24,13 +25,14 @@ import (
 // every node at once and, once a majority granted, answers 201 with a
 // LockResponse written by api's generated code; DELETE runs the fenced
 // floor's release script with the Lock-Token header and answers 204 once a
-// majority answered. The scripts go through each node's go-redis automatic
-// pipeline, and one goroutine per node awaits them in the order sent, as
-// the gateway's rounds do (redlock/batch.go); the nodes' clients are set as
-// the gateway sets its own (redlock/node.go: RESP2, a pipeline pool of one,
-// no maintenance notifications). No router, validation, authentication,
-// access log, metrics, coordinator or lock scripts: what the gateway spends
-// beyond it per cycle, in its own CPU and in the nodes', is what those cost
+// majority answered; chi routes both, as the gateway's. The scripts go
+// through each node's go-redis automatic pipeline, and one goroutine per
+// node awaits them in the order sent, as the gateway's rounds do
+// (redlock/batch.go); the nodes' clients are set as the gateway sets its
+// own (redlock/node.go: RESP2, a pipeline pool of one, no maintenance
+// notifications). No middleware (validation, authentication, access log,
+// metrics), coordinator or lock scripts: what the gateway spends beyond it
+// per cycle, in its own CPU and in the nodes', is what those cost
 // (docs/measuring.md, Proposed targets).
 
 // floorQueued bounds the commands queued for one node, as the gateway's
@@ -127,15 +129,15 @@ func floorRound(ctx context.Context, nodes []*floorNode, script *redis.Script, k
 func stackFloorHandler(nodes []*floorNode) http.Handler {
 	quorum := len(nodes)/2 + 1
 	var requests atomic.Uint64 // their ids (X-Request-Id, which a 201 carries)
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /locks/{name}", func(w http.ResponseWriter, r *http.Request) {
+	mux := chi.NewRouter()
+	mux.Post("/locks/{name}", func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		var req api.AcquireRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.TTLMs == nil {
 			http.Error(w, "a body with ttl_ms", http.StatusBadRequest)
 			return
 		}
-		name, token, ttl := r.PathValue("name"), rand.Text(), *req.TTLMs
+		name, token, ttl := chi.URLParam(r, "name"), rand.Text(), *req.TTLMs
 		fence, err := floorRound(r.Context(), nodes, fencedfloor.Acquire, []string{name, name + ":fence"}, token, ttl)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -148,8 +150,8 @@ func stackFloorHandler(nodes []*floorNode) http.Handler {
 		}, Headers: api.AcquireLock201ResponseHeaders{
 			Location: "/locks/" + name, XRequestId: strconv.FormatUint(requests.Add(1), 10)}}.VisitAcquireLockResponse(w)
 	})
-	mux.HandleFunc("DELETE /locks/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
+	mux.Delete("/locks/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := chi.URLParam(r, "name")
 		if _, err := floorRound(r.Context(), nodes, fencedfloor.Release, []string{name}, r.Header.Get("Lock-Token"), "", 60000); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
